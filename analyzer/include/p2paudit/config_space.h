@@ -1,0 +1,22 @@
+// Per-function config space decoding through libpci: the linux-sysfs access method pointed into a
+// sysroot, or libpci's dump method for `lspci -x` dumps.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology.h"
+
+namespace p2paudit {
+
+// Functions with identity, names, capabilities, BARs and windows filled in; sysfs-only facts
+// (parents, drivers, IOMMU groups) are left to the topology reader. Throws InputError.
+std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings);
+std::vector<Function> read_config_dump(const std::string& dump_file, std::vector<Finding>& findings);
+
+// Mirrors pci_find_ext_capability() in drivers/pci/pci.c: the offset the kernel would find, 0 if none.
+using ConfigReader = uint32_t (*)(const void* ctx, int pos);
+int pci_find_ext_capability(const void* ctx, ConfigReader read32, size_t cfg_size, int cap);
+
+}  // namespace p2paudit

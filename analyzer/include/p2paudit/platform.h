@@ -1,0 +1,22 @@
+// Platform facts: boot CPU, kernel release and command line, CONFIG_PCI_P2PDMA, IOMMU state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology.h"
+
+namespace p2paudit {
+
+Platform read_platform(const Sysroot& root, std::vector<Finding>& findings);
+
+// The value of a kernel command-line parameter ("iommu", "pci", ...), last one wins as in the
+// kernel; nullopt when absent. A bare flag yields "".
+std::optional<std::string> cmdline_param(const std::string& cmdline, const std::string& name);
+
+// Values given through pci=KEY=VALUE (pci= options are split on ',').
+std::optional<std::string> cmdline_pci_option(const std::string& cmdline, const std::string& key);
+
+}  // namespace p2paudit

@@ -1,0 +1,44 @@
+// Snapshots: a .tar.gz holding exactly the files the analyzer reads, plus capture metadata that
+// cannot be read back from sysfs alone (module versions, the kernel's config-space sizes).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology.h"
+
+namespace p2paudit {
+
+inline constexpr const char* kCaptureMetadataPath = "p2paudit-capture.json";
+
+struct CaptureMetadata {
+  int schema_version = 1;
+  std::string tool_version;
+  std::string captured_at;                       // ISO 8601, UTC
+  std::string hostname;                          // empty when redacted
+  bool privileged = false;                       // config space read in full
+  bool redacted = false;
+  std::map<std::string, size_t> config_sizes;    // BDF -> size of sysfs config (the kernel's cfg_size)
+  std::map<std::string, ModuleInfo> modules;     // driver -> module facts
+};
+
+struct SnapshotOptions {
+  bool redact = false;                           // drop Device Serial Numbers and the host name
+  std::string tool_version;
+};
+
+struct SnapshotReport {
+  size_t files = 0;
+  bool privileged = false;
+};
+
+// Captures root (normally the live "/") described by topo into out_path. Throws InputError.
+SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const std::string& out_path,
+                              const SnapshotOptions& options);
+
+// The snapshot's metadata, nullopt for a plain sysroot; throws InputError when it is malformed.
+std::optional<CaptureMetadata> read_capture_metadata(const Sysroot& root);
+
+}  // namespace p2paudit

@@ -1,0 +1,329 @@
+#include "p2paudit/config_space.h"
+
+#include <csetjmp>
+#include <cstdarg>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+
+#include <fmt/format.h>
+
+extern "C" {
+#include <pci/pci.h>
+}
+
+#include "p2paudit/errors.h"
+
+namespace p2paudit {
+
+namespace {
+
+// libpci reports fatal errors through a callback that must not return; we jump back to the
+// guarded call instead of letting it exit() the process.
+thread_local std::jmp_buf* g_error_jump = nullptr;
+thread_local char g_error_message[512];
+
+[[noreturn]] void on_pci_error(char* msg, ...) {
+  va_list args;
+  va_start(args, msg);
+  std::vsnprintf(g_error_message, sizeof g_error_message, msg, args);
+  va_end(args);
+  std::longjmp(*g_error_jump, 1);
+}
+
+void on_pci_warning(char*, ...) {}
+void on_pci_debug(char*, ...) {}
+
+// Runs one libpci call; false (with g_error_message set) when libpci reported an error.
+// The callable must hold no C++ objects with destructors: longjmp skips them.
+template <typename Call>
+bool guarded(Call call) {
+  std::jmp_buf env;
+  std::jmp_buf* previous = g_error_jump;
+  g_error_jump = &env;
+  if (setjmp(env) != 0) {
+    g_error_jump = previous;
+    return false;
+  }
+  call();
+  g_error_jump = previous;
+  return true;
+}
+
+class PciAccess {
+ public:
+  PciAccess() : a_(pci_alloc()) {
+    a_->error = on_pci_error;
+    a_->warning = on_pci_warning;
+    a_->debug = on_pci_debug;
+  }
+  ~PciAccess() { pci_cleanup(a_); }
+  PciAccess(const PciAccess&) = delete;
+  PciAccess& operator=(const PciAccess&) = delete;
+  struct pci_access* get() { return a_; }
+
+ private:
+  struct pci_access* a_;
+};
+
+uint32_t read_long(const void* ctx, int pos) {
+  return pci_read_long(static_cast<struct pci_dev*>(const_cast<void*>(ctx)), pos);
+}
+
+// How much of config space the access method can really return: unprivileged sysfs reads stop
+// at 64 bytes, a conventional function has 256, a PCIe one 4096.
+size_t readable_config_size(struct pci_dev* d) {
+  uint8_t probe[4];
+  for (int size : {4096, 256, 64})
+    if (pci_read_block(d, size - 4, probe, 4)) return static_cast<size_t>(size);
+  return 0;
+}
+
+std::string lookup(struct pci_access* a, int flags, unsigned arg1, unsigned arg2 = 0) {
+  char buf[256];
+  const char* name = pci_lookup_name(a, buf, sizeof buf, flags | PCI_LOOKUP_NO_NUMBERS | PCI_LOOKUP_NO_HWDB,
+                                     arg1, arg2);
+  return name ? name : "";
+}
+
+std::string link_speed_name(unsigned code) {
+  static const char* kSpeeds[] = {"", "2.5 GT/s PCIe", "5.0 GT/s PCIe", "8.0 GT/s PCIe", "16.0 GT/s PCIe",
+                                  "32.0 GT/s PCIe", "64.0 GT/s PCIe"};
+  return code < std::size(kSpeeds) ? kSpeeds[code] : fmt::format("Unknown speed ({:#x})", code);
+}
+
+void decode_bars(struct pci_dev* d, Function& f) {
+  bool have_flags = d->known_fields & PCI_FILL_IO_FLAGS;
+  int count = f.header_type == 0 ? 6 : f.header_type == 1 ? 2 : 0;
+  for (int i = 0; i < count; ++i) {
+    pciaddr_t raw = d->base_addr[i];
+    if (!raw && !d->size[i]) continue;
+    Bar bar;
+    bar.index = i;
+    bar.size = d->size[i];
+    if (have_flags && d->flags[i]) {
+      bar.io = d->flags[i] & PCI_IORESOURCE_IO;
+      bar.prefetchable = d->flags[i] & PCI_IORESOURCE_PREFETCH;
+      bar.is_64bit = d->flags[i] & PCI_IORESOURCE_MEM_64;
+    } else {
+      bar.io = raw & PCI_BASE_ADDRESS_SPACE_IO;
+      bar.prefetchable = !bar.io && (raw & PCI_BASE_ADDRESS_MEM_PREFETCH);
+      bar.is_64bit = !bar.io && (raw & PCI_BASE_ADDRESS_MEM_TYPE_MASK) == PCI_BASE_ADDRESS_MEM_TYPE_64;
+    }
+    bar.start = raw & (bar.io ? PCI_ADDR_IO_MASK : PCI_ADDR_MEM_MASK);
+    f.bars.push_back(bar);
+    if (bar.is_64bit && !have_flags) ++i;  // the upper half of a 64-bit BAR is the next register
+  }
+}
+
+// Bridge windows from the type 1 header; libpci decodes BARs but not these registers.
+void decode_bridge_windows(struct pci_dev* d, Function& f) {
+  if (f.header_type != 1 || f.config_readable < 64) return;
+  f.secondary_bus = pci_read_byte(d, PCI_SECONDARY_BUS);
+  f.subordinate_bus = pci_read_byte(d, PCI_SUBORDINATE_BUS);
+
+  BridgeWindow io{"io"};
+  uint8_t io_base = pci_read_byte(d, PCI_IO_BASE), io_limit = pci_read_byte(d, PCI_IO_LIMIT);
+  io.base = uint64_t(io_base & PCI_IO_RANGE_MASK) << 8;
+  io.limit = (uint64_t(io_limit & PCI_IO_RANGE_MASK) << 8) | 0xfff;
+  if ((io_base & PCI_IO_RANGE_TYPE_MASK) == PCI_IO_RANGE_TYPE_32) {
+    io.base |= uint64_t{pci_read_word(d, PCI_IO_BASE_UPPER16)} << 16;
+    io.limit |= uint64_t{pci_read_word(d, PCI_IO_LIMIT_UPPER16)} << 16;
+  }
+  io.enabled = io.base <= io.limit;
+  f.windows.push_back(io);
+
+  BridgeWindow mem{"mem"};
+  mem.base = uint64_t(pci_read_word(d, PCI_MEMORY_BASE) & PCI_MEMORY_RANGE_MASK) << 16;
+  mem.limit = (uint64_t(pci_read_word(d, PCI_MEMORY_LIMIT) & PCI_MEMORY_RANGE_MASK) << 16) | 0xfffff;
+  mem.enabled = mem.base <= mem.limit;
+  f.windows.push_back(mem);
+
+  BridgeWindow pref{"prefetch"};
+  uint16_t pbase = pci_read_word(d, PCI_PREF_MEMORY_BASE), plimit = pci_read_word(d, PCI_PREF_MEMORY_LIMIT);
+  pref.base = uint64_t(pbase & PCI_PREF_RANGE_MASK) << 16;
+  pref.limit = (uint64_t(plimit & PCI_PREF_RANGE_MASK) << 16) | 0xfffff;
+  pref.is_64bit = (pbase & PCI_PREF_RANGE_TYPE_MASK) == PCI_PREF_RANGE_TYPE_64;
+  if (pref.is_64bit) {
+    pref.base |= uint64_t{pci_read_long(d, PCI_PREF_BASE_UPPER32)} << 32;
+    pref.limit |= uint64_t{pci_read_long(d, PCI_PREF_LIMIT_UPPER32)} << 32;
+  }
+  pref.enabled = pref.base <= pref.limit;
+  f.windows.push_back(pref);
+}
+
+void decode_pcie(struct pci_dev* d, Function& f) {
+  bool trad_caps_readable = f.config_readable >= 256;
+  struct pci_cap* exp = pci_find_cap(d, PCI_CAP_ID_EXP, PCI_CAP_NORMAL);
+  if (!exp) {
+    bool has_cap_list = pci_read_word(d, PCI_STATUS) & PCI_STATUS_CAP_LIST;
+    f.is_pcie = false;
+    f.pcie_type = (trad_caps_readable || !has_cap_list) ? PcieType::kNotPcie : PcieType::kUnknown;
+    return;
+  }
+  f.is_pcie = true;
+  unsigned type = (pci_read_word(d, exp->addr + PCI_EXP_FLAGS) & PCI_EXP_FLAGS_TYPE) >> 4;
+  switch (type) {
+    case 0x0: case 0x1: case 0x4: case 0x5: case 0x6: case 0x7: case 0x8: case 0x9: case 0xa:
+      f.pcie_type = static_cast<PcieType>(type);
+      break;
+    default:
+      f.pcie_type = PcieType::kOther;
+  }
+  uint32_t lnkcap = pci_read_long(d, exp->addr + PCI_EXP_LNKCAP);
+  uint16_t lnksta = pci_read_word(d, exp->addr + PCI_EXP_LNKSTA);
+  if (f.link.max_speed.empty()) f.link.max_speed = link_speed_name(lnkcap & 0xf);
+  if (!f.link.max_width) f.link.max_width = static_cast<int>((lnkcap >> 4) & 0x3f);
+  if (f.link.current_speed.empty()) f.link.current_speed = link_speed_name(lnksta & 0xf);
+  if (!f.link.current_width) f.link.current_width = (lnksta >> 4) & 0x3f;
+}
+
+void decode_ext_caps(struct pci_dev* d, Function& f, std::vector<Finding>& findings, const std::string& where) {
+  // Extended capabilities live above 256 bytes: absent on conventional functions, unknown when
+  // the read stopped short of them.
+  bool no_ext_space = f.config_size != 0 && f.config_size <= 256;
+  bool readable = f.config_readable > 256;
+  CapState none = no_ext_space ? CapState::kAbsent : CapState::kUnknown;
+  f.ari = f.rebar_state = f.acs.state = none;
+  if (no_ext_space || !readable) return;
+
+  int acs = pci_find_ext_capability(d, read_long, f.config_readable, PCI_EXT_CAP_ID_ACS);
+  struct pci_cap* libpci_acs = pci_find_cap(d, PCI_EXT_CAP_ID_ACS, PCI_CAP_EXTENDED);
+  if ((libpci_acs ? static_cast<int>(libpci_acs->addr) : 0) != acs)
+    findings.push_back({where, fmt::format("extended capability list is malformed: the kernel's walk finds ACS at "
+                                           "{:#x}, libpci's at {:#x}; the kernel's offset is used",
+                                           acs, libpci_acs ? libpci_acs->addr : 0)});
+  f.acs.state = acs ? CapState::kPresent : CapState::kAbsent;
+  if (acs) {
+    f.acs.offset = static_cast<uint16_t>(acs);
+    f.acs.cap = pci_read_word(d, acs + PCI_ACS_CAP);
+    f.acs.ctrl = pci_read_word(d, acs + PCI_ACS_CTRL);
+  }
+  f.ari = pci_find_cap(d, PCI_EXT_CAP_ID_ARI, PCI_CAP_EXTENDED) ? CapState::kPresent : CapState::kAbsent;
+  if (struct pci_cap* sriov = pci_find_cap(d, PCI_EXT_CAP_ID_SRIOV, PCI_CAP_EXTENDED)) {
+    f.sriov = Sriov{pci_read_word(d, sriov->addr + 0x0e), pci_read_word(d, sriov->addr + 0x10),
+                    pci_read_word(d, sriov->addr + 0x1a)};
+  }
+  if (struct pci_cap* dsn = pci_find_cap(d, PCI_EXT_CAP_ID_DSN, PCI_CAP_EXTENDED))
+    f.serial_number = (uint64_t{pci_read_long(d, dsn->addr + 8)} << 32) | pci_read_long(d, dsn->addr + 4);
+  if (struct pci_cap* rebar = pci_find_cap(d, PCI_EXT_CAP_ID_REBAR, PCI_CAP_EXTENDED)) {
+    f.rebar_state = CapState::kPresent;
+    unsigned count = (pci_read_long(d, rebar->addr + 8) >> 5) & 0x7;
+    for (unsigned i = 0; i < count && i < 6; ++i) {
+      uint32_t cap = pci_read_long(d, rebar->addr + 4 + 8 * static_cast<int>(i));
+      uint32_t ctrl = pci_read_long(d, rebar->addr + 8 + 8 * static_cast<int>(i));
+      ResizableBar r;
+      r.bar = static_cast<int>(ctrl & 0x7);
+      r.current_size = uint64_t{1} << (((ctrl >> 8) & 0x3f) + 20);
+      for (int bit = 4; bit < 32; ++bit)
+        if (cap & (1u << bit)) r.supported_sizes.push_back(uint64_t{1} << (bit - 4 + 20));
+      f.rebar.push_back(r);
+    }
+  } else {
+    f.rebar_state = CapState::kAbsent;
+  }
+}
+
+// Where a function's bytes come from (for messages) and the config size the kernel exposes (0: unknown).
+struct Source {
+  std::string where;
+  size_t config_size = 0;
+};
+using Describe = std::function<Source(const Bdf&)>;
+
+Function decode_function(struct pci_access* a, struct pci_dev* d, std::vector<Finding>& findings,
+                         const Source& source) {
+  const std::string& where = source.where;
+  Function f;
+  f.config_size = source.config_size;
+  f.bdf = Bdf{static_cast<uint32_t>(d->domain), d->bus, d->dev, d->func};
+  f.vendor = d->vendor_id;
+  f.device = d->device_id;
+  f.class_code = (uint32_t{d->device_class} << 8) | d->prog_if;
+  f.revision = d->rev_id;
+  f.subsystem_vendor = d->subsys_vendor_id;
+  f.subsystem_device = d->subsys_id;
+  f.config_readable = readable_config_size(d);
+  if (!f.config_size && f.config_readable == 4096) f.config_size = 4096;  // else: unknown, stays 0
+  uint8_t htype = pci_read_byte(d, PCI_HEADER_TYPE);
+  f.header_type = htype & 0x7f;
+  f.multifunction = htype & 0x80;
+  f.vendor_name = lookup(a, PCI_LOOKUP_VENDOR, f.vendor);
+  f.device_name = lookup(a, PCI_LOOKUP_DEVICE, f.vendor, f.device);
+  f.class_name = lookup(a, PCI_LOOKUP_CLASS, d->device_class);
+  if (d->numa_node >= 0) f.numa_node = d->numa_node;
+  decode_bars(d, f);
+  decode_bridge_windows(d, f);
+  decode_pcie(d, f);
+  decode_ext_caps(d, f, findings, where);
+  return f;
+}
+
+constexpr unsigned kFillFlags = PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_CLASS_EXT | PCI_FILL_SUBSYS |
+                                PCI_FILL_BASES | PCI_FILL_SIZES | PCI_FILL_IO_FLAGS | PCI_FILL_CAPS |
+                                PCI_FILL_EXT_CAPS | PCI_FILL_NUMA_NODE;
+
+std::vector<Function> scan(PciAccess& access, const std::string& origin, const Describe& describe,
+                           std::vector<Finding>& findings) {
+  struct pci_access* a = access.get();
+  if (!guarded([&] { pci_init(a); }) || !guarded([&] { pci_scan_bus(a); }))
+    throw InputError(fmt::format("{}: {}", origin, g_error_message));
+  std::vector<Function> out;
+  for (struct pci_dev* d = a->devices; d; d = d->next) {
+    if (!guarded([&] { pci_fill_info(d, kFillFlags); }))
+      throw InputError(fmt::format("{}: {:04x}:{:02x}:{:02x}.{:x}: {}", origin, d->domain, d->bus, d->dev, d->func,
+                                   g_error_message));
+    Bdf bdf{static_cast<uint32_t>(d->domain), d->bus, d->dev, d->func};
+    out.push_back(decode_function(a, d, findings, describe(bdf)));
+  }
+  std::sort(out.begin(), out.end(), [](const Function& x, const Function& y) { return x.bdf < y.bdf; });
+  return out;
+}
+
+}  // namespace
+
+int pci_find_ext_capability(const void* ctx, ConfigReader read32, size_t cfg_size, int cap) {
+  constexpr int kCfgSpaceSize = 256, kCfgSpaceExpSize = 4096;
+  int ttl = (kCfgSpaceExpSize - kCfgSpaceSize) / 8;  // minimum 8 bytes per capability
+  if (cfg_size <= kCfgSpaceSize) return 0;
+  int pos = kCfgSpaceSize;
+  uint32_t header = read32(ctx, pos);
+  if (header == 0) return 0;  // no capabilities: ID, version and next are all zero
+  while (ttl-- > 0) {
+    if (static_cast<int>(header & 0xffff) == cap) return pos;
+    pos = static_cast<int>((header >> 20) & 0xffc);
+    if (pos < kCfgSpaceSize) break;
+    header = read32(ctx, pos);
+  }
+  return 0;
+}
+
+std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings) {
+  PciAccess access;
+  struct pci_access* a = access.get();
+  a->method = PCI_ACCESS_SYS_BUS_PCI;
+  std::string sysfs = root.path("sys/bus/pci").string();
+  pci_set_param(a, const_cast<char*>("sysfs.path"), sysfs.data());
+  // The kernel's cfg_size is the size sysfs gives the config file, whatever this reader may read;
+  // a snapshot taken without root holds only the readable part, so its size is no evidence.
+  auto describe = [&](const Bdf& b) {
+    Source s{"sys/bus/pci/devices/" + b.str() + "/config"};
+    std::error_code ec;
+    auto size = std::filesystem::file_size(root.path(s.where), ec);
+    if (!ec && (root.is_live() || size > 64)) s.config_size = static_cast<size_t>(size);
+    return s;
+  };
+  return scan(access, root.origin(), describe, findings);
+}
+
+std::vector<Function> read_config_dump(const std::string& dump_file, std::vector<Finding>& findings) {
+  if (!std::filesystem::is_regular_file(dump_file)) throw InputError(fmt::format("{}: no such file", dump_file));
+  PciAccess access;
+  struct pci_access* a = access.get();
+  a->method = PCI_ACCESS_DUMP;
+  std::string name = dump_file;
+  pci_set_param(a, const_cast<char*>("dump.name"), name.data());
+  return scan(access, dump_file, [&](const Bdf&) { return Source{dump_file}; }, findings);
+}
+
+}  // namespace p2paudit

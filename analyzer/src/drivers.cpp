@@ -1,0 +1,94 @@
+#include "p2paudit/drivers.h"
+
+#include <libkmod.h>
+
+namespace p2paudit {
+
+namespace {
+
+void fill_from_module(struct kmod_module* mod, ModuleInfo& info) {
+  info.name = kmod_module_get_name(mod);
+  int state = kmod_module_get_initstate(mod);
+  if (state == KMOD_MODULE_BUILTIN) info.builtin = Known::kYes;
+  else if (state >= 0 || kmod_module_get_path(mod)) info.builtin = Known::kNo;
+  struct kmod_list* list = nullptr;
+  if (kmod_module_get_info(mod, &list) >= 0) {
+    struct kmod_list* item;
+    kmod_list_foreach(item, list) {
+      std::string key = kmod_module_info_get_key(item);
+      const char* value = kmod_module_info_get_value(item);
+      if (!value) continue;
+      if (key == "version") info.version = value;
+      else if (key == "srcversion") info.srcversion = value;
+    }
+    kmod_module_info_free_list(list);
+  }
+}
+
+}  // namespace
+
+ModuleResolver::ModuleResolver(const Sysroot& root, const std::string& kernel_release) : root_(root) {
+  if (root.is_live()) {
+    ctx_ = kmod_new(nullptr, nullptr);
+  } else if (!kernel_release.empty() && root.exists("lib/modules/" + kernel_release + "/modules.dep")) {
+    std::string dir = root.path("lib/modules/" + kernel_release).string();
+    ctx_ = kmod_new(dir.c_str(), nullptr);
+  }
+  if (ctx_ && kmod_load_resources(ctx_) < 0) {
+    kmod_unref(ctx_);
+    ctx_ = nullptr;
+  }
+}
+
+ModuleResolver::~ModuleResolver() {
+  if (ctx_) kmod_unref(ctx_);
+}
+
+ModuleInfo ModuleResolver::for_driver(const std::string& driver) const {
+  ModuleInfo info;
+  if (driver.empty()) return info;
+  // The kernel links a modular driver to its module; a built-in driver has no such link.
+  std::string name;
+  if (auto link = root_.read_link("sys/bus/pci/drivers/" + driver + "/module")) {
+    name = link->substr(link->rfind('/') + 1);
+  } else if (root_.is_live() && root_.exists("sys/bus/pci/drivers/" + driver)) {
+    info.builtin = Known::kYes;
+  }
+  if (!ctx_) {
+    info.name = name;
+    if (!name.empty()) {
+      info.builtin = Known::kNo;
+      if (auto v = root_.read_line("sys/module/" + name + "/version")) info.version = *v;
+      if (auto v = root_.read_line("sys/module/" + name + "/srcversion")) info.srcversion = *v;
+    }
+    return info;
+  }
+  struct kmod_module* mod = nullptr;
+  if (kmod_module_new_from_name(ctx_, name.empty() ? driver.c_str() : name.c_str(), &mod) < 0) return info;
+  Known builtin_hint = info.builtin;
+  fill_from_module(mod, info);
+  if (info.builtin == Known::kUnknown) info.builtin = builtin_hint;
+  if (info.version.empty())
+    if (auto v = root_.read_line("sys/module/" + info.name + "/version")) info.version = *v;
+  if (info.srcversion.empty())
+    if (auto v = root_.read_line("sys/module/" + info.name + "/srcversion")) info.srcversion = *v;
+  kmod_module_unref(mod);
+  return info;
+}
+
+ModuleInfo ModuleResolver::for_modalias(const std::string& modalias) const {
+  ModuleInfo info;
+  if (!ctx_ || modalias.empty()) return info;
+  struct kmod_list* list = nullptr;
+  if (kmod_module_new_from_lookup(ctx_, modalias.c_str(), &list) < 0 || !list) return info;
+  struct kmod_list* item;
+  kmod_list_foreach(item, list) {
+    struct kmod_module* mod = kmod_module_get_module(item);
+    info.alias_matches.push_back(kmod_module_get_name(mod));
+    kmod_module_unref(mod);
+  }
+  kmod_module_unref_list(list);
+  return info;
+}
+
+}  // namespace p2paudit

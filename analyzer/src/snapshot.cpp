@@ -1,0 +1,226 @@
+#include "p2paudit/snapshot.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace p2paudit {
+
+namespace {
+
+// Per-function files the analyzer reads (see the core issue); nothing else is captured.
+const char* const kFunctionFiles[] = {
+    "config", "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "revision", "resource",
+    "numa_node", "local_cpulist", "current_link_speed", "current_link_width", "max_link_speed", "max_link_width",
+    "modalias", "enable", "irq"};
+const char* const kFunctionLinks[] = {"driver", "iommu_group", "physfn"};
+const char* const kP2pmemFiles[] = {"size", "available", "published"};  // never "allocate": a 1 TiB mmap file
+
+class TarWriter {
+ public:
+  TarWriter(const std::string& path) : path_(path), a_(archive_write_new()) {
+    archive_write_add_filter_gzip(a_);
+    archive_write_set_format_pax_restricted(a_);
+    if (archive_write_open_filename(a_, path.c_str()) != ARCHIVE_OK) fail("cannot create");
+  }
+  ~TarWriter() {
+    if (a_) archive_write_free(a_);
+  }
+  void directory(const std::string& name) {
+    if (!dirs_.insert(name).second) return;
+    auto slash = name.rfind('/');
+    if (slash != std::string::npos) directory(name.substr(0, slash));
+    entry(name, AE_IFDIR, 0755, nullptr, 0, {});
+  }
+  void file(const std::string& name, const std::string& data) {
+    directory_of(name);
+    entry(name, AE_IFREG, 0644, data.data(), data.size(), {});
+    ++files_;
+  }
+  void symlink(const std::string& name, const std::string& target) {
+    directory_of(name);
+    entry(name, AE_IFLNK, 0777, nullptr, 0, target);
+    ++files_;
+  }
+  void close() {
+    if (archive_write_close(a_) != ARCHIVE_OK) fail("cannot finish");
+    archive_write_free(a_);
+    a_ = nullptr;
+  }
+  size_t files() const { return files_; }
+
+ private:
+  void directory_of(const std::string& name) {
+    auto slash = name.rfind('/');
+    if (slash != std::string::npos) directory(name.substr(0, slash));
+  }
+  void entry(const std::string& name, unsigned type, unsigned perm, const void* data, size_t size,
+             const std::string& link_target) {
+    struct archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_filetype(e, type);
+    archive_entry_set_perm(e, perm);
+    archive_entry_set_size(e, static_cast<la_int64_t>(size));
+    archive_entry_set_mtime(e, 0, 0);
+    if (!link_target.empty()) archive_entry_set_symlink(e, link_target.c_str());
+    int r = archive_write_header(a_, e);
+    if (r == ARCHIVE_OK && size) r = archive_write_data(a_, data, size) < 0 ? ARCHIVE_FATAL : ARCHIVE_OK;
+    archive_entry_free(e);
+    if (r != ARCHIVE_OK) fail("cannot write");
+  }
+  [[noreturn]] void fail(const char* what) {
+    std::string msg = fmt::format("{}: {}: {}", path_, what, archive_error_string(a_) ? archive_error_string(a_) : "error");
+    archive_write_free(a_);
+    a_ = nullptr;
+    std::remove(path_.c_str());
+    throw InputError(msg);
+  }
+
+  std::string path_;
+  struct archive* a_;
+  std::set<std::string> dirs_;
+  size_t files_ = 0;
+};
+
+std::string now_utc() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::ordered_json module_json(const ModuleInfo& m) {
+  return {{"name", m.name}, {"version", m.version}, {"srcversion", m.srcversion},
+          {"builtin", to_string(m.builtin)}, {"alias_matches", m.alias_matches}};
+}
+
+Known known_from(const std::string& s) { return s == "yes" ? Known::kYes : s == "no" ? Known::kNo : Known::kUnknown; }
+
+void capture_function(const Sysroot& root, const Function& f, TarWriter& tar, const SnapshotOptions& options) {
+  const std::string& dir = f.sysfs_path;
+  for (const char* name : kFunctionFiles) {
+    auto data = root.read_text(dir + "/" + name);
+    if (!data) continue;
+    if (options.redact && std::string(name) == "config" && f.serial_number) {
+      // The serial number sits in the DSN capability; blank it where the capture holds it.
+      for (int cap = 0x100; cap + 12 <= static_cast<int>(data->size());) {
+        uint32_t header = 0;
+        for (int b = 0; b < 4; ++b) header |= uint32_t{static_cast<uint8_t>((*data)[cap + b])} << (8 * b);
+        if ((header & 0xffff) == 0x03) {
+          for (int b = 4; b < 12; ++b) (*data)[cap + b] = 0;
+          break;
+        }
+        int next = static_cast<int>((header >> 20) & 0xffc);
+        if (next <= cap) break;
+        cap = next;
+      }
+    }
+    tar.file(dir + "/" + name, *data);
+  }
+  for (const char* name : kFunctionLinks)
+    if (auto target = root.read_link(dir + "/" + name)) tar.symlink(dir + "/" + name, *target);
+  for (const auto& entry : root.list(dir))
+    if (entry.rfind("virtfn", 0) == 0)
+      if (auto target = root.read_link(dir + "/" + entry)) tar.symlink(dir + "/" + entry, *target);
+  if (f.has_p2pmem)
+    for (const char* name : kP2pmemFiles)
+      if (auto data = root.read_text(dir + "/p2pmem/" + name)) tar.file(dir + "/p2pmem/" + name, *data);
+}
+
+void capture_if_present(const Sysroot& root, TarWriter& tar, const std::string& rel) {
+  if (auto data = root.read_text(rel)) tar.file(rel, *data);
+}
+
+}  // namespace
+
+SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const std::string& out_path,
+                              const SnapshotOptions& options) {
+  TarWriter tar(out_path);
+  CaptureMetadata meta;
+  meta.tool_version = options.tool_version;
+  meta.captured_at = now_utc();
+  meta.redacted = options.redact;
+  meta.hostname = options.redact ? "" : topo.platform.hostname;
+  meta.privileged = topo.config_fully_readable;
+
+  for (const auto& f : topo.functions) {
+    tar.symlink("sys/bus/pci/devices/" + f.bdf.str(), *root.read_link("sys/bus/pci/devices/" + f.bdf.str()));
+    capture_function(root, f, tar, options);
+    if (f.config_size) meta.config_sizes[f.bdf.str()] = f.config_size;
+    meta.modules[f.driver.empty() ? "modalias:" + f.modalias : f.driver] = f.module;
+  }
+  for (const auto& bus : root.list("sys/class/pci_bus"))
+    if (auto target = root.read_link("sys/class/pci_bus/" + bus)) tar.symlink("sys/class/pci_bus/" + bus, *target);
+  for (const auto& group : root.list("sys/kernel/iommu_groups")) {
+    std::string g = "sys/kernel/iommu_groups/" + group;
+    tar.directory(g);
+    capture_if_present(root, tar, g + "/type");
+    for (const auto& dev : root.list(g + "/devices"))
+      if (auto target = root.read_link(g + "/devices/" + dev)) tar.symlink(g + "/devices/" + dev, *target);
+  }
+  for (const char* rel : {"proc/cpuinfo", "proc/cmdline", "proc/version", "proc/sys/kernel/osrelease"})
+    capture_if_present(root, tar, rel);
+  if (topo.platform.kernel_config_source == "proc/config.gz") {
+    std::ifstream in(root.path("proc/config.gz"), std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    tar.file("proc/config.gz", data);
+  } else if (!topo.platform.kernel_config_source.empty()) {
+    capture_if_present(root, tar, topo.platform.kernel_config_source);
+  }
+
+  nlohmann::ordered_json j = {{"schema_version", meta.schema_version}, {"tool_version", meta.tool_version},
+                              {"captured_at", meta.captured_at}, {"hostname", meta.hostname},
+                              {"privileged", meta.privileged}, {"redacted", meta.redacted},
+                              {"config_sizes", meta.config_sizes}, {"modules", nlohmann::ordered_json::object()}};
+  for (const auto& [key, m] : meta.modules) j["modules"][key] = module_json(m);
+  tar.file(kCaptureMetadataPath, j.dump(2) + "\n");
+  SnapshotReport report{tar.files(), meta.privileged};
+  tar.close();
+  return report;
+}
+
+std::optional<CaptureMetadata> read_capture_metadata(const Sysroot& root) {
+  auto text = root.read_text(kCaptureMetadataPath);
+  if (!text) return std::nullopt;
+  CaptureMetadata meta;
+  try {
+    auto j = nlohmann::json::parse(*text);
+    meta.schema_version = j.at("schema_version").get<int>();
+    meta.tool_version = j.value("tool_version", "");
+    meta.captured_at = j.value("captured_at", "");
+    meta.hostname = j.value("hostname", "");
+    meta.privileged = j.value("privileged", false);
+    meta.redacted = j.value("redacted", false);
+    meta.config_sizes = j.value("config_sizes", std::map<std::string, size_t>{});
+    const auto modules = j.value("modules", nlohmann::json::object());
+    for (const auto& [key, m] : modules.items()) {
+      ModuleInfo info;
+      info.name = m.value("name", "");
+      info.version = m.value("version", "");
+      info.srcversion = m.value("srcversion", "");
+      info.builtin = known_from(m.value("builtin", "unknown"));
+      info.alias_matches = m.value("alias_matches", std::vector<std::string>{});
+      meta.modules[key] = info;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: {}: malformed capture metadata: {}", root.origin(), kCaptureMetadataPath, e.what()));
+  }
+  return meta;
+}
+
+}  // namespace p2paudit

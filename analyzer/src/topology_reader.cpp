@@ -1,0 +1,181 @@
+#include "p2paudit/topology_reader.h"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "p2paudit/config_space.h"
+#include "p2paudit/drivers.h"
+#include "p2paudit/errors.h"
+#include "p2paudit/platform.h"
+#include "p2paudit/snapshot.h"
+
+namespace p2paudit {
+
+namespace {
+
+const std::regex kHostBridgeName("pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})");
+
+std::vector<std::string> components(const std::string& path) {
+  std::vector<std::string> out;
+  std::istringstream in(path);
+  for (std::string part; std::getline(in, part, '/');)
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
+std::string basename_of(const std::string& link) { return link.substr(link.rfind('/') + 1); }
+
+std::optional<int> to_int(const std::optional<std::string>& s) {
+  if (!s) return std::nullopt;
+  try {
+    return std::stoi(*s);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The kernel's own view of where a function sits: its directory below sys/devices.
+void place_in_sysfs(const Sysroot& root, const std::map<Bdf, size_t>& index, std::vector<Function>& fns, size_t i,
+                    std::vector<Finding>& findings) {
+  Function& f = fns[i];
+  std::string link = "sys/bus/pci/devices/" + f.bdf.str();
+  auto real = root.resolve(link);
+  if (!real) throw InputError(fmt::format("{}: {}: link does not lead to a device directory", root.origin(), link));
+  f.sysfs_path = *real;
+  auto parts = components(*real);
+  for (size_t k = 0; k + 1 < parts.size(); ++k)
+    if (std::regex_match(parts[k], kHostBridgeName)) f.host_bridge = parts[k];
+  if (f.host_bridge.empty())
+    throw InputError(fmt::format("{}: {}: no pciDDDD:BB host bridge above it", root.origin(), *real));
+  if (parts.size() >= 2) {
+    if (auto up = Bdf::parse(parts[parts.size() - 2])) {
+      if (auto it = index.find(*up); it != index.end()) f.parent = it->second;
+      else findings.push_back({*real, fmt::format("parent {} is not a listed PCI function", up->str())});
+    }
+  }
+  if (auto pf = root.read_link(*real + "/physfn")) {
+    f.is_virtfn = true;
+    if (auto pf_bdf = Bdf::parse(basename_of(*pf)); pf_bdf && index.count(*pf_bdf)) f.physfn = index.at(*pf_bdf);
+    else findings.push_back({*real + "/physfn", "points to no listed PCI function"});
+  }
+}
+
+void read_sysfs_attributes(const Sysroot& root, Function& f) {
+  const std::string& dir = f.sysfs_path;
+  if (auto drv = root.read_link(dir + "/driver")) f.driver = basename_of(*drv);
+  if (auto m = root.read_line(dir + "/modalias")) f.modalias = *m;
+  if (auto n = to_int(root.read_line(dir + "/numa_node"))) f.numa_node = *n;
+  if (auto c = root.read_line(dir + "/local_cpulist")) f.local_cpulist = *c;
+  if (auto s = root.read_line(dir + "/current_link_speed")) f.link.current_speed = *s;
+  if (auto s = root.read_line(dir + "/max_link_speed")) f.link.max_speed = *s;
+  if (auto w = to_int(root.read_line(dir + "/current_link_width"))) f.link.current_width = *w;
+  if (auto w = to_int(root.read_line(dir + "/max_link_width"))) f.link.max_width = *w;
+  if (auto e = to_int(root.read_line(dir + "/enable"))) f.enabled = *e != 0;
+  if (auto g = root.read_link(dir + "/iommu_group")) {
+    f.iommu_group = to_int(basename_of(*g));
+    if (f.iommu_group)
+      if (auto t = root.read_line(fmt::format("sys/kernel/iommu_groups/{}/type", *f.iommu_group)))
+        f.iommu_group_type = *t;
+  }
+  f.has_p2pmem = root.exists(dir + "/p2pmem");
+}
+
+// Parents come from sysfs; a bridge whose bus range disagrees is reported, not silently trusted.
+void cross_check_bus_ranges(Topology& t) {
+  for (const auto& f : t.functions) {
+    if (f.is_virtfn) continue;
+    if (f.parent) {
+      const Function& p = t.functions[*f.parent];
+      if (p.secondary_bus && p.subordinate_bus && (f.bdf.bus < *p.secondary_bus || f.bdf.bus > *p.subordinate_bus))
+        t.findings.push_back({f.sysfs_path, fmt::format("sysfs places {} below {}, whose bus range is {:02x}-{:02x}",
+                                                        f.bdf.str(), p.bdf.str(), *p.secondary_bus, *p.subordinate_bus)});
+      continue;
+    }
+    for (const auto& b : t.functions)
+      if (b.is_bridge() && b.bdf.domain == f.bdf.domain && b.secondary_bus && b.subordinate_bus &&
+          *b.secondary_bus != 0 && f.bdf.bus >= *b.secondary_bus && f.bdf.bus <= *b.subordinate_bus)
+        t.findings.push_back({f.sysfs_path, fmt::format("sysfs places {} on a root bus, but bridge {} claims buses {:02x}-{:02x}",
+                                                        f.bdf.str(), b.bdf.str(), *b.secondary_bus, *b.subordinate_bus)});
+  }
+}
+
+std::vector<HostBridge> collect_host_bridges(const Sysroot& root, const std::vector<Function>& fns) {
+  std::map<std::string, HostBridge> bridges;
+  for (const auto& name : root.list("sys/devices"))
+    if (std::regex_match(name, kHostBridgeName)) bridges[name].name = name;
+  for (const auto& f : fns) bridges[f.host_bridge].name = f.host_bridge;
+  std::vector<HostBridge> out;
+  for (auto& [name, hb] : bridges) {
+    std::smatch m;
+    if (std::regex_match(name, m, kHostBridgeName)) {
+      hb.domain = static_cast<uint32_t>(std::stoul(m[1], nullptr, 16));
+      hb.bus = static_cast<uint8_t>(std::stoul(m[2], nullptr, 16));
+    }
+    // Boot-time scan adds root-bus devices in devfn order; VFs are added later, when enabled.
+    std::vector<size_t> devices, vfs;
+    for (size_t i = 0; i < fns.size(); ++i)
+      if (fns[i].host_bridge == name && !fns[i].parent) (fns[i].is_virtfn ? vfs : devices).push_back(i);
+    auto by_devfn = [&](size_t a, size_t b) { return fns[a].bdf < fns[b].bdf; };
+    std::sort(devices.begin(), devices.end(), by_devfn);
+    std::sort(vfs.begin(), vfs.end(), by_devfn);
+    devices.insert(devices.end(), vfs.begin(), vfs.end());
+    hb.root_bus_devices = std::move(devices);
+    out.push_back(std::move(hb));
+  }
+  return out;
+}
+
+void resolve_modules(const Sysroot& root, Topology& t, const std::optional<CaptureMetadata>& capture) {
+  if (capture) {
+    for (auto& f : t.functions)
+      if (auto it = capture->modules.find(f.driver.empty() ? "modalias:" + f.modalias : f.driver);
+          it != capture->modules.end())
+        f.module = it->second;
+    return;
+  }
+  ModuleResolver modules(root, t.platform.kernel_release);
+  std::map<std::string, ModuleInfo> cache;
+  for (auto& f : t.functions) {
+    std::string key = f.driver.empty() ? "modalias:" + f.modalias : f.driver;
+    auto it = cache.find(key);
+    if (it == cache.end())
+      it = cache.emplace(key, f.driver.empty() ? modules.for_modalias(f.modalias) : modules.for_driver(f.driver)).first;
+    f.module = it->second;
+  }
+}
+
+}  // namespace
+
+Topology read_topology(const Sysroot& root) {
+  if (root.list("sys/bus/pci/devices").empty())
+    throw InputError(fmt::format("{}: no PCI devices: sys/bus/pci/devices is missing or empty", root.origin()));
+  Topology t;
+  auto capture = read_capture_metadata(root);
+  t.platform = read_platform(root, t.findings);
+  t.functions = read_config_space(root, t.findings);
+  if (capture)
+    for (auto& f : t.functions)
+      if (auto it = capture->config_sizes.find(f.bdf.str()); it != capture->config_sizes.end() && !f.config_size)
+        f.config_size = it->second;
+
+  std::map<Bdf, size_t> index;
+  for (size_t i = 0; i < t.functions.size(); ++i) index[t.functions[i].bdf] = i;
+  for (size_t i = 0; i < t.functions.size(); ++i) place_in_sysfs(root, index, t.functions, i, t.findings);
+  for (size_t i = 0; i < t.functions.size(); ++i) {
+    Function& f = t.functions[i];
+    read_sysfs_attributes(root, f);
+    if (f.parent) t.functions[*f.parent].children.push_back(i);
+    if (f.physfn) t.functions[*f.physfn].virtfns.push_back(i);
+    if (f.acs.state == CapState::kUnknown || f.pcie_type == PcieType::kUnknown) t.config_fully_readable = false;
+  }
+  t.host_bridges = collect_host_bridges(root, t.functions);
+  cross_check_bus_ranges(t);
+  resolve_modules(root, t, capture);
+  return t;
+}
+
+}  // namespace p2paudit

@@ -1,0 +1,46 @@
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "p2paudit/snapshot.h"
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+#include "p2paudit/topology_report.h"
+
+namespace p2paudit::cli {
+
+namespace {
+
+struct SnapshotArgs {
+  std::string output;
+  bool redact = false;
+};
+
+int run_snapshot(const GlobalOptions& global, const SnapshotArgs& args) {
+  Sysroot root = Sysroot::open(global.sysroot);
+  Topology t = read_topology(root);
+  auto report = write_snapshot(root, t, args.output, {args.redact, P2PAUDIT_VERSION});
+  if (global.format == "json") {
+    std::cout << nlohmann::ordered_json{{"output", args.output}, {"files", report.files},
+                                        {"privileged", report.privileged}, {"redacted", args.redact}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << fmt::format("wrote {} ({} files{})\n", args.output, report.files, args.redact ? ", redacted" : "");
+    if (auto note = privilege_note(t); !note.empty()) std::cout << "note: " << note << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_snapshot_command(CLI::App& app, const GlobalOptions& global, int* status) {
+  auto* args = new SnapshotArgs;  // lives as long as the program; CLI11 binds options to it
+  auto* cmd = app.add_subcommand("snapshot", "Capture the files the analyzer reads into a .tar.gz");
+  cmd->add_option("-o,--output", args->output, "Output file (FILE.tar.gz)")->required();
+  cmd->add_flag("--redact", args->redact, "Drop Device Serial Numbers and the host name");
+  cmd->callback([&global, args, status] { *status = run_snapshot(global, *args); });
+}
+
+}  // namespace p2paudit::cli

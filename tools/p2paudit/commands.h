@@ -1,0 +1,43 @@
+// Shared plumbing of the p2paudit command line: global options and one add_*_command() per file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "p2paudit/topology.h"
+
+namespace p2paudit::cli {
+
+struct GlobalOptions {
+  std::string sysroot = "/";
+  std::string format = "text";                  // text | json (| env for policy)
+  std::string kernel;                           // --kernel X.Y overrides the sysroot's release
+  std::vector<std::string> kernel_rules;        // --kernel-rules FILE (repeatable)
+  std::vector<std::string> assume_whitelisted;  // --assume-whitelisted VVVV:DDDD[:same-host-bridge]
+  std::string rules_dir;                        // --rules-dir DIR (default: installed or source rules/)
+};
+
+// The rules/ directory: --rules-dir, else $P2PAUDIT_RULES_DIR, else the installed copy, else the
+// source tree's.
+std::string rules_dir(const GlobalOptions& global);
+
+// Prints one line "p2paudit: MESSAGE" to stderr.
+void print_error(const std::string& message);
+
+// Reads the topology of --sysroot (a directory or a .tar.gz); throws InputError on bad input.
+Topology load_topology(const GlobalOptions& global);
+
+// Each command file adds its subcommand; the callback stores the command's exit status in *status.
+void add_topology_command(CLI::App& app, const GlobalOptions& global, int* status);
+void add_snapshot_command(CLI::App& app, const GlobalOptions& global, int* status);
+void add_matrix_command(CLI::App& app, const GlobalOptions& global, int* status);
+void add_explain_command(CLI::App& app, const GlobalOptions& global, int* status);
+
+// Exit statuses scripts can rely on.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitNo = 1;      // a check's answer was "no"
+inline constexpr int kExitError = 2;   // bad input, unreadable sysroot, usage error
+
+}  // namespace p2paudit::cli
