@@ -35,7 +35,7 @@ std::optional<Bdf> Bdf::parse(std::string_view text) {
     domain_part = rest.substr(0, c);
     bus_part = rest.substr(c + 1);
   }
-  auto domain = parse_hex(domain_part, 0xffff);
+  auto domain = parse_hex(domain_part, 0xffffffff);
   auto bus = parse_hex(bus_part, 0xff);
   auto dev = parse_hex(dev_part, 0x1f);
   auto fn = parse_hex(text.substr(dot + 1), 0x7);

@@ -1,0 +1,184 @@
+// The command line as scripts use it: exit codes, one-line errors, the JSON contract, snapshots.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace p2paudit {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+test::CommandResult tool(const std::string& args, bool with_stderr = false) {
+  return test::run_command(std::string(P2PAUDIT_TOOL) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+std::string h200() { return test::data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz"); }
+
+bool live_machine_has_pci() {
+  std::error_code ec;
+  return fs::directory_iterator("/sys/bus/pci/devices", ec) != fs::directory_iterator();
+}
+
+// Fields that describe the capture rather than the machine.
+json without_capture(json j) {
+  j.erase("source");
+  return j;
+}
+
+TEST(Cli, HelpAndVersionExitZero) {
+  auto help = tool("--help");
+  EXPECT_EQ(help.status, 0);
+  for (const char* cmd : {"topology", "snapshot", "matrix", "explain", "--sysroot", "--format"})
+    EXPECT_NE(help.output.find(cmd), std::string::npos) << cmd;
+  auto version = tool("--version");
+  EXPECT_EQ(version.status, 0);
+  EXPECT_NE(version.output.find("p2paudit"), std::string::npos);
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(tool("no-such-command").status, 2);
+  EXPECT_EQ(tool("--format yaml topology").status, 2);
+}
+
+TEST(Cli, MissingSysrootIsOneLineAndExitTwo) {
+  auto r = tool("--sysroot /nonexistent/capture.tar.gz topology", true);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output, "p2paudit: /nonexistent/capture.tar.gz: no such file or directory\n");
+}
+
+TEST(Cli, TruncatedAndCorruptTarballsExitTwo) {
+  std::string dir = ::testing::TempDir();
+  std::ifstream in(h200(), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 2000u);
+  std::ofstream(dir + "/truncated.tar.gz", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  std::string corrupt = bytes;
+  for (size_t i = 200; i < 400; ++i) corrupt[i] = static_cast<char>(~corrupt[i]);
+  std::ofstream(dir + "/corrupt.tar.gz", std::ios::binary) << corrupt;
+  std::ofstream(dir + "/text.tar.gz") << "not an archive\n";
+  for (const char* name : {"truncated.tar.gz", "corrupt.tar.gz", "text.tar.gz"}) {
+    std::string path = dir + "/" + name;
+    auto r = tool("--sysroot " + path + " topology", true);
+    EXPECT_EQ(r.status, 2) << name;
+    EXPECT_EQ(r.output.rfind("p2paudit: " + path + ": ", 0), 0u) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
+}
+
+TEST(Cli, TopologyJsonContract) {
+  auto r = tool("--sysroot " + test::data_path("kernel-oracle/h-f6-sriov-nvme/sysroot.tar.gz") + " topology --format json");
+  ASSERT_EQ(r.status, 0);
+  json j = json::parse(r.output);
+  EXPECT_EQ(j["schema_version"], 1);
+  ASSERT_TRUE(j["functions"].is_array());
+  std::map<std::string, json> by_bdf;
+  for (const auto& f : j["functions"]) {
+    for (const char* key : {"bdf", "parent", "host_bridge", "vendor", "device", "acs_ctrl", "acs"})
+      EXPECT_TRUE(f.contains(key)) << key;
+    EXPECT_TRUE(std::regex_match(f["bdf"].get<std::string>(), std::regex("[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]")));
+    EXPECT_TRUE(std::regex_match(f["vendor"].get<std::string>(), std::regex("[0-9a-f]{4}")));
+    EXPECT_TRUE(f["acs"] == "present" || f["acs"] == "absent" || f["acs"] == "unknown");
+    EXPECT_EQ(f["acs_ctrl"].is_null(), f["acs"] != "present");
+    by_bdf[f["bdf"]] = f;
+  }
+  EXPECT_TRUE(by_bdf.at("0000:00:00.0")["parent"].is_null());
+  EXPECT_EQ(by_bdf.at("0000:00:00.0")["host_bridge"], "pci0000:00");
+  EXPECT_EQ(by_bdf.at("0000:04:00.0")["parent"], "0000:03:00.0");
+  EXPECT_EQ(by_bdf.at("0000:04:00.1")["physfn"], "0000:04:00.0");  // a VF of the NVMe behind the switch
+  EXPECT_EQ(by_bdf.at("0000:00:01.0")["acs"], "present");
+  EXPECT_EQ(by_bdf.at("0000:00:01.0")["pcie_type"], "Root Port");
+}
+
+TEST(Cli, SnapshotOfACaptureRoundTrips) {
+  std::string out = ::testing::TempDir() + "/roundtrip-capture.tar.gz";
+  ASSERT_EQ(tool("--sysroot " + h200() + " snapshot -o " + out).status, 0);
+  auto a = tool("--sysroot " + h200() + " topology --format json");
+  auto b = tool("--sysroot " + out + " topology --format json");
+  ASSERT_EQ(a.status, 0);
+  ASSERT_EQ(b.status, 0);
+  EXPECT_EQ(without_capture(json::parse(a.output)), without_capture(json::parse(b.output)));
+}
+
+TEST(Cli, SnapshotOfThisMachineRoundTrips) {
+  if (!live_machine_has_pci()) GTEST_SKIP() << "this machine exposes no PCI devices";
+  std::string out = ::testing::TempDir() + "/roundtrip-live.tar.gz";
+  ASSERT_EQ(tool("snapshot -o " + out).status, 0);
+  auto live = tool("topology --format json");
+  auto snap = tool("--sysroot " + out + " topology --format json");
+  ASSERT_EQ(live.status, 0);
+  ASSERT_EQ(snap.status, 0);
+  EXPECT_EQ(without_capture(json::parse(live.output)), without_capture(json::parse(snap.output)));
+}
+
+TEST(Cli, SnapshotHoldsOnlyTheListedFiles) {
+  std::string out = ::testing::TempDir() + "/listing.tar.gz";
+  ASSERT_EQ(tool("--sysroot " + h200() + " snapshot -o " + out).status, 0);
+  auto listing = test::run_command("tar tzf " + out);
+  ASSERT_EQ(listing.status, 0);
+  std::istringstream in(listing.output);
+  const std::regex allowed(
+      "(p2paudit-capture\\.json|proc/(cpuinfo|cmdline|version|config\\.gz|sys/kernel/osrelease)|boot/config-.*|"
+      "sys/bus/pci/devices/[0-9a-f:.]+|sys/class/pci_bus/[0-9a-f:]+|sys/kernel/iommu_groups/.*|"
+      "(sys|sys/bus|sys/bus/pci|sys/bus/pci/devices|sys/class|sys/class/pci_bus|sys/kernel|proc|proc/sys|proc/sys/kernel|sys/devices)/?|"
+      "sys/devices/(.*/)?pci[0-9a-f]+:[0-9a-f]+(/[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7])*/?"
+      "(/(config|vendor|device|class|subsystem_vendor|subsystem_device|revision|resource|numa_node|local_cpulist|"
+      "current_link_speed|current_link_width|max_link_speed|max_link_width|modalias|enable|irq|driver|iommu_group|"
+      "physfn|virtfn[0-9]+|p2pmem/?|p2pmem/(size|available|published)))?)");
+  int entries = 0;
+  for (std::string name; std::getline(in, name); ++entries) EXPECT_TRUE(std::regex_match(name, allowed)) << name;
+  EXPECT_GT(entries, 10);
+}
+
+TEST(Cli, RedactedSnapshotDropsSerialNumbers) {
+  std::string out = ::testing::TempDir() + "/redacted.tar.gz";
+  ASSERT_EQ(tool("--sysroot " + h200() + " snapshot --redact -o " + out).status, 0);
+  json plain = json::parse(tool("--sysroot " + h200() + " topology --format json").output);
+  json redacted = json::parse(tool("--sysroot " + out + " topology --format json").output);
+  int gpus = 0;
+  for (size_t i = 0; i < plain["functions"].size(); ++i) {
+    if (plain["functions"][i]["serial_number"].is_null()) continue;
+    ++gpus;
+    EXPECT_NE(plain["functions"][i]["serial_number"], "0000000000000000");
+    EXPECT_EQ(redacted["functions"][i]["serial_number"], "0000000000000000");
+  }
+  EXPECT_EQ(gpus, 4);
+}
+
+TEST(Cli, UnprivilegedReadShowsAcsUnknownNeverAbsent) {
+  std::string as_nobody;
+  if (::geteuid() == 0) {
+    if (test::run_command("command -v setpriv >/dev/null").status != 0) GTEST_SKIP() << "setpriv missing";
+    as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  }
+  // A root-only config read is what a live unprivileged run sees; a sysroot copy makes the test
+  // independent of this machine's devices: config files cut at 64 bytes, readable by anyone.
+  std::string dir = ::testing::TempDir() + "/unpriv-sysroot-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(test::run_command("tar xzf " + test::data_path("kernel-oracle/h-d1-rp-acs-rr-cr-mf-switch/sysroot.tar.gz") +
+                              " -C " + dir + " && find " + dir + " -name config -type f -exec truncate -s 64 {} + && chmod -R a+rX " +
+                              dir + " && chmod a+x " + ::testing::TempDir())
+                .status,
+            0);
+  auto r = test::run_command(as_nobody + P2PAUDIT_TOOL + " --sysroot " + dir + " topology --format json");
+  ASSERT_EQ(r.status, 0);
+  json j = json::parse(r.output);
+  EXPECT_FALSE(j["config_fully_readable"].get<bool>());
+  for (const auto& f : j["functions"]) EXPECT_EQ(f["acs"], "unknown") << f["bdf"];
+  ASSERT_FALSE(j["notes"].empty());
+  EXPECT_NE(j["notes"][0].get<std::string>().find("root"), std::string::npos);
+  auto text = test::run_command(as_nobody + P2PAUDIT_TOOL + " --sysroot " + dir + " topology");
+  EXPECT_NE(text.output.find("ACS unknown"), std::string::npos);
+  EXPECT_EQ(text.output.find("no ACS"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace p2paudit

@@ -1,0 +1,126 @@
+// Whole-tree tests on the real captures: every parent-child edge must equal what the sysfs paths
+// say and what pciutils' own tree (`lspci -A linux-sysfs -O sysfs.path=... -PP`, the same tree
+// `lspci -tv` draws) says for the same sysroot.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+#include "test_support.h"
+
+namespace p2paudit {
+namespace {
+
+namespace fs = std::filesystem;
+
+// BDF -> parent BDF ("" for a root bus), from lspci -D -PP lines "0000:00:01.0/01:00.0 ...".
+std::map<std::string, std::string> lspci_parents(const Sysroot& root) {
+  std::string cmd = "lspci -A linux-sysfs -O sysfs.path=" + test::shell_quote(root.path("sys/bus/pci").string()) +
+                    " -D -PP -n 2>/dev/null";
+  auto r = test::run_command(cmd);
+  EXPECT_EQ(r.status, 0) << cmd;
+  std::map<std::string, std::string> parents;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) {
+    std::string path = line.substr(0, line.find(' '));
+    std::vector<std::string> hops;
+    std::istringstream p(path);
+    for (std::string hop; std::getline(p, hop, '/');) hops.push_back(hop);
+    std::string domain = hops[0].substr(0, 5);
+    auto full = [&](const std::string& hop) { return hop.size() == 12 ? hop : domain + hop; };
+    parents[full(hops.back())] = hops.size() > 1 ? full(hops[hops.size() - 2]) : "";
+  }
+  return parents;
+}
+
+class FixtureTree : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureTree, ParentsMatchSysfsAndLspci) {
+  Sysroot root = Sysroot::open(GetParam());
+  Topology t = read_topology(root);
+  ASSERT_FALSE(t.functions.empty());
+  auto lspci = lspci_parents(root);
+  ASSERT_EQ(lspci.size(), t.functions.size());
+  for (const auto& f : t.functions) {
+    SCOPED_TRACE(f.bdf.str());
+    std::string ours = f.parent ? t.functions[*f.parent].bdf.str() : "";
+    // The kernel's own placement: the directory the sysfs link resolves to, read without our resolver.
+    fs::path dir = fs::canonical(root.path("sys/bus/pci/devices/" + f.bdf.str()));
+    std::string up = dir.parent_path().filename().string();
+    std::string sysfs_parent = up.rfind("pci", 0) == 0 ? "" : up;
+    if (f.is_virtfn) {
+      // The kernel's upstream bridge of a VF is its PF's; sysfs nests VFs beside their PF.
+      ASSERT_TRUE(f.physfn.has_value());
+      EXPECT_EQ(ours, sysfs_parent);
+      EXPECT_EQ(t.functions[*f.physfn].parent, f.parent);
+    } else {
+      EXPECT_EQ(ours, sysfs_parent);
+    }
+    ASSERT_TRUE(lspci.count(f.bdf.str()));
+    EXPECT_EQ(ours, lspci[f.bdf.str()]);
+    EXPECT_EQ(f.host_bridge, dir.string().substr(dir.string().find("/sys/devices/") + 13, 10));
+  }
+  for (const auto& finding : t.findings)
+    EXPECT_EQ(finding.message.find("bus range"), std::string::npos) << finding.path << ": " << finding.message;
+}
+
+TEST_P(FixtureTree, RootBusListStartsWithLowestDevfn) {
+  Sysroot root = Sysroot::open(GetParam());
+  Topology t = read_topology(root);
+  for (const auto& hb : t.host_bridges) {
+    ASSERT_FALSE(hb.root_bus_devices.empty()) << hb.name;
+    bool seen_vf = false;
+    for (size_t k = 0; k < hb.root_bus_devices.size(); ++k) {
+      const Function& f = t.functions[hb.root_bus_devices[k]];
+      EXPECT_FALSE(f.parent.has_value());
+      EXPECT_EQ(f.host_bridge, hb.name);
+      if (seen_vf) EXPECT_TRUE(f.is_virtfn) << "a VF was enumerated before " << f.bdf.str();
+      seen_vf |= f.is_virtfn;
+      if (k && !f.is_virtfn) EXPECT_LT(t.functions[hb.root_bus_devices[k - 1]].bdf, f.bdf);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Captures, FixtureTree, ::testing::ValuesIn(test::fixture_sysroots()),
+                         [](const auto& info) { return test::case_name(info.param); });
+
+TEST(FixtureFacts, H200MachineReadsAsCaptured) {
+  Sysroot root = Sysroot::open(test::data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz"));
+  Topology t = read_topology(root);
+  int gpus = 0;
+  for (const auto& f : t.functions) {
+    if (f.vendor != 0x10de) continue;
+    ++gpus;
+    EXPECT_EQ(f.device, 0x2335);
+    EXPECT_EQ(f.driver, "nvidia");
+    EXPECT_FALSE(f.parent.has_value());
+    EXPECT_EQ(f.pcie_type, PcieType::kEndpoint);
+    EXPECT_TRUE(f.serial_number.has_value());
+    // BAR1 of an H200 maps its whole memory: far above 4 GiB, 64-bit, prefetchable.
+    bool big_bar = false;
+    for (const auto& b : f.bars) big_bar |= b.size >= (uint64_t{64} << 30) && b.is_64bit && b.prefetchable;
+    EXPECT_TRUE(big_bar);
+  }
+  EXPECT_EQ(gpus, 4);
+  EXPECT_EQ(t.platform.cpu_vendor, "GenuineIntel");
+  EXPECT_EQ(t.platform.cpu_family, 6);
+  EXPECT_EQ(t.platform.cpu_model, 207);
+  EXPECT_TRUE(t.platform.hypervisor);
+  EXPECT_EQ(t.platform.arch, "x86");
+  EXPECT_EQ(t.platform.kernel_release.rfind("6.18.44", 0), 0u);
+  EXPECT_EQ(t.platform.config_p2pdma, Known::kUnknown);  // the capture holds no kernel config
+  ASSERT_EQ(t.host_bridges.size(), 1u);
+  EXPECT_EQ(t.functions[t.host_bridges[0].root_bus_devices[0]].device, 0x0d57);
+}
+
+TEST(FixtureFacts, EpycMachineIsAmdZen) {
+  Sysroot root = Sysroot::open(test::data_path("machines/epyc-firecracker-vm/sysroot.tar.gz"));
+  Topology t = read_topology(root);
+  EXPECT_EQ(t.platform.cpu_vendor, "AuthenticAMD");
+  EXPECT_EQ(t.platform.cpu_family, 26);
+}
+
+}  // namespace
+}  // namespace p2paudit
