@@ -25,7 +25,7 @@ namespace {
 const char* const kFunctionFiles[] = {
     "config", "vendor", "device", "class", "subsystem_vendor", "subsystem_device", "revision", "resource",
     "numa_node", "local_cpulist", "current_link_speed", "current_link_width", "max_link_speed", "max_link_width",
-    "modalias", "enable", "irq"};
+    "modalias", "enable"};
 const char* const kFunctionLinks[] = {"driver", "iommu_group", "physfn"};
 const char* const kP2pmemFiles[] = {"size", "available", "published"};  // never "allocate": a 1 TiB mmap file
 
