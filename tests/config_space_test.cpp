@@ -113,15 +113,20 @@ TEST_P(DumpDecode, AgreesWithLspci) {
     SCOPED_TRACE(f.bdf.str());
     ASSERT_TRUE(facts.count(f.bdf.str()));
     const LspciFacts& want = facts[f.bdf.str()];
-    if (want.pcie_type) EXPECT_EQ(f.pcie_type, *want.pcie_type);
-    else if (f.config_readable >= 256) EXPECT_EQ(f.pcie_type, PcieType::kNotPcie);
+    if (want.pcie_type) {
+      EXPECT_EQ(f.pcie_type, *want.pcie_type);
+    } else if (f.config_readable >= 256) {
+      EXPECT_EQ(f.pcie_type, PcieType::kNotPcie);
+    }
     bool malformed = false;
     for (const auto& finding : findings) malformed |= finding.message.find("malformed") != std::string::npos;
     if (want.acs_ctrl && !malformed) {
       ASSERT_EQ(f.acs.state, CapState::kPresent);
       EXPECT_EQ(f.acs.ctrl & 0x7f, *want.acs_ctrl);
     }
-    if (!want.acs_ctrl) EXPECT_NE(f.acs.state, CapState::kPresent);
+    if (!want.acs_ctrl) {
+      EXPECT_NE(f.acs.state, CapState::kPresent);
+    }
     if (want.serial) {
       ASSERT_TRUE(f.serial_number.has_value());
       EXPECT_EQ(serial_name(*f.serial_number), *want.serial);

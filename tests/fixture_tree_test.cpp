@@ -76,9 +76,13 @@ TEST_P(FixtureTree, RootBusListStartsWithLowestDevfn) {
       const Function& f = t.functions[hb.root_bus_devices[k]];
       EXPECT_FALSE(f.parent.has_value());
       EXPECT_EQ(f.host_bridge, hb.name);
-      if (seen_vf) EXPECT_TRUE(f.is_virtfn) << "a VF was enumerated before " << f.bdf.str();
+      if (seen_vf) {
+        EXPECT_TRUE(f.is_virtfn) << "a VF was enumerated before " << f.bdf.str();
+      }
       seen_vf |= f.is_virtfn;
-      if (k && !f.is_virtfn) EXPECT_LT(t.functions[hb.root_bus_devices[k - 1]].bdf, f.bdf);
+      if (k && !f.is_virtfn) {
+        EXPECT_LT(t.functions[hb.root_bus_devices[k - 1]].bdf, f.bdf);
+      }
     }
   }
 }

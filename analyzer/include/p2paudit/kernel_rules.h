@@ -1,0 +1,136 @@
+// Which P2PDMA rules a given kernel release applies: the host-bridge whitelist table and the
+// era-dependent behaviour of drivers/pci/p2pdma.c, loaded from rules/kernel/*.yaml.
+#pragma once
+
+#include <compare>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "p2paudit/topology.h"
+
+namespace p2paudit {
+
+// A kernel release reduced to what the rules are keyed by. "7.3-rc7" is 7.3.0 with rc = 7.
+struct KernelRelease {
+  int major = 0, minor = 0, patch = 0;
+  int rc = 0;                 // release candidate number, 0 for a release
+  std::string text;           // as given ("5.15.0-25-generic")
+
+  // Accepts "6.1.192", "6.18.44-cloud", "5.15.0-25-generic", "7.3-rc7", "7.3.0-rc7+", "6.1".
+  static std::optional<KernelRelease> parse(std::string_view text);
+  std::string version() const;  // "6.1.192", "7.3-rc7"
+  // Rules compare (major, minor, patch); an -rc is taken as its release, as the data keys rc trees.
+  std::strong_ordering operator<=>(const KernelRelease& o) const;
+  bool operator==(const KernelRelease& o) const { return (*this <=> o) == 0; }
+};
+
+// Present in a release when added <= it < removed, or via a stable backport X.Y.Z (same X.Y, >= Z).
+struct ReleaseRange {
+  std::optional<KernelRelease> added;     // nullopt: always (user entries)
+  std::optional<KernelRelease> removed;
+  std::vector<KernelRelease> backports;
+  bool contains(const KernelRelease& r) const;
+};
+
+// One entry of pci_p2pdma_whitelist[].
+struct WhitelistEntry {
+  uint16_t vendor = 0;
+  std::optional<uint16_t> device;         // nullopt = PCI_ANY_ID (7.1+)
+  bool same_host_bridge = false;          // REQ_SAME_HOST_BRIDGE
+  std::string comment;                    // the kernel's source comment
+  std::string commit;
+  ReleaseRange releases;
+  std::string origin;                     // "rules/kernel/whitelist.yaml:12", "--assume-whitelisted"
+
+  std::string id() const;                 // "8086:2030", "1ae0:any"
+};
+
+// An era-dependent behaviour of the decision code, keyed by the releases that have it.
+struct KernelFeature {
+  std::string id;
+  std::string description, commit;
+  ReleaseRange releases;
+};
+
+// Feature ids the decision code asks about (rules/kernel/eras.yaml must define exactly these).
+namespace feature {
+inline constexpr std::string_view kP2pdma = "p2pdma";                          // 4.20
+inline constexpr std::string_view kAmdZenRootComplex = "amd_zen_root_complex";  // 5.2-5.3
+inline constexpr std::string_view kMapTypes = "map_types";                      // 5.4
+inline constexpr std::string_view kWhitelistTable = "whitelist_table";          // 5.4
+inline constexpr std::string_view kCpuSupportsP2pdma = "cpu_supports_p2pdma";   // 5.9
+inline constexpr std::string_view kRootDeviceFirstEntry = "root_device_first_entry";  // 5.14
+inline constexpr std::string_view kAcsListStackBuffer = "acs_list_stack_buffer";      // 5.14
+inline constexpr std::string_view kWhitelistWarning = "host_bridge_whitelist_warning";  // 5.14
+inline constexpr std::string_view kRootPortAnyDevfn = "root_port_any_devfn";    // 5.19
+inline constexpr std::string_view kWhitelistAnyDevice = "whitelist_any_device";  // 7.1
+}  // namespace feature
+
+struct KernelRuleData {
+  std::vector<WhitelistEntry> whitelist;  // file order = the kernel's table order
+  std::vector<KernelFeature> features;
+  KernelRelease newest_known;             // the newest tree the data was read from
+  std::vector<std::string> files;         // what was loaded
+
+  const KernelFeature* find_feature(std::string_view id) const;
+};
+
+// Loads DIR/whitelist.yaml and DIR/eras.yaml; throws InputError "file:line:column: message".
+KernelRuleData load_kernel_rule_data(const std::filesystem::path& dir);
+// A user rule file (--kernel-rules): the whitelist.yaml schema; release fields are optional.
+std::vector<WhitelistEntry> load_whitelist_file(const std::filesystem::path& path);
+// "VVVV:DDDD[:same-host-bridge]" (DDDD may be "any"); throws InputError.
+WhitelistEntry parse_assumed_whitelisted(std::string_view spec);
+
+// How pci_host_bridge_dev() (or its predecessor) picks the device the whitelist is keyed by.
+enum class RootDeviceRule {
+  kSlotDevfn0,                // 5.2-5.13: pci_get_slot(root bus, 00.0), anywhere in the list
+  kFirstAtDevfn0,             // 5.14-5.18: first device of the root bus, only if at 00.0
+  kFirstAtDevfn0OrRootPort,   // 5.19+: ... or if it is a PCIe Root Port
+};
+const char* to_string(RootDeviceRule r);
+
+// The rules one kernel applies, resolved from the data for a release plus the user's extras.
+struct KernelRules {
+  KernelRelease release;                  // the release whose rules are applied
+  std::string requested;                  // the release asked for ("" when none was known)
+  std::string release_source;             // "--kernel", "proc/sys/kernel/osrelease", "newest known"
+
+  bool p2pdma = true;
+  bool amd_zen_root_complex = false;
+  bool map_types = true;
+  bool whitelist_table = true;
+  bool cpu_supports_p2pdma = true;
+  RootDeviceRule root_device_rule = RootDeviceRule::kFirstAtDevfn0OrRootPort;
+  size_t acs_list_size = 128;             // seq_buf size; PAGE_SIZE before 5.14
+  bool whitelist_warning = true;
+  bool whitelist_any_device = true;
+
+  Known config_p2pdma = Known::kUnknown;
+  std::string config_source;
+
+  std::vector<WhitelistEntry> whitelist;  // this release's table, then the user's entries
+  size_t table_entries = 0;               // how many of `whitelist` are the kernel's own
+  std::vector<WhitelistEntry> all_releases;  // every release's entries, to say which has one
+  std::vector<std::string> rule_files;    // what the rules were loaded from
+  std::vector<std::string> notes;
+};
+
+struct KernelRuleOptions {
+  std::string kernel;                     // --kernel
+  std::vector<std::string> kernel_rules;  // --kernel-rules FILE
+  std::vector<std::string> assume_whitelisted;
+};
+
+// Picks the release (--kernel, else the platform's, else the newest known) and resolves its rules.
+// Throws InputError when a release is given but cannot be parsed.
+KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& platform,
+                                const KernelRuleOptions& options);
+// load_kernel_rule_data(dir) then select_kernel_rules().
+KernelRules load_kernel_rules(const std::filesystem::path& dir, const Platform& platform,
+                              const KernelRuleOptions& options);
+
+}  // namespace p2paudit

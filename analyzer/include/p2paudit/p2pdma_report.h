@@ -1,0 +1,46 @@
+// Text and JSON renderings of P2PDMA verdicts (the contract is docs/kernel-verdicts.md), and the
+// short device names (gpu0, nvme0, nic0, accel0, ib0) the matrix and explain commands share.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma.h"
+#include "p2paudit/topology.h"
+
+namespace p2paudit {
+
+inline constexpr int kVerdictSchemaVersion = 1;
+
+// A function and its short name; the name is "" for functions outside the named classes.
+struct NamedFunction {
+  size_t index = 0;
+  std::string short_name;
+};
+
+// The devices P2P is usually asked about (GPUs, accelerators, NVMe, NICs, InfiniBand), physical
+// functions only, each class numbered in BDF order; with all = true every function (VFs too).
+std::vector<NamedFunction> matrix_devices(const Topology& topo, bool all);
+// "DDDD:BB:DD.F", "BB:DD.F" or a short name; nullopt when nothing matches.
+std::optional<size_t> resolve_function(const Topology& topo, std::string_view spec);
+// "X" (self), "BUS", "HB", "NO" or "?".
+const char* matrix_code(const PairVerdict& v);
+
+nlohmann::ordered_json kernel_json(const KernelRules& rules);
+nlohmann::ordered_json verdict_json(const Topology& topo, const KernelRules& rules, const PairVerdict& v);
+// {"schema_version", "kernel", "devices", "pairs"}: pairs are every ordered pair, row-major.
+nlohmann::ordered_json matrix_json(const Topology& topo, const KernelRules& rules,
+                                   const std::vector<NamedFunction>& devices,
+                                   const std::vector<PairVerdict>& pairs);
+nlohmann::ordered_json explain_json(const Topology& topo, const KernelRules& rules, const ManyVerdict& many);
+
+std::string matrix_text(const Topology& topo, const KernelRules& rules,
+                        const std::vector<NamedFunction>& devices, const std::vector<PairVerdict>& pairs);
+std::string explain_text(const Topology& topo, const KernelRules& rules, const ManyVerdict& many);
+
+}  // namespace p2paudit

@@ -1,0 +1,365 @@
+#include "p2paudit/p2pdma_report.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+namespace p2paudit {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+struct ClassGroup {
+  const char* prefix;
+  bool (*match)(uint32_t class_code);
+};
+
+// Order of the groups in the matrix; within a group, BDF order.
+constexpr ClassGroup kGroups[] = {
+    {"gpu", [](uint32_t c) { return (c >> 16) == 0x03; }},
+    {"accel", [](uint32_t c) { return (c >> 16) == 0x12 || (c >> 8) == 0x0b40; }},
+    {"nvme", [](uint32_t c) { return (c >> 8) == 0x0108; }},
+    {"nic", [](uint32_t c) { return (c >> 16) == 0x02; }},
+    {"ib", [](uint32_t c) { return (c >> 8) == 0x0c06; }},
+};
+
+// Short names of every named function, keyed by function index.
+std::vector<std::string> short_names(const Topology& topo) {
+  std::vector<std::string> names(topo.functions.size());
+  for (const auto& g : kGroups) {
+    int n = 0;
+    for (size_t i = 0; i < topo.functions.size(); ++i) {
+      const Function& f = topo.functions[i];
+      if (!f.is_virtfn && names[i].empty() && g.match(f.class_code))
+        names[i] = fmt::format("{}{}", g.prefix, n++);
+    }
+  }
+  return names;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+ordered_json opt(const std::optional<int>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+ordered_json opt(const std::optional<bool>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+ordered_json bdf_or_null(const Topology& t, const std::optional<size_t>& i) {
+  return i ? ordered_json(t.functions[*i].bdf.str()) : ordered_json(nullptr);
+}
+
+ordered_json chain_json(const Topology& t, const std::vector<size_t>& chain) {
+  ordered_json out = ordered_json::array();
+  for (size_t i : chain) out.push_back(t.functions[i].bdf.str());
+  return out;
+}
+
+std::string acs_bits(uint16_t ctrl) {
+  std::string out;
+  const std::pair<uint16_t, const char*> bits[] = {{kAcsSv, "SV"}, {kAcsTb, "TB"}, {kAcsRr, "RR"}, {kAcsCr, "CR"},
+                                                   {kAcsUf, "UF"}, {kAcsEc, "EC"}, {kAcsDt, "DT"}};
+  for (auto [bit, label] : bits)
+    if (ctrl & bit) out += std::string(out.empty() ? "" : " ") + label;
+  return out.empty() ? "none" : out;
+}
+
+std::string describe(const Topology& t, size_t i, const std::vector<std::string>& names) {
+  const Function& f = t.functions[i];
+  std::string s = f.bdf.str();
+  if (i < names.size() && !names[i].empty()) s += " " + names[i];
+  s += fmt::format(" [{:04x}:{:04x}]", f.vendor, f.device);
+  if (!f.device_name.empty()) s += " " + f.device_name;
+  if (!f.driver.empty()) s += " (" + f.driver + ")";
+  return s;
+}
+
+std::string chain_text(const Topology& t, const std::vector<size_t>& chain) {
+  std::string s;
+  for (size_t i : chain) s += (s.empty() ? "" : " -> ") + t.functions[i].bdf.str();
+  if (!chain.empty()) s += " -> " + t.functions[chain.back()].host_bridge;
+  return s;
+}
+
+std::string distance_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unknown"; }
+
+}  // namespace
+
+std::vector<NamedFunction> matrix_devices(const Topology& topo, bool all) {
+  auto names = short_names(topo);
+  std::vector<NamedFunction> out;
+  if (all) {
+    for (size_t i = 0; i < topo.functions.size(); ++i) out.push_back({i, names[i]});
+    return out;
+  }
+  for (const auto& g : kGroups)
+    for (size_t i = 0; i < topo.functions.size(); ++i)
+      if (!topo.functions[i].is_virtfn && g.match(topo.functions[i].class_code) &&
+          names[i].starts_with(g.prefix))
+        out.push_back({i, names[i]});
+  return out;
+}
+
+std::optional<size_t> resolve_function(const Topology& topo, std::string_view spec) {
+  if (auto bdf = Bdf::parse(spec)) return topo.index_of(*bdf);
+  auto names = short_names(topo);
+  std::string want = lower(spec);
+  for (size_t i = 0; i < names.size(); ++i)
+    if (!names[i].empty() && names[i] == want) return i;
+  return std::nullopt;
+}
+
+const char* matrix_code(const PairVerdict& v) {
+  if (v.provider == v.client) return "X";
+  switch (v.map_type) {
+    case MapType::kBusAddr: return "BUS";
+    case MapType::kThruHostBridge: return "HB";
+    case MapType::kNotSupported: return "NO";
+    case MapType::kUnknown: return "?";
+  }
+  return "?";
+}
+
+ordered_json kernel_json(const KernelRules& rules) {
+  ordered_json whitelist = ordered_json::array();
+  for (size_t i = 0; i < rules.whitelist.size(); ++i) {
+    const auto& e = rules.whitelist[i];
+    whitelist.push_back({{"id", e.id()},
+                         {"same_host_bridge", e.same_host_bridge},
+                         {"comment", e.comment},
+                         {"in_kernel_table", i < rules.table_entries},
+                         {"origin", e.origin}});
+  }
+  return {
+      {"release", rules.release.text.empty() ? rules.release.version() : rules.release.text},
+      {"rules_release", rules.release.version()},
+      {"release_source", rules.release_source},
+      {"config_pci_p2pdma", to_string(rules.config_p2pdma)},
+      {"config_source", rules.config_source},
+      {"features",
+       {{"p2pdma", rules.p2pdma},
+        {"map_types", rules.map_types},
+        {"amd_zen_root_complex", rules.amd_zen_root_complex},
+        {"whitelist_table", rules.whitelist_table},
+        {"cpu_supports_p2pdma", rules.cpu_supports_p2pdma},
+        {"root_device_rule", to_string(rules.root_device_rule)},
+        {"acs_list_buffer", rules.acs_list_size},
+        {"host_bridge_whitelist_warning", rules.whitelist_warning},
+        {"whitelist_any_device", rules.whitelist_any_device}}},
+      {"whitelist", whitelist},
+      {"rule_files", rules.rule_files},
+      {"notes", rules.notes},
+  };
+}
+
+ordered_json verdict_json(const Topology& t, const KernelRules& rules, const PairVerdict& v) {
+  auto names = short_names(t);
+  ordered_json acs = ordered_json::array();
+  for (const auto& test : v.acs_tests)
+    acs.push_back({{"device", t.functions[test.function].bdf.str()},
+                   {"chain", test.provider_chain ? "provider" : "client"},
+                   {"state", to_string(test.acs.state)},
+                   {"ctrl", test.acs.state == CapState::kPresent ? ordered_json(fmt::format("{:#06x}", test.acs.ctrl))
+                                                                 : ordered_json(nullptr)},
+                   {"redirect", opt(test.redirect)}});
+  ordered_json hbs = ordered_json::array();
+  for (const auto& hb : v.host_bridges) {
+    ordered_json entry = nullptr;
+    if (hb.entry) {
+      const auto& e = rules.whitelist[*hb.entry];
+      entry = {{"id", e.id()}, {"same_host_bridge", e.same_host_bridge}, {"comment", e.comment},
+               {"origin", e.origin}};
+    }
+    ordered_json root_id = nullptr;
+    if (hb.root_device) {
+      const Function& r = t.functions[*hb.root_device];
+      root_id = fmt::format("{:04x}:{:04x}", r.vendor, r.device);
+    }
+    hbs.push_back({{"host_bridge", hb.host_bridge},
+                   {"first_device", bdf_or_null(t, hb.first_device)},
+                   {"root_device", bdf_or_null(t, hb.root_device)},
+                   {"root_device_id", root_id},
+                   {"same_host_bridge", hb.same_host_bridge},
+                   {"whitelist_entry", entry},
+                   {"refused_same_host_bridge", hb.refused_same_host_bridge},
+                   {"passed", opt(hb.passed)}});
+  }
+  ordered_json remedy = {
+      {"disable_acs_redir", v.remedy.disable_acs_redir.empty() ? ordered_json(nullptr)
+                                                                : ordered_json(v.remedy.disable_acs_redir)},
+      {"kernel_parameter", v.remedy.disable_acs_redir.empty()
+                               ? ordered_json(nullptr)
+                               : ordered_json("pci=disable_acs_redir=" + v.remedy.disable_acs_redir)},
+      {"acs_unknown", v.remedy.acs_unknown},
+      {"iommu_groups_merged", v.remedy.iommu_groups_merged},
+      {"whitelist", v.remedy.whitelist.empty() ? ordered_json(nullptr) : ordered_json(v.remedy.whitelist)},
+      {"alternatives", v.remedy.alternatives},
+  };
+  return {
+      {"provider", t.functions[v.provider].bdf.str()},
+      {"client", t.functions[v.client].bdf.str()},
+      {"provider_name", names[v.provider]},
+      {"client_name", names[v.client]},
+      {"map_type", to_string(v.map_type)},
+      {"distance", v.distance},
+      {"p2pdma_distance", opt(v.p2pdma_distance)},
+      {"legacy_return", opt(v.legacy_return)},
+      {"reason", v.reason},
+      {"kernel_log", v.kernel_log},
+      {"kernel_log_complete", v.kernel_log_complete},
+      {"kernel_log_quiet", v.quiet_log},
+      {"unknowns", v.unknowns},
+      {"provider_chain", chain_json(t, v.provider_chain)},
+      {"client_chain", chain_json(t, v.client_chain)},
+      {"common_ancestor", bdf_or_null(t, v.common_ancestor)},
+      {"acs_considered", v.acs_considered},
+      {"acs", acs},
+      {"through_host_bridge", v.through_host_bridge},
+      {"cpu_supports_p2pdma", v.cpu_rule_consulted ? opt(v.cpu_supports_p2pdma) : ordered_json(nullptr)},
+      {"host_bridges", hbs},
+      {"remedy", remedy},
+  };
+}
+
+ordered_json matrix_json(const Topology& t, const KernelRules& rules, const std::vector<NamedFunction>& devices,
+                         const std::vector<PairVerdict>& pairs) {
+  ordered_json devs = ordered_json::array();
+  for (const auto& d : devices) {
+    const Function& f = t.functions[d.index];
+    devs.push_back({{"bdf", f.bdf.str()},
+                    {"name", d.short_name},
+                    {"vendor_device", fmt::format("{:04x}:{:04x}", f.vendor, f.device)},
+                    {"class", fmt::format("{:06x}", f.class_code)},
+                    {"device_name", f.device_name},
+                    {"driver", f.driver},
+                    {"virtfn", f.is_virtfn}});
+  }
+  ordered_json out = {{"schema_version", kVerdictSchemaVersion}, {"kernel", kernel_json(rules)}, {"devices", devs}};
+  out["pairs"] = ordered_json::array();
+  for (const auto& v : pairs) out["pairs"].push_back(verdict_json(t, rules, v));
+  return out;
+}
+
+ordered_json explain_json(const Topology& t, const KernelRules& rules, const ManyVerdict& many) {
+  ordered_json clients = ordered_json::array();
+  ordered_json pairs = ordered_json::array();
+  for (const auto& v : many.clients) {
+    clients.push_back(t.functions[v.client].bdf.str());
+    pairs.push_back(verdict_json(t, rules, v));
+  }
+  return {{"schema_version", kVerdictSchemaVersion},
+          {"kernel", kernel_json(rules)},
+          {"provider", t.functions[many.provider].bdf.str()},
+          {"clients", clients},
+          {"p2pdma_distance_many", opt(many.result)},
+          {"kernel_log", many.kernel_log},
+          {"kernel_log_complete", many.kernel_log_complete},
+          {"pairs", pairs}};
+}
+
+std::string matrix_text(const Topology& t, const KernelRules& rules, const std::vector<NamedFunction>& devices,
+                        const std::vector<PairVerdict>& pairs) {
+  std::string out = fmt::format("Kernel {} ({}), P2PDMA rules of {}\n",
+                                rules.release.text.empty() ? rules.release.version() : rules.release.text,
+                                rules.release_source, rules.release.version());
+  std::vector<std::string> labels;
+  size_t width = 3;
+  // "BB:DD.F" is enough when every function is in domain 0.
+  bool one_domain = std::all_of(t.functions.begin(), t.functions.end(), [](const Function& f) { return f.bdf.domain == 0; });
+  for (const auto& d : devices) {
+    std::string bdf = t.functions[d.index].bdf.str();
+    labels.push_back(!d.short_name.empty() ? d.short_name : one_domain ? bdf.substr(5) : bdf);
+    width = std::max(width, labels.back().size());
+  }
+  if (devices.empty()) return out + "No GPU, accelerator, NVMe, NIC or InfiniBand function found (--all shows every function).\n";
+  out += fmt::format("\n{:<{}}", "", width + 2);
+  for (const auto& l : labels) out += fmt::format("{:<{}}", l, width + 2);
+  while (out.back() == ' ') out.pop_back();
+  out += "\n";
+  size_t n = devices.size();
+  for (size_t r = 0; r < n; ++r) {
+    out += fmt::format("{:<{}}", labels[r], width + 2);
+    for (size_t c = 0; c < n; ++c) out += fmt::format("{:<{}}", matrix_code(pairs[r * n + c]), width + 2);
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    out += "\n";
+  }
+  out += "\nRows are providers, columns clients (pci_p2pdma_distance(provider, client)).\n"
+         "Legend:\n"
+         "  X    = self\n"
+         "  BUS  = BUS_ADDR: below a common upstream bridge, no ACS redirect on the path\n"
+         "  HB   = THRU_HOST_BRIDGE: allowed, routed through the host bridge\n"
+         "  NO   = NOT_SUPPORTED: the kernel refuses (pci_p2pdma_distance() = -1)\n"
+         "  ?    = cannot be known from this sysroot (see `p2paudit explain`)\n\nDevices:\n";
+  for (size_t i = 0; i < n; ++i) out += fmt::format("  {:<{}}  {}\n", labels[i], width, describe(t, devices[i].index, {}));
+  for (const auto& note : rules.notes) out += "Note: " + note + "\n";
+  return out;
+}
+
+std::string explain_text(const Topology& t, const KernelRules& rules, const ManyVerdict& many) {
+  auto names = short_names(t);
+  std::string out = fmt::format("Kernel {} ({}), P2PDMA rules of {}\n",
+                                rules.release.text.empty() ? rules.release.version() : rules.release.text,
+                                rules.release_source, rules.release.version());
+  for (const auto& note : rules.notes) out += "Note: " + note + "\n";
+  out += fmt::format("Provider: {}\n", describe(t, many.provider, names));
+  for (const auto& v : many.clients) {
+    out += fmt::format("\nClient: {}\n", describe(t, v.client, names));
+    out += fmt::format("  Verdict: {}, distance {}, pci_p2pdma_distance() = {}\n", to_string(v.map_type), v.distance,
+                       distance_text(v.p2pdma_distance));
+    if (v.legacy_return) out += fmt::format("  upstream_bridge_distance() returned {}\n", *v.legacy_return);
+    out += "  Why: " + v.reason + "\n";
+    out += "  Provider chain: " + chain_text(t, v.provider_chain) + "\n";
+    out += "  Client chain:   " + chain_text(t, v.client_chain) + "\n";
+    out += "  Common upstream device: " +
+           (v.common_ancestor ? t.functions[*v.common_ancestor].bdf.str() : std::string("none")) + "\n";
+    if (!v.acs_tests.empty()) {
+      out += fmt::format("  ACS redirect tests{}:\n", v.acs_considered ? "" : " (not used: no common upstream device)");
+      for (const auto& test : v.acs_tests) {
+        std::string state = test.acs.state == CapState::kAbsent    ? "no ACS capability"
+                            : test.acs.state == CapState::kUnknown ? "ACS not readable (run as root)"
+                                                                   : fmt::format("ctrl {:#06x} ({})", test.acs.ctrl,
+                                                                                 acs_bits(test.acs.ctrl));
+        out += fmt::format("    {}  {:<8}  {}{}\n", t.functions[test.function].bdf.str(),
+                           test.provider_chain ? "provider" : "client", state,
+                           test.redirect.value_or(false) ? "  -> redirect" : "");
+      }
+    }
+    if (v.cpu_rule_consulted)
+      out += fmt::format("  CPU rule (cpu_supports_p2pdma): {} ({} family {})\n",
+                         v.cpu_supports_p2pdma ? (*v.cpu_supports_p2pdma ? "yes" : "no") : "unknown",
+                         t.platform.cpu_vendor.empty() ? "unknown vendor" : t.platform.cpu_vendor,
+                         t.platform.cpu_family ? fmt::format("{:#x}", *t.platform.cpu_family) : "unknown");
+    for (const auto& hb : v.host_bridges) {
+      std::string result = !hb.passed ? "unknown" : *hb.passed ? "passes" : "fails";
+      std::string root = hb.root_device ? fmt::format("root device {} [{:04x}:{:04x}]", t.functions[*hb.root_device].bdf.str(),
+                                                      t.functions[*hb.root_device].vendor, t.functions[*hb.root_device].device)
+                                        : "no root device";
+      std::string entry = hb.entry ? " entry " + rules.whitelist[*hb.entry].id() +
+                                         (hb.refused_same_host_bridge ? " (REQ_SAME_HOST_BRIDGE, different host bridges)" : "")
+                                   : "";
+      out += fmt::format("  Host bridge {}: {}{}: {}\n", hb.host_bridge, root, entry, result);
+    }
+    if (!v.unknowns.empty()) out += "  Unknown: " + fmt::format("{}", fmt::join(v.unknowns, "; ")) + "\n";
+    out += fmt::format("  Kernel log (verbose){}:\n", v.kernel_log_complete ? "" : " (incomplete: depends on what could not be read)");
+    if (v.kernel_log.empty()) out += "    (nothing)\n";
+    for (const auto& line : v.kernel_log) out += "    " + line + "\n";
+    const Remedy& rm = v.remedy;
+    if (!rm.disable_acs_redir.empty() || !rm.whitelist.empty() || !rm.alternatives.empty()) {
+      out += "  Remedy:\n";
+      if (!rm.disable_acs_redir.empty()) {
+        out += "    kernel parameter pci=disable_acs_redir=" + rm.disable_acs_redir + " (no redirect left: BUS_ADDR)\n";
+        if (!rm.iommu_groups_merged.empty())
+          out += fmt::format("      (likely merges IOMMU groups {})\n", fmt::join(rm.iommu_groups_merged, ", "));
+      }
+      if (!rm.whitelist.empty()) out += "    " + rm.whitelist + "\n";
+      for (const auto& a : rm.alternatives) out += "    or: " + a + "\n";
+    }
+  }
+  if (many.clients.size() > 1)
+    out += fmt::format("\npci_p2pdma_distance_many() = {}\n", distance_text(many.result));
+  return out;
+}
+
+}  // namespace p2paudit

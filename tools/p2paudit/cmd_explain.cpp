@@ -1,0 +1,52 @@
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "p2paudit/errors.h"
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_report.h"
+
+namespace p2paudit::cli {
+
+namespace {
+
+size_t resolve(const Topology& topo, const GlobalOptions& global, const std::string& spec) {
+  if (auto i = resolve_function(topo, spec)) return *i;
+  throw InputError(fmt::format("no PCI function '{}' in {} (use DDDD:BB:DD.F, BB:DD.F, or a name such as gpu0 "
+                               "or nvme0 from `p2paudit matrix`)", spec, global.sysroot));
+}
+
+int run_explain(const GlobalOptions& global, const std::string& provider_spec,
+                const std::vector<std::string>& client_specs) {
+  Topology topo = load_topology(global);
+  size_t provider = resolve(topo, global, provider_spec);
+  std::vector<size_t> clients;
+  for (const auto& spec : client_specs) clients.push_back(resolve(topo, global, spec));
+  KernelRules rules = load_kernel_rules(std::filesystem::path(rules_dir(global)) / "kernel", topo.platform,
+                                        {global.kernel, global.kernel_rules, global.assume_whitelisted});
+  ManyVerdict many = pci_p2pdma_distance_many(topo, rules, provider, clients);
+  if (global.format == "json")
+    std::cout << explain_json(topo, rules, many).dump(2) << "\n";
+  else
+    std::cout << explain_text(topo, rules, many);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_explain_command(CLI::App& app, const GlobalOptions& global, int* status) {
+  auto* cmd = app.add_subcommand("explain", "Why the kernel allows or refuses P2PDMA from PROVIDER to CLIENT(s)");
+  auto provider = std::make_shared<std::string>();
+  auto clients = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("PROVIDER", *provider, "Provider: DDDD:BB:DD.F, BB:DD.F or a short name (gpu0, nvme0, ...)")
+      ->required();
+  cmd->add_option("CLIENT", *clients, "Client(s); with several, what pci_p2pdma_distance_many() returns")
+      ->required();
+  cmd->callback([&global, status, provider, clients] { *status = run_explain(global, *provider, *clients); });
+}
+
+}  // namespace p2paudit::cli
