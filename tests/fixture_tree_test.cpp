@@ -119,6 +119,24 @@ TEST(FixtureFacts, H200MachineReadsAsCaptured) {
   EXPECT_EQ(t.functions[t.host_bridges[0].root_bus_devices[0]].device, 0x0d57);
 }
 
+TEST(FixtureFacts, OwnSnapshotCarriesCaptureMetadata) {
+  // Captured with `p2paudit snapshot` on a live 2x H200 VM: config sizes come from the metadata.
+  Sysroot root = Sysroot::open(test::data_path("machines/h200x2-firecracker-vm/sysroot.tar.gz"));
+  Topology t = read_topology(root);
+  ASSERT_EQ(t.functions.size(), 8u);
+  EXPECT_TRUE(t.config_fully_readable);
+  int gpus = 0;
+  for (const auto& f : t.functions) {
+    if (f.vendor != 0x10de) continue;
+    ++gpus;
+    EXPECT_EQ(f.config_size, 4096u);
+    EXPECT_EQ(f.link.current_speed, "32.0 GT/s PCIe");
+    EXPECT_EQ(f.link.current_width, 16);
+    EXPECT_EQ(f.acs.state, CapState::kAbsent);
+  }
+  EXPECT_EQ(gpus, 2);
+}
+
 TEST(FixtureFacts, EpycMachineIsAmdZen) {
   Sysroot root = Sysroot::open(test::data_path("machines/epyc-firecracker-vm/sysroot.tar.gz"));
   Topology t = read_topology(root);
