@@ -42,6 +42,17 @@ TEST(Cli, HelpAndVersionExitZero) {
   EXPECT_NE(version.output.find("p2paudit"), std::string::npos);
 }
 
+TEST(Cli, NoCommandAuditsWithTreeAndMatrix) {
+  auto text = tool("--sysroot " + h200());
+  ASSERT_EQ(text.status, 0);
+  EXPECT_NE(text.output.find("pci0000:00"), std::string::npos);
+  EXPECT_NE(text.output.find("gpu3"), std::string::npos);
+  EXPECT_NE(text.output.find("Legend"), std::string::npos);
+  auto j = json::parse(tool("--sysroot " + h200() + " --format json").output);
+  EXPECT_EQ(j["topology"]["functions"].size(), 10u);
+  EXPECT_EQ(j["matrix"]["pairs"].size(), 25u);  // four GPUs and the NIC, every ordered pair
+}
+
 TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(tool("no-such-command").status, 2);
   EXPECT_EQ(tool("--format yaml topology").status, 2);

@@ -29,6 +29,9 @@ void print_error(const std::string& message);
 // Reads the topology of --sysroot (a directory or a .tar.gz); throws InputError on bad input.
 Topology load_topology(const GlobalOptions& global);
 
+// The default view when no command is given.
+int run_audit(const GlobalOptions& global);
+
 // Each command file adds its subcommand; the callback stores the command's exit status in *status.
 void add_topology_command(CLI::App& app, const GlobalOptions& global, int* status);
 void add_snapshot_command(CLI::App& app, const GlobalOptions& global, int* status);

@@ -29,15 +29,7 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-    if (app.get_subcommands().empty()) {
-      // The default view: the tree, then every pair of the devices that matter.
-      for (const char* cmd : {"topology", "matrix"}) {
-        std::vector<std::string> args = {cmd};
-        app.get_subcommand(cmd)->parse(args);
-        if (status != kExitOk) break;
-        std::cout << "\n";
-      }
-    }
+    if (app.get_subcommands().empty()) status = run_audit(global);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
