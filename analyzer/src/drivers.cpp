@@ -6,11 +6,11 @@ namespace p2paudit {
 
 namespace {
 
+// Name, and whether the index holds a module file for it; the running kernel's own answer on
+// built-in versus loaded comes from sysfs (see for_driver).
 void fill_from_module(struct kmod_module* mod, ModuleInfo& info) {
   info.name = kmod_module_get_name(mod);
-  int state = kmod_module_get_initstate(mod);
-  if (state == KMOD_MODULE_BUILTIN) info.builtin = Known::kYes;
-  else if (state >= 0 || kmod_module_get_path(mod)) info.builtin = Known::kNo;
+  if (kmod_module_get_path(mod)) info.builtin = Known::kNo;
   struct kmod_list* list = nullptr;
   if (kmod_module_get_info(mod, &list) >= 0) {
     struct kmod_list* item;
@@ -34,10 +34,9 @@ ModuleResolver::ModuleResolver(const Sysroot& root, const std::string& kernel_re
     std::string dir = root.path("lib/modules/" + kernel_release).string();
     ctx_ = kmod_new(dir.c_str(), nullptr);
   }
-  if (ctx_ && kmod_load_resources(ctx_) < 0) {
-    kmod_unref(ctx_);
-    ctx_ = nullptr;
-  }
+  // Preloading the indexes only saves time; a tree without some of them (modules.builtin.bin,
+  // say) still answers lookups from the ones it has.
+  if (ctx_) kmod_load_resources(ctx_);
 }
 
 ModuleResolver::~ModuleResolver() {
@@ -47,32 +46,26 @@ ModuleResolver::~ModuleResolver() {
 ModuleInfo ModuleResolver::for_driver(const std::string& driver) const {
   ModuleInfo info;
   if (driver.empty()) return info;
-  // The kernel links a modular driver to its module; a built-in driver has no such link.
+  // The kernel links a driver to its module's sysfs entry (built-in drivers with a module name
+  // too); only a loaded module has an initstate there.
   std::string name;
-  if (auto link = root_.read_link("sys/bus/pci/drivers/" + driver + "/module")) {
-    name = link->substr(link->rfind('/') + 1);
-  } else if (root_.is_live() && root_.exists("sys/bus/pci/drivers/" + driver)) {
-    info.builtin = Known::kYes;
-  }
-  if (!ctx_) {
-    info.name = name;
-    if (!name.empty()) {
-      info.builtin = Known::kNo;
-      if (auto v = root_.read_line("sys/module/" + name + "/version")) info.version = *v;
-      if (auto v = root_.read_line("sys/module/" + name + "/srcversion")) info.srcversion = *v;
-    }
-    return info;
-  }
+  if (auto link = root_.read_link("sys/bus/pci/drivers/" + driver + "/module")) name = link->substr(link->rfind('/') + 1);
+  info.name = name;
   struct kmod_module* mod = nullptr;
-  if (kmod_module_new_from_name(ctx_, name.empty() ? driver.c_str() : name.c_str(), &mod) < 0) return info;
-  Known builtin_hint = info.builtin;
-  fill_from_module(mod, info);
-  if (info.builtin == Known::kUnknown) info.builtin = builtin_hint;
-  if (info.version.empty())
-    if (auto v = root_.read_line("sys/module/" + info.name + "/version")) info.version = *v;
-  if (info.srcversion.empty())
-    if (auto v = root_.read_line("sys/module/" + info.name + "/srcversion")) info.srcversion = *v;
-  kmod_module_unref(mod);
+  if (ctx_ && kmod_module_new_from_name(ctx_, name.empty() ? driver.c_str() : name.c_str(), &mod) >= 0) {
+    fill_from_module(mod, info);
+    kmod_module_unref(mod);
+  }
+  if (root_.is_live() && root_.exists("sys/bus/pci/drivers/" + driver)) {
+    bool loaded = !name.empty() && root_.exists("sys/module/" + name + "/initstate");
+    info.builtin = loaded ? Known::kNo : Known::kYes;
+  }
+  if (!info.name.empty()) {
+    if (info.version.empty())
+      if (auto v = root_.read_line("sys/module/" + info.name + "/version")) info.version = *v;
+    if (info.srcversion.empty())
+      if (auto v = root_.read_line("sys/module/" + info.name + "/srcversion")) info.srcversion = *v;
+  }
   return info;
 }
 

@@ -1,0 +1,80 @@
+// Module facts through libkmod, against a real module index that depmod builds for a test sysroot:
+// module objects carrying only a .modinfo section (what depmod and libkmod read).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+#include "test_support.h"
+
+namespace p2paudit {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModuleIndex : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (test::run_command("command -v depmod >/dev/null || test -x /usr/sbin/depmod || test -x /sbin/depmod").status != 0)
+      GTEST_SKIP() << "depmod (Debian package kmod) is not installed";
+    dir_ = fs::path(::testing::TempDir()) / ("p2paudit-kmod-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::string release = "6.1.192";  // the fixture's osrelease
+    ASSERT_EQ(test::run_command("tar xzf " + test::data_path("kernel-oracle/h-f6-sriov-nvme/sysroot.tar.gz") + " -C " +
+                                dir_.string()).status, 0);
+    fs::path mods = dir_ / "lib/modules" / release / "kernel/drivers";
+    fs::create_directories(mods);
+    make_module(mods / "nvme.ko", {"alias=pci:v*d*sv*sd*bc01sc08i02*", "version=1.0-nvme-test",
+                                   "srcversion=AAAABBBBCCCCDDDDEEEEFF", "license=GPL"});
+    make_module(mods / "fakenvme.ko", {"alias=pci:v00001B36d00000010sv*sd*bc*sc*i*", "license=GPL"});
+    std::string depmod = "PATH=$PATH:/usr/sbin:/sbin depmod -b " + dir_.string() + " " + release + " 2>/dev/null";
+    ASSERT_EQ(test::run_command(depmod).status, 0);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void make_module(const fs::path& ko, const std::vector<std::string>& modinfo) {
+    fs::path src = ko.string() + ".c";
+    std::ofstream out(src);
+    for (size_t i = 0; i < modinfo.size(); ++i)
+      out << "__attribute__((section(\".modinfo\"), used)) static const char m" << i << "[] = \"" << modinfo[i] << "\";\n";
+    out.close();
+    ASSERT_EQ(test::run_command("cc -c -x c " + src.string() + " -o " + ko.string()).status, 0);
+    fs::remove(src);
+  }
+  fs::path dir_;
+};
+
+TEST_F(ModuleIndex, BoundDriverGetsItsModuleVersion) {
+  Topology t = read_topology(Sysroot::open(dir_.string()));
+  const Function* nvme = t.find(*Bdf::parse("0000:01:00.0"));
+  ASSERT_NE(nvme, nullptr);
+  EXPECT_EQ(nvme->driver, "nvme");
+  EXPECT_EQ(nvme->module.name, "nvme");
+  EXPECT_EQ(nvme->module.version, "1.0-nvme-test");
+  EXPECT_EQ(nvme->module.srcversion, "AAAABBBBCCCCDDDDEEEEFF");
+  EXPECT_EQ(nvme->module.builtin, Known::kNo);
+}
+
+TEST_F(ModuleIndex, UnboundFunctionListsModulesItsModaliasWouldLoad) {
+  Topology t = read_topology(Sysroot::open(dir_.string()));
+  const Function* vf = t.find(*Bdf::parse("0000:01:00.1"));  // a VF left unbound (autoprobe off)
+  ASSERT_NE(vf, nullptr);
+  EXPECT_TRUE(vf->driver.empty());
+  std::vector<std::string> got = vf->module.alias_matches;
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::string>{"fakenvme", "nvme"}));
+}
+
+TEST(ModuleFacts, WithoutAnIndexModuleFactsStayUnknown) {
+  Topology t = read_topology(Sysroot::open(test::data_path("kernel-oracle/h-f6-sriov-nvme/sysroot.tar.gz")));
+  const Function* nvme = t.find(*Bdf::parse("0000:01:00.0"));
+  ASSERT_NE(nvme, nullptr);
+  EXPECT_EQ(nvme->module.builtin, Known::kUnknown);
+  EXPECT_TRUE(nvme->module.version.empty());
+}
+
+}  // namespace
+}  // namespace p2paudit
