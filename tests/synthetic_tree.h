@@ -1,0 +1,99 @@
+// Synthetic trees for tests: a Topology built in code the way the reader would build it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "p2paudit/topology.h"
+
+namespace p2paudit::test {
+
+// Builds a Topology the way the reader would: functions added in BDF order, parents by BDF.
+class Tree {
+ public:
+  Tree() {
+    t.platform.arch = "x86";
+    t.platform.cpu_vendor = "GenuineIntel";
+    t.platform.cpu_family = 6;
+    t.platform.config_p2pdma = Known::kYes;
+    t.platform.kernel_config_source = "boot/config-test";
+  }
+
+  size_t add(const std::string& bdf, const std::string& parent, uint16_t vendor, uint16_t device, PcieType type,
+             std::optional<uint16_t> acs_ctrl = std::nullopt, const std::string& host = "pci0000:00") {
+    Function f;
+    f.bdf = *Bdf::parse(bdf);
+    f.vendor = vendor;
+    f.device = device;
+    f.pcie_type = type;
+    f.is_pcie = type != PcieType::kNotPcie;
+    f.header_type = (type == PcieType::kRootPort || type == PcieType::kSwitchUpstream ||
+                     type == PcieType::kSwitchDownstream) ? 1 : 0;
+    f.class_code = f.header_type == 1 ? 0x060400 : 0x010802;
+    f.config_size = f.config_readable = 4096;
+    f.acs.state = acs_ctrl ? CapState::kPresent : CapState::kAbsent;
+    f.acs.ctrl = acs_ctrl.value_or(0);
+    f.host_bridge = host;
+    if (!t.functions.empty() && !(t.functions.back().bdf < f.bdf)) ADD_FAILURE() << bdf << " added out of BDF order";
+    if (!parent.empty()) f.parent = index(parent);
+    size_t i = t.functions.size();
+    if (f.parent) t.functions[*f.parent].children.push_back(i);
+    t.functions.push_back(f);
+    if (!f.parent) bridge(host).root_bus_devices.push_back(i);
+    return i;
+  }
+  size_t rp(const std::string& bdf, std::optional<uint16_t> acs = std::nullopt, const std::string& host = "pci0000:00") {
+    return add(bdf, "", 0x8086, 0x7000, PcieType::kRootPort, acs, host);
+  }
+  size_t ep(const std::string& bdf, const std::string& parent, std::optional<uint16_t> acs = std::nullopt,
+            const std::string& host = "pci0000:00") {
+    return add(bdf, parent, 0x1b36, 0x0010, PcieType::kEndpoint, acs, host);
+  }
+  size_t vf(const std::string& bdf, const std::string& pf) {
+    size_t i = add(bdf, "", 0x1b36, 0x0011, PcieType::kEndpoint);
+    Function& f = t.functions[i];
+    f.is_virtfn = true;
+    f.physfn = index(pf);
+    f.parent = t.functions[*f.physfn].parent;  // sysfs nests a VF beside its PF
+    auto& roots = bridge(f.host_bridge).root_bus_devices;
+    if (f.parent) roots.erase(std::remove(roots.begin(), roots.end(), i), roots.end());
+    t.functions[*f.physfn].virtfns.push_back(i);
+    return i;
+  }
+  // The device the whitelist is keyed by: first on the root bus, at 00.0.
+  size_t host_dev(uint16_t vendor, uint16_t device, const std::string& host = "pci0000:00",
+                  const std::string& bdf = "00:00.0") {
+    return add(bdf, "", vendor, device, PcieType::kNotPcie, std::nullopt, host);
+  }
+  size_t index(const std::string& bdf) const { return *t.index_of(*Bdf::parse(bdf)); }
+  HostBridge& bridge(const std::string& name) {
+    for (auto& hb : t.host_bridges)
+      if (hb.name == name) return hb;
+    HostBridge hb;
+    hb.name = name;
+    hb.domain = std::stoul(name.substr(3, 4), nullptr, 16);
+    hb.bus = static_cast<uint8_t>(std::stoul(name.substr(8, 2), nullptr, 16));
+    t.host_bridges.push_back(hb);
+    return t.host_bridges.back();
+  }
+  void amd_zen(int family = 0x19) {
+    t.platform.cpu_vendor = "AuthenticAMD";
+    t.platform.cpu_family = family;
+  }
+  // A device as the policy sees it: class, driver and its largest BAR.
+  Function& describe(size_t i, uint32_t class_code, const std::string& driver, uint64_t bar_size = 0,
+                     uint64_t bar_start = uint64_t{1} << 36) {
+    Function& f = t.functions[i];
+    f.class_code = class_code;
+    f.driver = driver;
+    if (bar_size) f.bars.push_back(Bar{2, bar_start, bar_size, false, true, true});
+    return f;
+  }
+
+  Topology t;
+};
+
+}  // namespace p2paudit::test
