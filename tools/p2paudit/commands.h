@@ -37,6 +37,7 @@ void add_topology_command(CLI::App& app, const GlobalOptions& global, int* statu
 void add_snapshot_command(CLI::App& app, const GlobalOptions& global, int* status);
 void add_matrix_command(CLI::App& app, const GlobalOptions& global, int* status);
 void add_explain_command(CLI::App& app, const GlobalOptions& global, int* status);
+void add_rules_command(CLI::App& app, const GlobalOptions& global, int* status);
 
 // Exit statuses scripts can rely on.
 inline constexpr int kExitOk = 0;

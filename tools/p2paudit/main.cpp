@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   add_snapshot_command(app, global, &status);
   add_matrix_command(app, global, &status);
   add_explain_command(app, global, &status);
+  add_rules_command(app, global, &status);
 
   try {
     app.parse(argc, argv);

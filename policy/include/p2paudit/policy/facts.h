@@ -1,0 +1,89 @@
+// The facts policy rules are written against: a fixed catalogue of dotted names, each with a type
+// and a one-line meaning, and FactSet, the values one (provider, client) pair has for them.
+// The catalogue is the contract between whoever extracts facts (the analyzer, vendor probes, a
+// hand-written facts file) and whoever writes rules: a rule may only name a catalogued fact, and a
+// FactSet only accepts values of the catalogued type. A fact not in a FactSet is unknown.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace p2paudit::policy {
+
+enum class FactType { kBool, kInteger, kNumber, kString, kEnum, kStringList };
+const char* to_string(FactType t);  // "bool", "integer", "number", "string", "enum", "list"
+
+struct FactSpec {
+  std::string name;                  // dotted, e.g. "kernel.map_type", "provider.class"
+  FactType type = FactType::kString;
+  std::vector<std::string> allowed;  // kEnum only: every value the fact can take
+  std::string description;           // one line, for docs and `p2paudit rules facts`
+};
+
+// Every fact, grouped by namespace (kernel., path., iommu., platform., vendor., runtime.,
+// provider., client.) in the order the docs list them. Per-device facts appear twice, as "provider.X" (the device whose
+// memory is reached) and "client.X" (the device doing the DMA).
+const std::vector<FactSpec>& fact_catalog();
+
+// nullptr when the name is not catalogued.
+const FactSpec* find_fact(std::string_view name);
+
+// The catalogued name closest to a misspelt one, for "did you mean" hints; "" when none is close.
+std::string closest_fact_name(std::string_view name);
+
+// Renderings of the catalogue: a Markdown table per namespace for docs/, JSON for tools.
+std::string fact_catalog_markdown();
+std::string fact_catalog_text();
+nlohmann::json fact_catalog_json();
+
+// A known value. kEnum and kString hold std::string; kNumber holds double; kStringList a vector.
+using FactValue = std::variant<bool, std::int64_t, double, std::string, std::vector<std::string>>;
+
+// How a value reads in a reason: true/false, decimal, the string, list items joined by ", "
+// ("none" when empty).
+std::string render_fact_value(const FactValue& value);
+
+// Bytes as a person reads them: "256 MiB", "32 GiB", "1.5 KiB", "17 bytes".
+std::string render_size(std::int64_t bytes);
+
+class FactSet {
+ public:
+  // Both throw std::invalid_argument for a name not in the catalogue or a value of the wrong type
+  // (an enum value outside its set included): facts are produced by code, so that is a bug.
+  // An integer is accepted for a kNumber fact.
+  void set(std::string_view name, FactValue value);
+  void set_unknown(std::string_view name);  // explicit, for readers: same effect as never set
+
+  // nullptr when the fact is unknown.
+  const FactValue* get(std::string_view name) const;
+  bool known(std::string_view name) const { return get(name) != nullptr; }
+
+  // Facts set explicitly (known or unknown), by name.
+  const std::map<std::string, std::optional<FactValue>, std::less<>>& entries() const { return values_; }
+
+  // {"name": value-or-null, ...}; null is an explicitly unknown fact.
+  nlohmann::json to_json() const;
+  // Reads that shape back (a hand-written facts file, a probe's output); throws InputError naming
+  // `origin` and the fact for an unknown name or a wrong type.
+  static FactSet from_json(const nlohmann::json& j, const std::string& origin);
+
+ private:
+  std::map<std::string, std::optional<FactValue>, std::less<>> values_;
+};
+
+// Converts `value` to the representation `spec` asks for (integer → number) or says why it cannot;
+// shared by FactSet and the rule loader so that both accept exactly the same values.
+struct FactValueCheck {
+  std::optional<FactValue> value;
+  std::string error;  // set when value is empty: "expected a bool", "'x' is not one of a, b"
+};
+FactValueCheck check_fact_value(const FactSpec& spec, FactValue value);
+
+}  // namespace p2paudit::policy

@@ -1,0 +1,171 @@
+// Policy rules: YAML files of rules that turn a pair's facts (facts.h) into a decision — try peer
+// DMA, stage through host memory, or refuse — with the reasons. docs/policy-rules.md is the
+// reference for the language; this header is the engine's API.
+//
+// Loading is linting: load_rule_file() rejects anything it does not fully understand with a
+// RuleFileError listing every problem as "FILE:LINE:COLUMN: message", so a rule is never ignored.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/errors.h"
+#include "p2paudit/policy/facts.h"
+
+namespace p2paudit::policy {
+
+// Kleene's three-valued logic: a test on an unknown fact is kUnknown, and only kTrue fires a rule.
+enum class Tri { kFalse, kTrue, kUnknown };
+const char* to_string(Tri t);  // "false", "true", "unknown"
+
+enum class Action { kPeer, kHostStaged, kDeny, kWarn };
+const char* to_string(Action a);  // "peer", "host_staged", "deny", "warn"
+
+// Whose logic the decision rests on: the kernel's P2PDMA, a vendor driver's own peer logic, a
+// vendor fabric that bypasses PCIe (NVLink, XGMI), or the platform (VM, CPU, firmware).
+enum class Authority { kKernel, kVendorDriver, kVendorFabric, kPlatform };
+const char* to_string(Authority a);  // "kernel", "vendor-driver", "vendor-fabric", "platform"
+
+enum class Operator { kEq, kNe, kIn, kNotIn, kLt, kLe, kGt, kGe, kRegex, kContains, kUnknown };
+const char* to_string(Operator op);  // the YAML spelling: "eq", "not_in", "unknown", ...
+
+// A rule's `when`, as a tree. Built only by the loader, which has checked every test against the
+// fact catalogue, so evaluation never meets a type it does not expect.
+struct Condition {
+  enum class Kind { kAlways, kAll, kAny, kNot, kTest };
+  Kind kind = Kind::kAlways;
+  std::vector<Condition> children;  // kAll, kAny: the operands; kNot: the one negated
+
+  // kTest: `fact` `op` `operands`. One operand, except for in/not_in (the set).
+  std::string fact;
+  Operator op = Operator::kEq;
+  std::vector<FactValue> operands;
+  std::shared_ptr<const std::regex> regex;  // kRegex, compiled at load time
+
+  Tri evaluate(const FactSet& facts) const;
+
+  // Appends the facts whose being unknown left this condition kUnknown: knowing them could have
+  // made it true or false. Appends nothing when evaluate() is not kUnknown.
+  void collect_unknown_facts(const FactSet& facts, std::vector<std::string>& out) const;
+};
+
+// A reason or remedy: text with {fact.name} holes, {fact.name:size} for a byte count read as
+// "32 GiB", and {{ }} for literal braces. An unknown fact renders as "unknown".
+struct Template {
+  struct Piece {
+    std::string literal;  // used when fact is empty
+    std::string fact;
+    bool as_size = false;
+  };
+  std::string text;  // as written
+  std::vector<Piece> pieces;
+
+  bool empty() const { return text.empty(); }
+  std::string render(const FactSet& facts) const;
+};
+
+struct Rule {
+  std::string id;  // [a-z0-9-]+, unique across the rule set
+  std::string description;
+  Condition when;
+  Action action = Action::kWarn;
+  Template reason;
+  Template remedy;                     // may be empty
+  std::optional<Authority> authority;  // what the decision rests on, when the rule says
+  std::string source;                  // public reference; required in advisories files
+  std::string origin;                  // "FILE:LINE" where the rule starts
+};
+
+// kAdvisories: known problems from public reports; every rule must carry a `source`.
+enum class RuleFileKind { kPolicy, kAdvisories };
+
+struct RuleFile {
+  std::string path;
+  std::string description;
+  RuleFileKind kind = RuleFileKind::kPolicy;
+  bool replace = false;  // drop every rule loaded before this file
+  std::vector<Rule> rules;
+};
+
+// One lint finding. Line and column are 1-based.
+struct Diagnostic {
+  std::string file;
+  int line = 1;
+  int column = 1;
+  std::string message;
+  std::string str() const;  // "FILE:LINE:COLUMN: message"
+};
+
+// what() is every diagnostic's str(), one per line (no trailing newline).
+class RuleFileError : public InputError {
+ public:
+  explicit RuleFileError(std::vector<Diagnostic> diagnostics);
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+
+ private:
+  std::vector<Diagnostic> diagnostics_;
+};
+
+// Read and check a rule file. Throws RuleFileError for bad content, InputError when unreadable.
+RuleFile load_rule_file(const std::string& path);
+// The same for text already in memory; `file` names it in diagnostics.
+RuleFile parse_rule_file(std::string_view text, const std::string& file);
+
+// A rule whose `when` was true, with its texts rendered for this pair.
+struct FiredRule {
+  std::string id;
+  Action action = Action::kWarn;
+  std::string reason;
+  std::string remedy;  // "" when the rule has none
+  std::optional<Authority> authority;
+  std::string source;
+};
+
+// The policy's answer for one pair.
+struct Decision {
+  Action action = Action::kHostStaged;  // never kWarn
+  std::string rule;                     // the deciding rule's id; "" when no rule decided
+  std::optional<Authority> authority;   // the deciding rule's authority
+  std::string reason;                   // the deciding rule's reason, or kNoRuleDecided
+  std::string remedy;
+  std::vector<FiredRule> fired;         // every rule that fired, warns included, in evaluation order
+  std::vector<std::string> undecided_rules;  // rules reached whose `when` was unknown
+  std::vector<std::string> unknown_facts;    // facts that left those rules unknown, sorted
+
+  std::vector<std::string> rule_ids() const;  // of `fired`
+  std::vector<std::string> reasons() const;   // of `fired`, same order
+  std::vector<std::string> remedies() const;  // the non-empty remedies of `fired`
+};
+
+inline constexpr std::string_view kNoRuleDecided = "no rule decided";
+
+// {"decision", "rule", "authority", "reason", "remedy", "rules", "reasons", "remedies", "fired",
+//  "undecided_rules", "unknown_facts"}; absent rule/authority are null.
+nlohmann::json decision_to_json(const Decision& d);
+
+// Rule files combined in order. A rule whose id an earlier file already used replaces that rule
+// where it stood; a file with `replace: true` first drops everything loaded before it.
+class RuleSet {
+ public:
+  void add(RuleFile file);
+  static RuleSet load(const std::vector<std::string>& paths);
+
+  const std::vector<Rule>& rules() const { return rules_; }
+
+  // Rules are evaluated in order. Every warn rule is evaluated; the first peer, host_staged or
+  // deny rule whose `when` is true decides and later ones are not evaluated. With none, the
+  // decision is host_staged, reason kNoRuleDecided: staging works wherever each device can reach
+  // system memory, so it is the answer that is safe without evidence.
+  Decision decide(const FactSet& facts) const;
+
+ private:
+  std::vector<Rule> rules_;
+};
+
+}  // namespace p2paudit::policy

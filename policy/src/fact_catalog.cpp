@@ -1,0 +1,189 @@
+// The fact catalogue. Names are a public contract (rule files use them): add facts freely, never
+// rename or retype one without a new rule-file version.
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "p2paudit/policy/facts.h"
+
+namespace p2paudit::policy {
+
+namespace {
+
+using enum FactType;
+
+FactSpec fact(std::string name, FactType type, std::string description, std::vector<std::string> allowed = {}) {
+  return FactSpec{std::move(name), type, std::move(allowed), std::move(description)};
+}
+
+// Facts every device of a pair has; the catalogue lists each under "provider." and "client.".
+std::vector<FactSpec> device_facts() {
+  return {
+      fact("bdf", kString, "PCI address DDDD:BB:DD.F"),
+      fact("class", kEnum, "what the device is, from its PCI class and driver",
+           {"gpu", "accelerator", "nvme", "nic", "fpga", "storage", "bridge", "other"}),
+      fact("vendor", kString, "PCI vendor ID, 4 lower-case hex digits (\"10de\")"),
+      fact("device", kString, "PCI device ID, 4 lower-case hex digits"),
+      fact("driver", kString, "bound kernel driver (\"nvidia\", \"amdgpu\", \"xe\", \"nvme\"); unknown when unbound"),
+      fact("module", kString, "kernel module providing the driver"),
+      fact("module_version", kString, "that module's version string (modinfo version)"),
+      fact("largest_bar", kInteger, "size in bytes of the largest memory BAR"),
+      fact("bar_above_4g", kBool, "the largest memory BAR is assigned above 4 GiB"),
+      fact("rebar_current", kInteger, "current size in bytes of the Resizable BAR"),
+      fact("rebar_max", kInteger, "largest Resizable BAR size in bytes the device supports"),
+      fact("memory_size", kInteger, "device memory in bytes as the vendor reports it (VRAM, HBM, DDR); often unknown"),
+  };
+}
+
+std::vector<FactSpec> build_catalog() {
+  std::vector<FactSpec> c = {
+      // The kernel's P2PDMA verdict for the pair (drivers/pci/p2pdma.c, re-done offline).
+      fact("kernel.map_type", kEnum, "pci_p2pdma_map_type() for the pair",
+           {"BUS_ADDR", "THRU_HOST_BRIDGE", "NOT_SUPPORTED", "UNKNOWN"}),
+      fact("kernel.allowed", kBool, "pci_p2pdma_distance() >= 0: the kernel lets in-tree users do P2P"),
+      fact("kernel.p2pdma_distance", kInteger, "pci_p2pdma_distance() return value (-1: refused)"),
+      fact("kernel.distance", kInteger, "calc_map_type_and_dist() distance, also when refused"),
+      fact("kernel.acs_redirect", kBool, "a bridge on the path redirects peer requests upstream (ACS RR/CR/EC)"),
+      fact("kernel.acs_redirect_devices", kStringList, "BDFs of the bridges whose ACS redirects peer requests"),
+      fact("kernel.whitelist", kEnum, "the host-bridge whitelist result for the pair",
+           {"whitelisted", "not_whitelisted", "not_consulted"}),
+      fact("kernel.host_bridge", kString, "vendor:device (\"8086:4c43\") of the host bridge the kernel checked"),
+      fact("kernel.cpu_rule", kBool, "the kernel's CPU rule (AMD Zen and newer) lets traffic through the host bridge"),
+      fact("kernel.config_p2pdma", kBool, "the kernel is built with CONFIG_PCI_P2PDMA"),
+      fact("kernel.release", kString, "kernel release whose rules were applied (\"6.8.0\")"),
+      fact("kernel.reason", kString, "the kernel verdict in one sentence"),
+      fact("kernel.remedy", kString, "what would change the kernel verdict (boot parameter, whitelist entry)"),
+
+      // Where the two devices meet in the PCIe tree.
+      fact("path.relation", kEnum, "the closest thing the two devices share",
+           {"same_function", "same_device", "same_switch", "same_root_port", "same_host_bridge",
+            "different_host_bridges"}),
+      fact("path.same_numa_node", kBool, "both devices report the same NUMA node"),
+      fact("path.narrowest_link_speed_gts", kNumber, "slowest current link speed on the path, GT/s"),
+      fact("path.narrowest_link_width", kInteger, "narrowest current link width on the path, lanes"),
+      fact("path.degraded_link", kBool, "a link on the path runs below its maximum speed or width"),
+      fact("path.bridges_64bit_prefetch", kBool, "every bridge above both devices has a 64-bit prefetchable window"),
+
+      fact("iommu.mode", kEnum, "DMA translation for the devices (kernel command line, iommu_group/type)",
+           {"off", "passthrough", "translated"}),
+
+      fact("platform.vm_guest", kBool, "the machine is a virtual machine (CPU hypervisor flag)"),
+      fact("platform.cpu_vendor", kString, "CPU vendor_id (\"GenuineIntel\", \"AuthenticAMD\")"),
+      fact("platform.amd_zen", kBool, "the CPU is AMD family 17h or newer (the kernel's CPU rule)"),
+
+      // What the vendor stack that owns the pair would decide; see docs/vendor-p2p-gates.
+      fact("vendor.authority", kEnum, "whose peer logic governs the pair: the kernel's P2PDMA or a vendor driver's",
+           {"kernel", "nvidia", "amdgpu", "xe", "xrt", "unknown"}),
+      fact("vendor.nvlink", kBool, "an NVLink connects the two GPUs"),
+      fact("vendor.xgmi", kBool, "both AMD GPUs are in the same XGMI hive"),
+      fact("vendor.peer_supported", kBool, "the vendor stack reports peer access between the two as supported"),
+
+      fact("runtime.level_zero_version", kString, "Level Zero loader version"),
+      fact("runtime.compute_runtime_version", kString, "Intel compute-runtime release (\"26.09.37435.1\")"),
+  };
+  for (const char* role : {"provider", "client"})
+    for (FactSpec f : device_facts()) {
+      f.name = fmt::format("{}.{}", role, f.name);
+      f.description = fmt::format("{}: {}", role, f.description);
+      c.push_back(std::move(f));
+    }
+  return c;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string type_text(const FactSpec& f) {
+  if (f.type != kEnum) return to_string(f.type);
+  std::string out = "enum:";
+  for (const auto& v : f.allowed) out += (out.size() > 5 ? " | " : " ") + v;
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(FactType t) {
+  switch (t) {
+    case kBool: return "bool";
+    case kInteger: return "integer";
+    case kNumber: return "number";
+    case kString: return "string";
+    case kEnum: return "enum";
+    case kStringList: return "list";
+  }
+  return "?";
+}
+
+const std::vector<FactSpec>& fact_catalog() {
+  static const std::vector<FactSpec> catalog = build_catalog();
+  return catalog;
+}
+
+const FactSpec* find_fact(std::string_view name) {
+  static const auto index = [] {
+    std::map<std::string_view, const FactSpec*> by_name;
+    for (const auto& f : fact_catalog()) by_name.emplace(f.name, &f);
+    return by_name;
+  }();
+  auto it = index.find(name);
+  return it != index.end() ? it->second : nullptr;
+}
+
+std::string closest_fact_name(std::string_view name) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 4) + 1;  // beyond that it is not a typo
+  for (const auto& f : fact_catalog())
+    if (size_t d = edit_distance(name, f.name); d < best_distance) best = f.name, best_distance = d;
+  return best;
+}
+
+std::string fact_catalog_markdown() {
+  std::ostringstream out;
+  std::string section;
+  for (const auto& f : fact_catalog()) {
+    std::string prefix = f.name.substr(0, f.name.find('.'));
+    if (prefix != section) {
+      out << (section.empty() ? "" : "\n") << "### `" << prefix << ".`\n\n| fact | type | meaning |\n|---|---|---|\n";
+      section = prefix;
+    }
+    std::string type = to_string(f.type);
+    for (size_t i = 0; i < f.allowed.size(); ++i) type += (i ? ", `" : ": `") + f.allowed[i] + "`";
+    out << "| `" << f.name << "` | " << type << " | " << f.description << " |\n";
+  }
+  return out.str();
+}
+
+std::string fact_catalog_text() {
+  size_t width = 0;
+  for (const auto& f : fact_catalog()) width = std::max(width, f.name.size());
+  std::string out;
+  for (const auto& f : fact_catalog())
+    out += fmt::format("{:<{}}  {}\n{:<{}}  {}\n", f.name, width, type_text(f), "", width, f.description);
+  return out;
+}
+
+nlohmann::json fact_catalog_json() {
+  auto facts = nlohmann::json::array();
+  for (const auto& f : fact_catalog()) {
+    nlohmann::json j = {{"name", f.name}, {"type", to_string(f.type)}, {"description", f.description}};
+    if (f.type == kEnum) j["values"] = f.allowed;
+    facts.push_back(std::move(j));
+  }
+  return {{"schema_version", 1}, {"facts", std::move(facts)}};
+}
+
+}  // namespace p2paudit::policy

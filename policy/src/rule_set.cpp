@@ -1,0 +1,121 @@
+// Combining rule files and deciding a pair.
+#include <algorithm>
+
+#include "p2paudit/policy/rules.h"
+
+namespace p2paudit::policy {
+
+const char* to_string(Action a) {
+  switch (a) {
+    case Action::kPeer: return "peer";
+    case Action::kHostStaged: return "host_staged";
+    case Action::kDeny: return "deny";
+    case Action::kWarn: return "warn";
+  }
+  return "?";
+}
+
+const char* to_string(Authority a) {
+  switch (a) {
+    case Authority::kKernel: return "kernel";
+    case Authority::kVendorDriver: return "vendor-driver";
+    case Authority::kVendorFabric: return "vendor-fabric";
+    case Authority::kPlatform: return "platform";
+  }
+  return "?";
+}
+
+void RuleSet::add(RuleFile file) {
+  if (file.replace) rules_.clear();
+  for (auto& rule : file.rules) {
+    auto same_id = std::find_if(rules_.begin(), rules_.end(), [&](const Rule& r) { return r.id == rule.id; });
+    if (same_id != rules_.end()) *same_id = std::move(rule);
+    else rules_.push_back(std::move(rule));
+  }
+}
+
+RuleSet RuleSet::load(const std::vector<std::string>& paths) {
+  RuleSet set;
+  for (const auto& path : paths) set.add(load_rule_file(path));
+  return set;
+}
+
+Decision RuleSet::decide(const FactSet& facts) const {
+  Decision d;
+  bool decided = false;
+  for (const auto& rule : rules_) {
+    bool decisive = rule.action != Action::kWarn;
+    if (decided && decisive) continue;
+    switch (rule.when.evaluate(facts)) {
+      case Tri::kTrue: {
+        FiredRule fired{rule.id, rule.action, rule.reason.render(facts), rule.remedy.render(facts), rule.authority, rule.source};
+        if (decisive) {
+          decided = true;
+          d.action = rule.action;
+          d.rule = rule.id;
+          d.authority = rule.authority;
+          d.reason = fired.reason;
+          d.remedy = fired.remedy;
+        }
+        d.fired.push_back(std::move(fired));
+        break;
+      }
+      case Tri::kUnknown:
+        d.undecided_rules.push_back(rule.id);
+        rule.when.collect_unknown_facts(facts, d.unknown_facts);
+        break;
+      case Tri::kFalse:
+        break;
+    }
+  }
+  if (!decided) d.reason = kNoRuleDecided;
+  std::sort(d.unknown_facts.begin(), d.unknown_facts.end());
+  d.unknown_facts.erase(std::unique(d.unknown_facts.begin(), d.unknown_facts.end()), d.unknown_facts.end());
+  return d;
+}
+
+std::vector<std::string> Decision::rule_ids() const {
+  std::vector<std::string> out;
+  for (const auto& f : fired) out.push_back(f.id);
+  return out;
+}
+
+std::vector<std::string> Decision::reasons() const {
+  std::vector<std::string> out;
+  for (const auto& f : fired) out.push_back(f.reason);
+  return out;
+}
+
+std::vector<std::string> Decision::remedies() const {
+  std::vector<std::string> out;
+  for (const auto& f : fired)
+    if (!f.remedy.empty()) out.push_back(f.remedy);
+  return out;
+}
+
+nlohmann::json decision_to_json(const Decision& d) {
+  auto optional_authority = [](const std::optional<Authority>& a) -> nlohmann::json {
+    return a ? nlohmann::json(to_string(*a)) : nlohmann::json(nullptr);
+  };
+  auto fired = nlohmann::json::array();
+  for (const auto& f : d.fired)
+    fired.push_back({{"id", f.id},
+                     {"action", to_string(f.action)},
+                     {"reason", f.reason},
+                     {"remedy", f.remedy},
+                     {"authority", optional_authority(f.authority)},
+                     {"source", f.source}});
+  return {{"decision", to_string(d.action)},
+          {"rule", d.rule.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.rule)},
+          {"authority", optional_authority(d.authority)},
+          {"reason", d.reason},
+          {"remedy", d.remedy},
+          {"rules", d.rule_ids()},
+          {"reasons", d.reasons()},
+          {"remedies", d.remedies()},
+          {"fired", std::move(fired)},
+          {"undecided_rules", d.undecided_rules},
+          {"unknown_facts", d.unknown_facts}};
+}
+
+}  // namespace p2paudit::policy

@@ -1,0 +1,544 @@
+// The policy rule language: the fact catalogue, condition semantics (Kleene logic included),
+// evaluation order and overrides, templates, and lint positions for every kind of mistake.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/policy/facts.h"
+#include "p2paudit/policy/rules.h"
+#include "test_support.h"
+
+namespace p2paudit::policy {
+namespace {
+
+using json = nlohmann::json;
+
+// ---- helpers ----
+
+RuleFile parse(const std::string& text) { return parse_rule_file(text, "t.yaml"); }
+
+// The diagnostics of a file that must not load, as "t.yaml:L:C: message" lines.
+std::vector<std::string> lint_errors(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const RuleFileError& e) {
+    std::vector<std::string> out;
+    for (const auto& d : e.diagnostics()) out.push_back(d.str());
+    return out;
+  }
+  ADD_FAILURE() << "loaded without errors:\n" << text;
+  return {};
+}
+
+std::string only_error(const std::string& text) {
+  auto errors = lint_errors(text);
+  EXPECT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  return errors.empty() ? "" : errors.front();
+}
+
+// A one-rule file whose `when` is `condition` (a YAML flow mapping or `always`), so that the
+// condition starts at line 3, column 9.
+std::string rule_with(const std::string& condition) {
+  return "version: 1\nrules:\n- when: " + condition + "\n  id: r\n  action: peer\n  reason: x\n";
+}
+
+Tri eval(const std::string& condition, const FactSet& facts) {
+  return parse(rule_with(condition)).rules.at(0).when.evaluate(facts);
+}
+
+FactSet gpu_pair() {
+  FactSet f;
+  f.set("kernel.allowed", false);
+  f.set("kernel.map_type", std::string("NOT_SUPPORTED"));
+  f.set("kernel.distance", std::int64_t{1024});
+  f.set("kernel.host_bridge", std::string("8086:4c43"));
+  f.set("kernel.acs_redirect_devices", std::vector<std::string>{"0000:00:01.0", "0000:00:1c.0"});
+  f.set("path.relation", std::string("different_host_bridges"));
+  f.set("path.narrowest_link_speed_gts", 16.0);
+  f.set("provider.bdf", std::string("0000:01:00.0"));
+  f.set("provider.largest_bar", std::int64_t{256} << 20);
+  f.set("provider.driver", std::string("nvidia"));
+  f.set("runtime.compute_runtime_version", std::string("25.48.36300.8"));
+  return f;
+}
+
+constexpr Tri T = Tri::kTrue, F = Tri::kFalse, U = Tri::kUnknown;
+
+// ---- the catalogue ----
+
+TEST(FactCatalog, EveryFactIsNamedTypedAndDescribed) {
+  std::set<std::string> names;
+  std::regex dotted("[a-z0-9_]+(\\.[a-z0-9_]+)+");
+  for (const auto& f : fact_catalog()) {
+    EXPECT_TRUE(names.insert(f.name).second) << "duplicate " << f.name;
+    EXPECT_TRUE(std::regex_match(f.name, dotted)) << f.name;
+    EXPECT_FALSE(f.description.empty()) << f.name;
+    EXPECT_EQ(f.description.find('\n'), std::string::npos) << f.name;
+    EXPECT_EQ(f.type == FactType::kEnum, !f.allowed.empty()) << f.name;
+    EXPECT_EQ(find_fact(f.name), &f);
+  }
+  for (const char* seed : {"kernel.map_type", "kernel.acs_redirect_devices", "path.relation", "iommu.mode", "platform.amd_zen",
+                           "provider.largest_bar", "client.rebar_max", "vendor.authority", "runtime.compute_runtime_version"})
+    EXPECT_TRUE(names.contains(seed)) << seed;
+  EXPECT_EQ(find_fact("kernel.nonexistent"), nullptr);
+}
+
+TEST(FactCatalog, RenderingsListEveryFact) {
+  std::string markdown = fact_catalog_markdown();
+  json j = fact_catalog_json();
+  ASSERT_EQ(j["facts"].size(), fact_catalog().size());
+  for (size_t i = 0; i < fact_catalog().size(); ++i) {
+    const auto& f = fact_catalog()[i];
+    EXPECT_NE(markdown.find("| `" + f.name + "` |"), std::string::npos) << f.name;
+    EXPECT_EQ(j["facts"][i]["name"], f.name);
+    EXPECT_EQ(j["facts"][i]["type"], to_string(f.type));
+  }
+  EXPECT_EQ(j["facts"][0]["name"], "kernel.map_type");
+  EXPECT_EQ(j["facts"][0]["values"], json({"BUS_ADDR", "THRU_HOST_BRIDGE", "NOT_SUPPORTED", "UNKNOWN"}));
+}
+
+TEST(FactCatalog, DocsListTheCurrentCatalogue) {
+  std::ifstream in(std::string(P2PAUDIT_SOURCE_RULES_DIR) + "/../docs/policy-rules.md");
+  std::string docs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(docs.empty());
+  EXPECT_NE(docs.find("<!-- BEGIN FACT CATALOGUE -->\n" + fact_catalog_markdown() + "<!-- END FACT CATALOGUE -->"), std::string::npos)
+      << "regenerate the section with `p2paudit rules facts --markdown`";
+}
+
+TEST(FactCatalog, ClosestNameCatchesTyposOnly) {
+  EXPECT_EQ(closest_fact_name("kernel.alowed"), "kernel.allowed");
+  EXPECT_EQ(closest_fact_name("provider.larget_bar"), "provider.largest_bar");
+  EXPECT_EQ(closest_fact_name("completely.different"), "");
+}
+
+// ---- FactSet ----
+
+TEST(FactSet, ChecksNamesAndTypes) {
+  FactSet f;
+  EXPECT_THROW(f.set("kernel.alowed", true), std::invalid_argument);
+  EXPECT_THROW(f.set("kernel.allowed", std::string("true")), std::invalid_argument);
+  EXPECT_THROW(f.set("iommu.mode", std::string("strict")), std::invalid_argument);
+  EXPECT_THROW(f.set("provider.largest_bar", 1.5), std::invalid_argument);
+  f.set("path.narrowest_link_speed_gts", std::int64_t{8});  // an integer is a number
+  ASSERT_TRUE(f.known("path.narrowest_link_speed_gts"));
+  EXPECT_EQ(std::get<double>(*f.get("path.narrowest_link_speed_gts")), 8.0);
+  f.set("kernel.allowed", true);
+  f.set_unknown("kernel.allowed");
+  EXPECT_FALSE(f.known("kernel.allowed"));
+  EXPECT_FALSE(f.known("kernel.distance"));
+}
+
+TEST(FactSet, JsonRoundTripAndErrors) {
+  FactSet f = gpu_pair();
+  f.set_unknown("iommu.mode");
+  json j = f.to_json();
+  EXPECT_TRUE(j["iommu.mode"].is_null());
+  FactSet back = FactSet::from_json(j, "facts.json");
+  EXPECT_EQ(back.to_json(), j);
+  EXPECT_EQ(std::get<std::int64_t>(*back.get("kernel.distance")), 1024);
+
+  try {
+    FactSet::from_json(json{{"kernel.allowed", "no"}}, "facts.json");
+    FAIL() << "a string for a bool fact was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "facts.json: kernel.allowed is a bool (true/false) fact, got a string");
+  }
+  EXPECT_THROW(FactSet::from_json(json{{"kernel.alowed", true}}, "facts.json"), InputError);
+  EXPECT_THROW(FactSet::from_json(json::array(), "facts.json"), InputError);
+}
+
+TEST(FactValues, Rendering) {
+  EXPECT_EQ(render_fact_value(true), "true");
+  EXPECT_EQ(render_fact_value(false), "false");
+  EXPECT_EQ(render_fact_value(std::int64_t{-1}), "-1");
+  EXPECT_EQ(render_fact_value(2.5), "2.5");
+  EXPECT_EQ(render_fact_value(16.0), "16");
+  EXPECT_EQ(render_fact_value(std::vector<std::string>{"a", "b"}), "a, b");
+  EXPECT_EQ(render_fact_value(std::vector<std::string>{}), "none");
+  EXPECT_EQ(render_size(256ll << 20), "256 MiB");
+  EXPECT_EQ(render_size(32ll << 30), "32 GiB");
+  EXPECT_EQ(render_size(1536), "1.5 KiB");
+  EXPECT_EQ(render_size(17), "17 bytes");
+}
+
+// ---- condition semantics ----
+
+TEST(Condition, EqualityOnEveryType) {
+  FactSet f = gpu_pair();
+  EXPECT_EQ(eval("{kernel.allowed: false}", f), T);
+  EXPECT_EQ(eval("{kernel.allowed: true}", f), F);
+  EXPECT_EQ(eval("{kernel.distance: 1024}", f), T);
+  EXPECT_EQ(eval("{kernel.distance: 0x400}", f), T);
+  EXPECT_EQ(eval("{path.narrowest_link_speed_gts: 16}", f), T);
+  EXPECT_EQ(eval("{kernel.host_bridge: '8086:4c43'}", f), T);
+  EXPECT_EQ(eval("{kernel.map_type: NOT_SUPPORTED}", f), T);
+  EXPECT_EQ(eval("{kernel.map_type: {eq: BUS_ADDR}}", f), F);
+  EXPECT_EQ(eval("{kernel.map_type: {ne: BUS_ADDR}}", f), T);
+  EXPECT_EQ(eval("{kernel.acs_redirect_devices: ['0000:00:01.0', '0000:00:1c.0']}", f), T);
+  EXPECT_EQ(eval("{kernel.acs_redirect_devices: ['0000:00:01.0']}", f), F);
+}
+
+TEST(Condition, SetsRangesRegexContains) {
+  FactSet f = gpu_pair();
+  EXPECT_EQ(eval("{path.relation: {in: [same_host_bridge, different_host_bridges]}}", f), T);
+  EXPECT_EQ(eval("{path.relation: {not_in: [same_host_bridge, different_host_bridges]}}", f), F);
+  EXPECT_EQ(eval("{kernel.distance: {lt: 1024}}", f), F);
+  EXPECT_EQ(eval("{kernel.distance: {le: 1024}}", f), T);
+  EXPECT_EQ(eval("{kernel.distance: {gt: 1023}}", f), T);
+  EXPECT_EQ(eval("{kernel.distance: {ge: 1025}}", f), F);
+  EXPECT_EQ(eval("{kernel.distance: {ge: 1000, lt: 2000}}", f), T);  // a range: both must hold
+  EXPECT_EQ(eval("{kernel.distance: {ge: 1000, lt: 1024}}", f), F);
+  EXPECT_EQ(eval("{provider.largest_bar: {lt: 1GiB}}", f), T);
+  EXPECT_EQ(eval("{provider.largest_bar: {eq: 256MiB}}", f), T);
+  EXPECT_EQ(eval("{path.narrowest_link_speed_gts: {lt: 16.5}}", f), T);
+  EXPECT_EQ(eval("{path.narrowest_link_speed_gts: {ge: 32}}", f), F);
+  EXPECT_EQ(eval("{runtime.compute_runtime_version: {regex: '^25\\.'}}", f), T);
+  EXPECT_EQ(eval("{runtime.compute_runtime_version: {regex: '36300'}}", f), T);  // search, not full match
+  EXPECT_EQ(eval("{runtime.compute_runtime_version: {regex: '^26\\.'}}", f), F);
+  EXPECT_EQ(eval("{kernel.host_bridge: {contains: '8086:'}}", f), T);
+  EXPECT_EQ(eval("{kernel.acs_redirect_devices: {contains: '0000:00:1c.0'}}", f), T);
+  EXPECT_EQ(eval("{kernel.acs_redirect_devices: {contains: '0000:00:1c'}}", f), F);  // elements, not substrings
+}
+
+TEST(Condition, SeveralKeysMeanAll) {
+  FactSet f = gpu_pair();
+  EXPECT_EQ(eval("{kernel.allowed: false, provider.driver: nvidia}", f), T);
+  EXPECT_EQ(eval("{kernel.allowed: false, provider.driver: amdgpu}", f), F);
+}
+
+TEST(Condition, KleeneLogicOverUnknownFacts) {
+  FactSet f = gpu_pair();  // iommu.mode and platform.vm_guest are unknown
+  EXPECT_EQ(eval("{iommu.mode: translated}", f), U);
+  EXPECT_EQ(eval("{iommu.mode: {ne: translated}}", f), U);
+  EXPECT_EQ(eval("{iommu.mode: {not_in: [off]}}", f), U);
+  EXPECT_EQ(eval("{not: {iommu.mode: translated}}", f), U);
+  EXPECT_EQ(eval("{all: [{iommu.mode: off}, {kernel.allowed: true}]}", f), F);   // false wins
+  EXPECT_EQ(eval("{all: [{iommu.mode: off}, {kernel.allowed: false}]}", f), U);
+  EXPECT_EQ(eval("{any: [{iommu.mode: off}, {kernel.allowed: false}]}", f), T);  // true wins
+  EXPECT_EQ(eval("{any: [{iommu.mode: off}, {kernel.allowed: true}]}", f), U);
+  EXPECT_EQ(eval("{not: {any: [{iommu.mode: off}, {kernel.allowed: true}]}}", f), U);
+  EXPECT_EQ(eval("{not: {kernel.allowed: True}}", f), T);
+  EXPECT_EQ(eval("always", f), T);
+}
+
+TEST(Condition, OnlyUnknownTrueMatchesAnUnknownFact) {
+  FactSet f = gpu_pair();
+  EXPECT_EQ(eval("{iommu.mode: {unknown: true}}", f), T);
+  EXPECT_EQ(eval("{iommu.mode: {unknown: false}}", f), F);
+  EXPECT_EQ(eval("{kernel.allowed: {unknown: true}}", f), F);
+  EXPECT_EQ(eval("{kernel.allowed: {unknown: false}}", f), T);
+  f.set_unknown("kernel.allowed");  // explicitly unknown reads like absent
+  EXPECT_EQ(eval("{kernel.allowed: {unknown: true}}", f), T);
+}
+
+TEST(Condition, UnknownFactsThatMatterAreCollected) {
+  FactSet f = gpu_pair();
+  Condition c = parse(rule_with("{all: [{iommu.mode: off}, {any: [{platform.vm_guest: true}, {kernel.allowed: false}]}]}"))
+                    .rules.at(0).when;
+  std::vector<std::string> unknown;
+  c.collect_unknown_facts(f, unknown);
+  // platform.vm_guest is unknown too, but the `any` is already true without it.
+  EXPECT_EQ(unknown, std::vector<std::string>{"iommu.mode"});
+}
+
+// ---- decisions ----
+
+TEST(Decide, FirstDecisiveRuleWinsAndWarnsAccumulate) {
+  RuleFile file = parse(R"(version: 1
+rules:
+- {id: warn-early, when: {provider.driver: nvidia}, action: warn, reason: "driver {provider.driver}"}
+- {id: refused, when: {kernel.allowed: false}, action: host_staged, authority: kernel, reason: "refused at {kernel.host_bridge}", remedy: "fix it"}
+- {id: also-matches, when: {kernel.allowed: false}, action: deny, reason: "never consulted"}
+- {id: warn-late, when: {kernel.distance: {gt: 100}}, action: warn, reason: "distance {kernel.distance}", remedy: "look"}
+- {id: warn-not, when: {kernel.allowed: true}, action: warn, reason: "no"}
+)");
+  RuleSet set;
+  set.add(file);
+  Decision d = set.decide(gpu_pair());
+  EXPECT_EQ(d.action, Action::kHostStaged);
+  EXPECT_EQ(d.rule, "refused");
+  EXPECT_EQ(d.authority, Authority::kKernel);
+  EXPECT_EQ(d.reason, "refused at 8086:4c43");
+  EXPECT_EQ(d.remedy, "fix it");
+  EXPECT_EQ(d.rule_ids(), (std::vector<std::string>{"warn-early", "refused", "warn-late"}));
+  EXPECT_EQ(d.reasons(), (std::vector<std::string>{"driver nvidia", "refused at 8086:4c43", "distance 1024"}));
+  EXPECT_EQ(d.remedies(), (std::vector<std::string>{"fix it", "look"}));
+
+  json j = decision_to_json(d);
+  EXPECT_EQ(j["decision"], "host_staged");
+  EXPECT_EQ(j["rule"], "refused");
+  EXPECT_EQ(j["authority"], "kernel");
+  EXPECT_EQ(j["rules"], json({"warn-early", "refused", "warn-late"}));
+  EXPECT_EQ(j["fired"][2]["action"], "warn");
+}
+
+TEST(Decide, UnknownMeansNoAndIsReported) {
+  RuleFile file = parse(R"(version: 1
+rules:
+- {id: not-translated, when: {not: {iommu.mode: translated}}, action: peer, reason: "direct"}
+- {id: vm, when: {platform.vm_guest: true}, action: warn, reason: "vm"}
+)");
+  RuleSet set;
+  set.add(file);
+  Decision d = set.decide(gpu_pair());
+  EXPECT_EQ(d.action, Action::kHostStaged);  // the default: nothing decided
+  EXPECT_EQ(d.rule, "");
+  EXPECT_EQ(d.reason, kNoRuleDecided);
+  EXPECT_FALSE(d.authority.has_value());
+  EXPECT_TRUE(d.fired.empty());
+  EXPECT_EQ(d.undecided_rules, (std::vector<std::string>{"not-translated", "vm"}));
+  EXPECT_EQ(d.unknown_facts, (std::vector<std::string>{"iommu.mode", "platform.vm_guest"}));
+  EXPECT_TRUE(decision_to_json(d)["rule"].is_null());
+
+  FactSet known = gpu_pair();
+  known.set("iommu.mode", std::string("passthrough"));
+  Decision peer = set.decide(known);
+  EXPECT_EQ(peer.action, Action::kPeer);
+  EXPECT_EQ(peer.unknown_facts, std::vector<std::string>{"platform.vm_guest"});
+}
+
+TEST(Decide, LaterFilesOverrideInPlaceOrReplaceAll) {
+  RuleSet set = RuleSet::load({test::data_path("policy/valid.yaml"), test::data_path("policy/override.yaml")});
+  std::vector<std::string> ids;
+  for (const auto& r : set.rules()) ids.push_back(r.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"iommu-translating", "nvlink", "kernel-refuses", "small-bar", "same-switch", "site-extra"}));
+  FactSet f;
+  f.set("path.relation", std::string("same_switch"));
+  f.set("kernel.acs_redirect", false);
+  Decision d = set.decide(f);
+  EXPECT_EQ(d.action, Action::kDeny);  // the override, not valid.yaml's peer
+  EXPECT_EQ(d.authority, Authority::kPlatform);
+  EXPECT_EQ(set.rules()[4].origin, test::data_path("policy/override.yaml") + ":4");
+
+  RuleSet only_default = RuleSet::load({test::data_path("policy/valid.yaml")});
+  EXPECT_EQ(only_default.decide(f).action, Action::kPeer);
+
+  RuleSet replaced = RuleSet::load({test::data_path("policy/valid.yaml"), test::data_path("policy/replace.yaml")});
+  ASSERT_EQ(replaced.rules().size(), 1u);
+  EXPECT_EQ(replaced.decide(f).rule, "everything-staged");
+}
+
+// ---- templates ----
+
+TEST(Template, SubstitutesFactsUnknownsSizesAndBraces) {
+  RuleFile file = parse(R"(version: 1
+rules:
+- id: t
+  when: always
+  action: warn
+  reason: "{provider.bdf} BAR {provider.largest_bar:size} ({provider.largest_bar}), IOMMU {iommu.mode}, {{literal}}"
+  remedy: "pci=disable_acs_redir={kernel.acs_redirect_devices}"
+)");
+  const Rule& r = file.rules.at(0);
+  FactSet f = gpu_pair();
+  EXPECT_EQ(r.reason.render(f), "0000:01:00.0 BAR 256 MiB (268435456), IOMMU unknown, {literal}");
+  EXPECT_EQ(r.remedy.render(f), "pci=disable_acs_redir=0000:00:01.0, 0000:00:1c.0");
+  EXPECT_EQ(r.reason.text, "{provider.bdf} BAR {provider.largest_bar:size} ({provider.largest_bar}), IOMMU {iommu.mode}, {{literal}}");
+}
+
+// ---- lint: every kind of mistake, with its exact position ----
+
+TEST(Lint, ValidFilesLoad) {
+  for (const char* name : {"valid.yaml", "override.yaml", "replace.yaml", "advisory.yaml"})
+    EXPECT_NO_THROW(load_rule_file(test::data_path(std::string("policy/") + name))) << name;
+  RuleFile f = load_rule_file(test::data_path("policy/valid.yaml"));
+  EXPECT_EQ(f.rules.size(), 5u);
+  EXPECT_EQ(f.rules[1].authority, Authority::kVendorFabric);
+  EXPECT_EQ(load_rule_file(test::data_path("policy/advisory.yaml")).kind, RuleFileKind::kAdvisories);
+}
+
+TEST(Lint, UnparsableYaml) {
+  EXPECT_EQ(only_error("version: 1\nrules: [\n  {id: a\n"), "t.yaml:4:1: end of map flow not found");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: {kernel.allowed: true\n"), "t.yaml:5:1: end of map flow not found");
+  EXPECT_EQ(only_error(""), "t.yaml:1:1: empty rule file: expected 'version: 1' and 'rules:'");
+  EXPECT_EQ(only_error("version: 1\nrules: []\n---\nversion: 1\n"), "t.yaml:3:1: a rule file holds one YAML document; this is a second");
+  // yaml-cpp's own LoadAll() never returns on this one.
+  EXPECT_EQ(only_error(",version: 1\nrules: []\n"), "t.yaml:1:1: unexpected ','");
+}
+
+TEST(Lint, FileLevelKeys) {
+  EXPECT_EQ(only_error("version: 2\nrules: []\n"), "t.yaml:1:10: unsupported version '2': this p2paudit reads version 1");
+  EXPECT_EQ(only_error("rules: []\n"), "t.yaml:1:1: missing 'version: 1'");
+  EXPECT_EQ(lint_errors("version: 1\nrule: []\n"),
+            (std::vector<std::string>{
+                "t.yaml:2:1: unknown key 'rule' in the rule file (expected one of: version, description, kind, replace, rules)",
+                "t.yaml:1:1: missing 'rules:'"}));
+  EXPECT_EQ(only_error("version: 1\nreplace: yes\nrules: []\n"), "t.yaml:2:10: 'replace' must be true or false, not 'yes'");
+  EXPECT_EQ(only_error("version: 1\nkind: advisory\nrules: []\n"),
+            "t.yaml:2:7: 'advisory' is not a valid kind (one of: advisories, policy)");
+  EXPECT_EQ(only_error("version: 1\nrules: {}\n"), "t.yaml:2:8: 'rules' must be a list of rules, not a mapping");
+  EXPECT_EQ(only_error("- 1\n"), "t.yaml:1:1: a rule file is a mapping with 'version: 1' and 'rules:', not a list");
+}
+
+TEST(Lint, UnknownKeyInRule) {
+  EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: always\n  action: peer\n  reason: x\n  remdy: y\n"),
+            "t.yaml:7:3: unknown key 'remdy' in a rule (expected one of: id, description, when, action, reason, remedy, authority, source)");
+}
+
+TEST(Lint, MissingRequiredKeys) {
+  auto errors = lint_errors("version: 1\nrules:\n- description: nothing else\n");
+  EXPECT_EQ(errors, (std::vector<std::string>{"t.yaml:3:3: rule has no 'id'", "t.yaml:3:3: rule has no 'when'",
+                                              "t.yaml:3:3: rule has no 'action'", "t.yaml:3:3: rule has no 'reason'"}));
+  EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: always\n  reason: x\n"), "t.yaml:3:3: rule 'a' has no 'action'");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when:\n  action: peer\n  reason: x\n"),
+            "t.yaml:4:3: a condition is a mapping of facts to values, all/any/not, or 'always'; not nothing");
+}
+
+TEST(Lint, BadActionAuthorityAndId) {
+  EXPECT_EQ(only_error("version: 1\nrules:\n- {id: a, when: always, action: allow, reason: x}\n"),
+            "t.yaml:3:33: 'allow' is not a valid action (one of: deny, host_staged, peer, warn)");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- {id: a, when: always, action: warn, reason: x, authority: nvidia}\n"),
+            "t.yaml:3:61: 'nvidia' is not a valid authority (one of: kernel, platform, vendor-driver, vendor-fabric)");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- {id: Bad_Id, when: always, action: warn, reason: x}\n"),
+            "t.yaml:3:8: rule id 'Bad_Id' may only use a-z, 0-9 and '-'");
+}
+
+TEST(Lint, DuplicateIdsAndKeys) {
+  EXPECT_EQ(only_error("version: 1\nrules:\n- {id: a, when: always, action: warn, reason: x}\n"
+                       "- {id: a, when: always, action: warn, reason: y}\n"),
+            "t.yaml:4:8: duplicate rule id 'a' (first at line 3)");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: always\n  action: warn\n  reason: x\n  action: peer\n"),
+            "t.yaml:7:3: duplicate key 'action' in a rule (first at line 5)");
+  EXPECT_EQ(only_error(rule_with("{kernel.allowed: true, kernel.allowed: false}")),
+            "t.yaml:3:32: duplicate key 'kernel.allowed' in a condition (first at line 3)");
+}
+
+TEST(Lint, UnknownFactsAndOperators) {
+  EXPECT_EQ(only_error(rule_with("{kernel.alowed: true}")), "t.yaml:3:10: unknown fact 'kernel.alowed' (did you mean 'kernel.allowed'?)");
+  EXPECT_EQ(only_error(rule_with("{any: [{kernel.allowed: true}, {gpu.count: 2}]}")), "t.yaml:3:41: unknown fact 'gpu.count'");
+  EXPECT_EQ(only_error(rule_with("{in: [a]}")), "t.yaml:3:10: unknown fact 'in'; an operator goes under a fact: FACT: {in: ...}");
+  EXPECT_EQ(only_error(rule_with("{kernel.distance: {between: [1, 2]}}")),
+            "t.yaml:3:28: unknown operator 'between' (one of: contains, eq, ge, gt, in, le, lt, ne, not_in, regex, unknown)");
+  EXPECT_EQ(only_error(rule_with("{}")), "t.yaml:3:9: empty condition; write 'always' for a rule that always fires");
+  EXPECT_EQ(only_error(rule_with("{all: []}")), "t.yaml:3:15: 'all' takes a non-empty list of conditions");
+  EXPECT_EQ(only_error(rule_with("[{kernel.allowed: true}]")),
+            "t.yaml:3:9: a condition is a mapping of facts to values, all/any/not, or 'always'; not a list (wrap a list in all: or any:)");
+}
+
+TEST(Lint, ValuesOfTheWrongType) {
+  EXPECT_EQ(only_error(rule_with("{kernel.allowed: 'true'}")),
+            "t.yaml:3:26: kernel.allowed is a bool fact: expected true or false, got the string 'true'");
+  EXPECT_EQ(only_error(rule_with("{kernel.allowed: 1}")), "t.yaml:3:26: kernel.allowed is a bool fact: expected true or false, got '1'");
+  EXPECT_EQ(only_error(rule_with("{kernel.distance: far}")),
+            "t.yaml:3:27: kernel.distance is an integer fact: expected an integer (suffixes KiB MiB GiB TiB allowed), got 'far'");
+  EXPECT_EQ(only_error(rule_with("{kernel.distance: '12'}")),
+            "t.yaml:3:27: kernel.distance is an integer fact: expected an integer (suffixes KiB MiB GiB TiB allowed), got the string '12'");
+  EXPECT_EQ(only_error(rule_with("{path.narrowest_link_speed_gts: fast}")),
+            "t.yaml:3:41: path.narrowest_link_speed_gts is a number fact: expected a number, got 'fast'");
+  EXPECT_EQ(only_error(rule_with("{iommu.mode: strict}")),
+            "t.yaml:3:22: 'strict' is not a value of iommu.mode (one of: off, passthrough, translated)");
+  EXPECT_EQ(only_error(rule_with("{path.relation: {in: [same_switch, same_socket]}}")),
+            "t.yaml:3:44: 'same_socket' is not a value of path.relation (one of: same_function, same_device, same_switch, "
+            "same_root_port, same_host_bridge, different_host_bridges)");
+  EXPECT_EQ(only_error(rule_with("{iommu.mode: [off, passthrough]}")),
+            "t.yaml:3:22: iommu.mode takes one value, not a list (write {in: [...]} to match any of several)");
+  EXPECT_EQ(only_error(rule_with("{kernel.acs_redirect_devices: '0000:00:01.0'}")),
+            "t.yaml:3:39: kernel.acs_redirect_devices is a list fact: compare it with a list, or use contains");
+  EXPECT_EQ(only_error(rule_with("{iommu.mode: {unknown: maybe}}")), "t.yaml:3:32: 'unknown' must be true or false, not 'maybe'");
+}
+
+TEST(Lint, OperatorsOnTheWrongType) {
+  EXPECT_EQ(only_error(rule_with("{kernel.host_bridge: {lt: 5}}")),
+            "t.yaml:3:35: 'lt' compares numbers; kernel.host_bridge is a string fact");
+  EXPECT_EQ(only_error(rule_with("{path.relation: {ge: same_switch}}")),
+            "t.yaml:3:30: 'ge' compares numbers; path.relation is an enum fact");
+  EXPECT_EQ(only_error(rule_with("{kernel.allowed: {regex: 'tr.*'}}")),
+            "t.yaml:3:34: 'regex' matches strings; kernel.allowed is a bool fact");
+  EXPECT_EQ(only_error(rule_with("{iommu.mode: {regex: 'off'}}")),
+            "t.yaml:3:30: 'regex' matches strings; iommu.mode is an enum fact (use in)");
+  EXPECT_EQ(only_error(rule_with("{kernel.distance: {contains: 1}}")),
+            "t.yaml:3:38: 'contains' looks into strings and lists; kernel.distance is an integer fact");
+  EXPECT_EQ(only_error(rule_with("{iommu.mode: {in: off}}")), "t.yaml:3:27: 'in' takes a non-empty list of values of iommu.mode");
+  EXPECT_EQ(only_error(rule_with("{kernel.acs_redirect_devices: {in: [a]}}")),
+            "t.yaml:3:44: kernel.acs_redirect_devices is a list; 'in' compares single values (use contains)");
+}
+
+TEST(Lint, BadRegex) {
+  auto error = only_error(rule_with("{kernel.release: {regex: '^6\\.(1|'}}"));
+  EXPECT_EQ(error.rfind("t.yaml:3:34: bad regex '^6\\.(1|': ", 0), 0u) << error;
+}
+
+TEST(Lint, TemplatePlaceholdersArePointedAtExactly) {
+  EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: always\n  action: warn\n  reason: \"BAR of {provider.bdf} is {provider.bar_size}\"\n"),
+            "t.yaml:6:37: unknown fact 'provider.bar_size' in {provider.bar_size}");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: always\n  action: warn\n  reason: x\n  remedy: |\n    first line\n"
+                       "    then {kernel.remdy}\n"),
+            "t.yaml:9:10: unknown fact 'kernel.remdy' in {kernel.remdy} (did you mean 'kernel.remedy'?)");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- {id: a, when: always, action: warn, reason: 'size {kernel.release:size}'}\n"),
+            "t.yaml:3:53: unknown format ':size' for kernel.release (only ':size', for integer facts)");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- {id: a, when: always, action: warn, reason: 'open {kernel.reason'}\n"),
+            "t.yaml:3:53: unclosed '{' (write '{{' for a literal brace)");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- {id: a, when: always, action: warn, reason: 'close } here'}\n"),
+            "t.yaml:3:54: unmatched '}' (write '}}' for a literal brace)");
+}
+
+TEST(Lint, AdvisoriesNeedASource) {
+  EXPECT_EQ(only_error("version: 1\nkind: advisories\nrules:\n- {id: a, when: always, action: warn, reason: x}\n"),
+            "t.yaml:4:3: rule 'a' has no 'source': every advisory names its public reference");
+}
+
+TEST(Lint, RulesAfterAnAlwaysDecidingRuleAreUnreachable) {
+  EXPECT_EQ(only_error("version: 1\nrules:\n- {id: all, when: always, action: deny, reason: x}\n"
+                       "- {id: warned, when: always, action: warn, reason: x}\n"
+                       "- {id: dead, when: {kernel.allowed: true}, action: peer, reason: x}\n"),
+            "t.yaml:5:8: rule 'dead' is never reached: rule 'all' (t.yaml:3) always decides first");
+}
+
+TEST(Lint, AllErrorsOfAFileAreReported) {
+  RuleFileError error({});
+  try {
+    load_rule_file(test::data_path("policy/broken.yaml"));
+    FAIL() << "broken.yaml loaded";
+  } catch (const RuleFileError& e) {
+    error = e;
+  }
+  std::string file = test::data_path("policy/broken.yaml");
+  ASSERT_EQ(error.diagnostics().size(), 3u) << error.what();
+  EXPECT_EQ(std::string(error.what()), file + ":4:12: unknown fact 'kernel.alowed' (did you mean 'kernel.allowed'?)\n" + file +
+                                           ":8:28: kernel.allowed is a bool fact: expected true or false, got the string 'yes'\n" +
+                                           file + ":13:13: 'allow' is not a valid action (one of: deny, host_staged, peer, warn)");
+  EXPECT_THROW(load_rule_file(test::data_path("policy/no-such-file.yaml")), InputError);
+}
+
+// ---- the command line ----
+
+test::CommandResult tool(const std::string& args) { return test::run_command(std::string(P2PAUDIT_TOOL) + " " + args); }
+
+TEST(RulesCli, LintBrokenFileExitsTwoWithPositions) {
+  std::string broken = test::data_path("policy/broken.yaml");
+  auto r = tool("rules lint " + test::shell_quote(broken) + " 2>&1 >/dev/null");
+  EXPECT_EQ(r.status, 2);
+  std::regex positioned("^" + std::regex_replace(broken, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + R"(:\d+:\d+: .+$)");
+  std::istringstream lines(r.output);
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) EXPECT_TRUE(std::regex_match(line, positioned)) << line;
+  EXPECT_EQ(count, 3) << r.output;
+  EXPECT_NE(r.output.find(broken + ":13:13: "), std::string::npos) << r.output;
+}
+
+TEST(RulesCli, LintGoodFilesExitsZero) {
+  std::string valid = test::data_path("policy/valid.yaml"), advisory = test::data_path("policy/advisory.yaml");
+  auto r = tool("rules lint " + test::shell_quote(valid) + " " + test::shell_quote(advisory));
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.output, valid + ": 5 rules OK\n" + advisory + ": 1 rules OK\n");
+  // One bad file among good ones still fails the run, and the good ones are still reported.
+  auto mixed = tool("rules lint " + test::shell_quote(valid) + " " + test::shell_quote(test::data_path("policy/broken.yaml")) + " 2>/dev/null");
+  EXPECT_EQ(mixed.status, 2);
+  EXPECT_EQ(mixed.output, valid + ": 5 rules OK\n");
+}
+
+TEST(RulesCli, FactsAsTextAndJson) {
+  auto text = tool("rules facts");
+  EXPECT_EQ(text.status, 0);
+  for (const auto& f : fact_catalog()) EXPECT_NE(text.output.find(f.name), std::string::npos) << f.name;
+  auto j = tool("rules facts --format json");
+  ASSERT_EQ(j.status, 0);
+  EXPECT_EQ(json::parse(j.output), fact_catalog_json());
+}
+
+}  // namespace
+}  // namespace p2paudit::policy
