@@ -53,6 +53,51 @@ TEST(Cli, NoCommandAuditsWithTreeAndMatrix) {
   EXPECT_EQ(j["matrix"]["pairs"].size(), 25u);  // four GPUs and the NIC, every ordered pair
 }
 
+std::string h200_vendor_facts() { return test::data_path("machines/h200x4-firecracker-vm/vendor-facts.json"); }
+
+TEST(Cli, CheckExitCodesForScripts) {
+  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1").status, 1);  // NVIDIA's answer unknown: staged
+  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1 --vendor-facts " + h200_vendor_facts()).status, 0);
+  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1 --require host_staged").status, 0);
+  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu9").status, 2);
+  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0").status, 2);
+}
+
+TEST(Cli, PolicyJsonCarriesDecisionRulesReasonsRemedies) {
+  auto r = tool("--sysroot " + h200() + " policy --format json");
+  ASSERT_EQ(r.status, 0);
+  json j = json::parse(r.output);
+  EXPECT_EQ(j["schema_version"], 1);
+  ASSERT_EQ(j["pairs"].size(), 25u);
+  for (const auto& p : j["pairs"]) {
+    for (const char* key : {"provider", "client", "decision", "rule", "rules", "reasons", "remedies", "authority", "facts"})
+      EXPECT_TRUE(p.contains(key)) << key;
+    EXPECT_TRUE(p["decision"] == "peer" || p["decision"] == "host_staged" || p["decision"] == "deny");
+  }
+}
+
+TEST(Cli, EnvExportsFollowTheGpuDecisions) {
+  auto staged = tool("--sysroot " + h200() + " --format env policy");
+  ASSERT_EQ(staged.status, 0);
+  EXPECT_NE(staged.output.find("export NCCL_P2P_DISABLE=1"), std::string::npos);
+  EXPECT_NE(staged.output.find("unset GGML_CUDA_P2P"), std::string::npos);
+  auto peer = tool("--sysroot " + h200() + " --format env policy --vendor-facts " + h200_vendor_facts());
+  EXPECT_NE(peer.output.find("unset NCCL_P2P_DISABLE"), std::string::npos);
+  EXPECT_NE(peer.output.find("export NCCL_P2P_LEVEL=NVL"), std::string::npos);
+  EXPECT_NE(peer.output.find("export GGML_CUDA_P2P=1"), std::string::npos);
+  auto sh = test::run_command("bash -n <<'EOF'\n" + peer.output + "\nEOF");
+  EXPECT_EQ(sh.status, 0) << "not valid shell";
+}
+
+TEST(Cli, MalformedRuleFileGivesPositionsAndExitTwo) {
+  std::string bad = ::testing::TempDir() + "/bad-policy.yaml";
+  std::ofstream(bad) << "version: 1\nrules:\n  - id: x\n    when: {kernel.alowed: false}\n    action: peer\n    reason: r\n";
+  auto r = tool("--sysroot " + h200() + " policy --rules " + bad, true);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find(bad + ":4:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kernel.allowed"), std::string::npos) << r.output;  // the did-you-mean hint
+}
+
 TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(tool("no-such-command").status, 2);
   EXPECT_EQ(tool("--format yaml topology").status, 2);

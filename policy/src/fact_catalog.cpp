@@ -33,6 +33,8 @@ std::vector<FactSpec> device_facts() {
       fact("bar_above_4g", kBool, "the largest memory BAR is assigned above 4 GiB"),
       fact("rebar_current", kInteger, "current size in bytes of the Resizable BAR"),
       fact("rebar_max", kInteger, "largest Resizable BAR size in bytes the device supports"),
+      fact("rebar_at_max", kBool, "the Resizable BAR is set to the largest size the device supports"),
+      fact("bar_covers_memory", kBool, "the largest BAR is at least memory_size (known when memory_size is)"),
       fact("memory_size", kInteger, "device memory in bytes as the vendor reports it (VRAM, HBM, DDR); often unknown"),
   };
 }
@@ -50,6 +52,9 @@ std::vector<FactSpec> build_catalog() {
       fact("kernel.whitelist", kEnum, "the host-bridge whitelist result for the pair",
            {"whitelisted", "not_whitelisted", "not_consulted"}),
       fact("kernel.host_bridge", kString, "vendor:device (\"8086:4c43\") of the host bridge the kernel checked"),
+      fact("kernel.whitelist_assumed", kBool,
+           "the whitelist entry that let the pair through was added for this run (--assume-whitelisted, "
+           "--kernel-rules), not one the kernel ships"),
       fact("kernel.cpu_rule", kBool, "the kernel's CPU rule (AMD Zen and newer) lets traffic through the host bridge"),
       fact("kernel.config_p2pdma", kBool, "the kernel is built with CONFIG_PCI_P2PDMA"),
       fact("kernel.release", kString, "kernel release whose rules were applied (\"6.8.0\")"),
@@ -71,6 +76,8 @@ std::vector<FactSpec> build_catalog() {
 
       fact("platform.vm_guest", kBool, "the machine is a virtual machine (CPU hypervisor flag)"),
       fact("platform.cpu_vendor", kString, "CPU vendor_id (\"GenuineIntel\", \"AuthenticAMD\")"),
+      fact("platform.cpu_family", kInteger, "boot CPU family (/proc/cpuinfo \"cpu family\", decimal)"),
+      fact("platform.cpu_model", kInteger, "boot CPU model (/proc/cpuinfo \"model\", decimal)"),
       fact("platform.amd_zen", kBool, "the CPU is AMD family 17h or newer (the kernel's CPU rule)"),
 
       // What the vendor stack that owns the pair would decide; see docs/vendor-p2p-gates.
@@ -79,6 +86,9 @@ std::vector<FactSpec> build_catalog() {
       fact("vendor.nvlink", kBool, "an NVLink connects the two GPUs"),
       fact("vendor.xgmi", kBool, "both AMD GPUs are in the same XGMI hive"),
       fact("vendor.peer_supported", kBool, "the vendor stack reports peer access between the two as supported"),
+      fact("vendor.nvidia_common_switch", kBool,
+           "NVIDIA's own topology walk finds a PCIe switch it recognises above both GPUs (PLX 87xx/97xx, "
+           "PMC 85xx/40xx, NVIDIA BR03/BR04, Mellanox 1976); the rest of its decision is in GSP firmware"),
 
       fact("runtime.level_zero_version", kString, "Level Zero loader version"),
       fact("runtime.compute_runtime_version", kString, "Intel compute-runtime release (\"26.09.37435.1\")"),

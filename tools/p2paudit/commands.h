@@ -38,6 +38,7 @@ void add_snapshot_command(CLI::App& app, const GlobalOptions& global, int* statu
 void add_matrix_command(CLI::App& app, const GlobalOptions& global, int* status);
 void add_explain_command(CLI::App& app, const GlobalOptions& global, int* status);
 void add_rules_command(CLI::App& app, const GlobalOptions& global, int* status);
+void add_policy_command(CLI::App& app, const GlobalOptions& global, int* status);  // policy and check
 
 // Exit statuses scripts can rely on.
 inline constexpr int kExitOk = 0;

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   add_matrix_command(app, global, &status);
   add_explain_command(app, global, &status);
   add_rules_command(app, global, &status);
+  add_policy_command(app, global, &status);
 
   try {
     app.parse(argc, argv);

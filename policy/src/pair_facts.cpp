@@ -1,0 +1,290 @@
+#include "p2paudit/policy/pair_facts.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "p2paudit/errors.h"
+
+namespace p2paudit::policy {
+
+namespace {
+
+bool is_xilinx_fpga(const Function& f) { return f.vendor == 0x10ee; }
+
+// "16.0 GT/s PCIe" -> 16.0; nullopt for "Unknown" or an empty attribute.
+std::optional<double> gts(const std::string& speed) {
+  try {
+    size_t used = 0;
+    double v = std::stod(speed, &used);
+    if (used > 0 && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// Every device the traffic crosses: both chains up to and including the common ancestor, or up
+// to the root bus when there is none.
+std::vector<size_t> path_devices(const PairVerdict& v) {
+  std::vector<size_t> out;
+  auto add_until_common = [&](const std::vector<size_t>& chain) {
+    for (size_t dev : chain) {
+      if (std::find(out.begin(), out.end(), dev) == out.end()) out.push_back(dev);
+      if (v.common_ancestor && dev == *v.common_ancestor) break;
+    }
+  };
+  add_until_common(v.provider_chain);
+  add_until_common(v.client_chain);
+  return out;
+}
+
+void set_link_facts(const Topology& t, const PairVerdict& v, FactSet& facts) {
+  std::optional<double> narrowest_speed;
+  std::optional<int> narrowest_width;
+  bool degraded = false, any_link = false;
+  for (size_t dev : path_devices(v)) {
+    const Link& l = t.functions[dev].link;
+    auto cur = gts(l.current_speed), max = gts(l.max_speed);
+    if (!cur || !l.current_width) continue;  // no PCIe link (virtual or integrated function)
+    any_link = true;
+    narrowest_speed = narrowest_speed ? std::min(*narrowest_speed, *cur) : *cur;
+    narrowest_width = narrowest_width ? std::min(*narrowest_width, l.current_width) : l.current_width;
+    degraded |= (max && *cur < *max) || (l.max_width && l.current_width < l.max_width);
+  }
+  if (!any_link) return;
+  facts.set("path.narrowest_link_speed_gts", *narrowest_speed);
+  facts.set("path.narrowest_link_width", int64_t{*narrowest_width});
+  facts.set("path.degraded_link", degraded);
+}
+
+std::string relation(const Topology& t, const PairVerdict& v) {
+  const Function& p = t.functions[v.provider];
+  const Function& c = t.functions[v.client];
+  if (v.provider == v.client) return "same_function";
+  if (p.bdf.domain == c.bdf.domain && p.bdf.bus == c.bdf.bus && p.bdf.dev == c.bdf.dev) return "same_device";
+  if (v.common_ancestor) {
+    PcieType type = t.functions[*v.common_ancestor].pcie_type;
+    return type == PcieType::kRootPort ? "same_root_port" : "same_switch";
+  }
+  return p.host_bridge == c.host_bridge ? "same_host_bridge" : "different_host_bridges";
+}
+
+void set_device_facts(const Function& f, const std::string& prefix, FactSet& facts) {
+  facts.set(prefix + "bdf", f.bdf.str());
+  facts.set(prefix + "class", device_class(f));
+  facts.set(prefix + "vendor", fmt::format("{:04x}", f.vendor));
+  facts.set(prefix + "device", fmt::format("{:04x}", f.device));
+  if (!f.driver.empty()) facts.set(prefix + "driver", f.driver);
+  if (!f.module.name.empty()) facts.set(prefix + "module", f.module.name);
+  if (!f.module.version.empty()) facts.set(prefix + "module_version", f.module.version);
+  const Bar* largest = nullptr;
+  for (const auto& b : f.bars)
+    if (!b.io && (!largest || b.size > largest->size)) largest = &b;
+  if (largest) {
+    facts.set(prefix + "largest_bar", static_cast<int64_t>(largest->size));
+    facts.set(prefix + "bar_above_4g", largest->start >= (uint64_t{1} << 32));
+  } else if (f.config_readable >= 64) {
+    facts.set(prefix + "largest_bar", int64_t{0});
+  }
+  if (f.rebar_state == CapState::kPresent && !f.rebar.empty()) {
+    const ResizableBar* r = &f.rebar.front();
+    for (const auto& e : f.rebar)
+      if (e.current_size > r->current_size) r = &e;
+    facts.set(prefix + "rebar_current", static_cast<int64_t>(r->current_size));
+    if (!r->supported_sizes.empty()) {
+      uint64_t max = *std::max_element(r->supported_sizes.begin(), r->supported_sizes.end());
+      facts.set(prefix + "rebar_max", static_cast<int64_t>(max));
+      facts.set(prefix + "rebar_at_max", r->current_size >= max);
+    }
+  }
+}
+
+// Every bridge the traffic crosses has an enabled 64-bit prefetchable window: what large
+// (above 4 GiB) BARs need to be routed at all.
+std::optional<bool> bridges_64bit_prefetch(const Topology& t, const PairVerdict& v) {
+  for (size_t dev : path_devices(v)) {
+    const Function& f = t.functions[dev];
+    if (dev == v.provider || dev == v.client || !f.is_bridge()) continue;
+    if (f.windows.empty()) return std::nullopt;  // header not readable
+    for (const auto& w : f.windows)
+      if (w.kind == "prefetch" && !(w.enabled && w.is_64bit)) return false;
+  }
+  return true;
+}
+
+// NVIDIA's clFindCommonDownstreamBR() allow-list (docs: vendor-p2p-gates.md §1.5).
+bool nvidia_recognised_switch(const Function& f) {
+  switch (f.vendor) {
+    case 0x10de: return (f.device >> 4) == (0x05b0 >> 4) || f.device == 0x01b3;  // BR04, BR03
+    case 0x10b5: return (f.device & 0xff00) == 0x8700 || (f.device & 0xff00) == 0x9700;  // PLX
+    case 0x11f8: return (f.device & 0xff00) == 0x8500 || (f.device & 0xff00) == 0x4000;  // PMC-Sierra
+    case 0x15b3: return f.device == 0x1976;  // Mellanox CX6 bridge
+    default: return false;
+  }
+}
+
+// The open driver's walk: each GPU's own port must be a recognised switch port; then a recognised
+// switch level (by bus number) above both. The GSP firmware's chipset rule is not predictable.
+bool nvidia_common_switch(const Topology& t, const PairVerdict& v) {
+  auto switch_buses = [&](size_t gpu) {
+    std::vector<std::pair<uint32_t, uint8_t>> buses;
+    const Function& g = t.functions[gpu];
+    if (!g.parent || !nvidia_recognised_switch(t.functions[*g.parent])) return buses;
+    for (auto up = t.functions[*g.parent].parent; up; up = t.functions[*up].parent)
+      if (nvidia_recognised_switch(t.functions[*up]))
+        buses.emplace_back(t.functions[*up].bdf.domain, t.functions[*up].bdf.bus);
+    return buses;
+  };
+  auto a = switch_buses(v.provider), b = switch_buses(v.client);
+  return std::any_of(a.begin(), a.end(), [&](const auto& bus) { return std::find(b.begin(), b.end(), bus) != b.end(); });
+}
+
+// Whose peer logic governs this pair: GPU pairs on vendor drivers with their own peer code.
+std::string authority(const Function& p, const Function& c) {
+  auto both = [&](const char* driver) { return p.driver == driver && c.driver == driver; };
+  if (both("nvidia")) return "nvidia";
+  if (both("amdgpu")) return "amdgpu";
+  if (both("xe")) return "xe";
+  if ((p.driver == "xocl" || p.driver == "xclmgmt") && (c.driver == "xocl" || c.driver == "xclmgmt")) return "xrt";
+  if (p.driver.empty() || c.driver.empty()) return "unknown";
+  return "kernel";
+}
+
+void set_kernel_facts(const Topology& t, const KernelRules& rules, const PairVerdict& v, FactSet& facts) {
+  facts.set("kernel.map_type", to_string(v.map_type));
+  facts.set("kernel.distance", int64_t{v.distance});
+  if (v.p2pdma_distance) {
+    facts.set("kernel.p2pdma_distance", int64_t{*v.p2pdma_distance});
+    facts.set("kernel.allowed", *v.p2pdma_distance >= 0);
+  }
+  if (v.acs_considered) {
+    std::vector<std::string> redirecting;
+    bool unknown = false;
+    for (const auto& test : v.acs_tests) {
+      if (!test.redirect) unknown = true;
+      else if (*test.redirect) redirecting.push_back(t.functions[test.function].bdf.str());
+    }
+    if (!redirecting.empty() || !unknown) {
+      facts.set("kernel.acs_redirect", !redirecting.empty());
+      facts.set("kernel.acs_redirect_devices", redirecting);
+    }
+  } else {
+    facts.set("kernel.acs_redirect", false);  // no common upstream bridge: the kernel does not look
+    facts.set("kernel.acs_redirect_devices", std::vector<std::string>{});
+  }
+  if (!v.host_bridges.empty()) {
+    const auto& hb = v.host_bridges.front();
+    if (hb.root_device) {
+      const Function& r = t.functions[*hb.root_device];
+      facts.set("kernel.host_bridge", fmt::format("{:04x}:{:04x}", r.vendor, r.device));
+    }
+    bool all_known = std::all_of(v.host_bridges.begin(), v.host_bridges.end(), [](const auto& h) { return h.passed; });
+    if (all_known) {
+      bool passed = std::all_of(v.host_bridges.begin(), v.host_bridges.end(), [](const auto& h) { return *h.passed; });
+      facts.set("kernel.whitelist", passed ? "whitelisted" : "not_whitelisted");
+      if (passed)
+        facts.set("kernel.whitelist_assumed",
+                  std::any_of(v.host_bridges.begin(), v.host_bridges.end(),
+                              [&](const auto& h) { return h.entry && *h.entry >= rules.table_entries; }));
+    }
+  } else if (v.map_type == MapType::kBusAddr || (v.cpu_rule_consulted && v.cpu_supports_p2pdma.value_or(false))) {
+    facts.set("kernel.whitelist", "not_consulted");
+  }
+  if (v.cpu_supports_p2pdma) facts.set("kernel.cpu_rule", *v.cpu_supports_p2pdma);
+  if (rules.config_p2pdma != Known::kUnknown) facts.set("kernel.config_p2pdma", rules.config_p2pdma == Known::kYes);
+  facts.set("kernel.release", rules.release.text);
+  facts.set("kernel.reason", v.reason);
+  std::string remedy = !v.remedy.disable_acs_redir.empty()
+                           ? "add the kernel parameter pci=disable_acs_redir=" + v.remedy.disable_acs_redir
+                           : v.remedy.whitelist;
+  if (!remedy.empty()) facts.set("kernel.remedy", remedy);
+}
+
+}  // namespace
+
+std::string device_class(const Function& f) {
+  uint32_t base = f.class_code >> 16, sub = (f.class_code >> 8) & 0xff;
+  if (is_xilinx_fpga(f) && (base == 0x12 || base == 0x05 || base == 0x0b)) return "fpga";
+  if (base == 0x03) return "gpu";
+  if (base == 0x12 || base == 0x0b) return "accelerator";
+  if (base == 0x01 && sub == 0x08) return "nvme";
+  if (base == 0x02 || (base == 0x0c && sub == 0x06)) return "nic";
+  if (base == 0x01) return "storage";
+  if (base == 0x06) return "bridge";
+  return "other";
+}
+
+FactSet pair_facts(const Topology& t, const KernelRules& rules, const PairVerdict& v) {
+  FactSet facts;
+  const Function& p = t.functions[v.provider];
+  const Function& c = t.functions[v.client];
+  set_kernel_facts(t, rules, v, facts);
+  facts.set("path.relation", relation(t, v));
+  if (p.numa_node >= 0 && c.numa_node >= 0) facts.set("path.same_numa_node", p.numa_node == c.numa_node);
+  else if (p.numa_node < 0 && c.numa_node < 0) facts.set("path.same_numa_node", true);  // no NUMA information: one node
+  set_link_facts(t, v, facts);
+  if (auto b = bridges_64bit_prefetch(t, v)) facts.set("path.bridges_64bit_prefetch", *b);
+  const std::string& mode = t.platform.iommu_mode;
+  if (mode == "off" || mode == "passthrough" || mode == "translated") facts.set("iommu.mode", mode);
+  facts.set("platform.vm_guest", t.platform.hypervisor);
+  if (!t.platform.cpu_vendor.empty()) facts.set("platform.cpu_vendor", t.platform.cpu_vendor);
+  if (t.platform.cpu_family) facts.set("platform.cpu_family", int64_t{*t.platform.cpu_family});
+  if (t.platform.cpu_model) facts.set("platform.cpu_model", int64_t{*t.platform.cpu_model});
+  if (t.platform.arch == "x86" && t.platform.cpu_family)
+    facts.set("platform.amd_zen", t.platform.cpu_vendor == "AuthenticAMD" && *t.platform.cpu_family >= 0x17);
+  else if (!t.platform.arch.empty())
+    facts.set("platform.amd_zen", false);
+  set_device_facts(p, "provider.", facts);
+  set_device_facts(c, "client.", facts);
+  facts.set("vendor.authority", authority(p, c));
+  if (p.driver == "nvidia" && c.driver == "nvidia" && v.provider != v.client)
+    facts.set("vendor.nvidia_common_switch", nvidia_common_switch(t, v));
+  return facts;
+}
+
+VendorFacts VendorFacts::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot read", path));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: byte {}: not JSON: {}", path, e.byte, e.what()));
+  }
+  if (!j.is_object() || j.value("schema_version", 0) != 1)
+    throw InputError(fmt::format("{}: expected an object with \"schema_version\": 1", path));
+  for (const auto& [key, value] : j.items())
+    if (key != "schema_version" && key != "all" && key != "pairs")
+      throw InputError(fmt::format("{}: unknown key \"{}\" (expected schema_version, all, pairs)", path, key));
+  VendorFacts vf;
+  if (j.contains("all")) vf.all_ = FactSet::from_json(j["all"], path + ": all");
+  if (!j.contains("pairs")) return vf;
+  if (!j["pairs"].is_array()) throw InputError(fmt::format("{}: \"pairs\" must be a list", path));
+  for (size_t i = 0; i < j["pairs"].size(); ++i) {
+    const auto& entry = j["pairs"][i];
+    std::string where = fmt::format("{}: pairs[{}]", path, i);
+    if (!entry.is_object() || !entry.contains("provider") || !entry.contains("client") || !entry.contains("facts"))
+      throw InputError(where + ": needs provider, client and facts");
+    auto provider = entry["provider"].is_string() ? Bdf::parse(entry["provider"].get<std::string>()) : std::nullopt;
+    auto client = entry["client"].is_string() ? Bdf::parse(entry["client"].get<std::string>()) : std::nullopt;
+    if (!provider || !client) throw InputError(where + ": provider and client must be PCI addresses (DDDD:BB:DD.F)");
+    FactSet facts = FactSet::from_json(entry["facts"], where);
+    if (entry.value("symmetric", false)) vf.pairs_[{*client, *provider}] = facts;
+    vf.pairs_[{*provider, *client}] = std::move(facts);
+  }
+  return vf;
+}
+
+void VendorFacts::apply(const Bdf& provider, const Bdf& client, FactSet& facts) const {
+  auto copy = [&](const FactSet& from) {
+    for (const auto& [name, value] : from.entries()) {
+      if (value) facts.set(name, *value);
+      else facts.set_unknown(name);
+    }
+  };
+  copy(all_);
+  if (auto it = pairs_.find({provider, client}); it != pairs_.end()) copy(it->second);
+}
+
+}  // namespace p2paudit::policy

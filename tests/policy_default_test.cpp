@@ -1,0 +1,238 @@
+// The default policy and the advisories: every rule has a case that fires it and one that does
+// not; the seed cases go from a tree through the kernel verdict to the decision.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/policy/evaluate.h"
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+#include "synthetic_tree.h"
+#include "test_support.h"
+
+namespace p2paudit::policy {
+namespace {
+
+using json = nlohmann::json;
+
+const std::string kRules = P2PAUDIT_SOURCE_RULES_DIR;
+
+const RuleSet& default_rules() {
+  static const RuleSet rules = RuleSet::load(default_rule_files(kRules));
+  return rules;
+}
+
+bool fired(const Decision& d, const std::string& id) {
+  auto ids = d.rule_ids();
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+struct RuleCase {
+  std::string id;
+  json fires;      // facts with which the rule fires
+  json stays_off;  // facts with which it does not
+};
+
+// An allowed kernel path and an in-tree driver, so that only the facts under test change the outcome.
+json base() { return {{"kernel.allowed", true}, {"kernel.map_type", "BUS_ADDR"}, {"vendor.authority", "kernel"}}; }
+json with(json j, const json& more) {
+  for (const auto& [k, v] : more.items()) j[k] = v;
+  return j;
+}
+
+const json kXe = {{"provider.driver", "xe"}, {"client.driver", "xe"}, {"vendor.authority", "xe"}};
+
+std::vector<RuleCase> cases() {
+  return {
+      {"iommu-translating", with(base(), {{"iommu.mode", "translated"}}), with(base(), {{"iommu.mode", "passthrough"}})},
+      {"acs-redirect-on-path",
+       with(base(), {{"kernel.acs_redirect", true}, {"kernel.acs_redirect_devices", {"0000:00:01.0"}}}),
+       with(base(), {{"kernel.acs_redirect", false}})},
+      {"degraded-link", with(base(), {{"path.degraded_link", true}}), with(base(), {{"path.degraded_link", false}})},
+      {"different-numa-nodes", with(base(), {{"path.same_numa_node", false}}), with(base(), {{"path.same_numa_node", true}})},
+      {"resizable-bar-not-at-max", with(base(), {{"client.rebar_at_max", false}}), with(base(), {{"client.rebar_at_max", true}})},
+      {"vm-guest", with(base(), {{"platform.vm_guest", true}}), with(base(), {{"platform.vm_guest", false}})},
+      {"nvlink", {{"vendor.authority", "nvidia"}, {"vendor.nvlink", true}}, {{"vendor.authority", "nvidia"}, {"vendor.nvlink", false}}},
+      {"xgmi", {{"vendor.authority", "amdgpu"}, {"vendor.xgmi", true}}, with(base(), {{"vendor.xgmi", false}})},
+      {"nvidia-driver-allows", {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", true}},
+       {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", false}}},
+      {"nvidia-driver-refuses", {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", false}},
+       {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", true}}},
+      {"nvidia-driver-unknown", {{"vendor.authority", "nvidia"}}, base()},
+      {"kernel-without-p2pdma", with(base(), {{"kernel.config_p2pdma", false}, {"kernel.allowed", false}}),
+       with(base(), {{"kernel.config_p2pdma", true}})},
+      {"kernel-refuses", with(base(), {{"kernel.allowed", false}, {"kernel.map_type", "NOT_SUPPORTED"}}), base()},
+      {"kernel-verdict-unknown", {{"vendor.authority", "kernel"}, {"kernel.map_type", "UNKNOWN"}}, base()},
+      {"large-bar-without-64bit-window",
+       with(base(), {{"provider.bar_above_4g", true}, {"path.bridges_64bit_prefetch", false}}),
+       with(base(), {{"provider.bar_above_4g", true}, {"path.bridges_64bit_prefetch", true}})},
+      {"bar-smaller-than-memory", with(base(), {{"provider.class", "fpga"}, {"provider.bar_covers_memory", false}}),
+       with(base(), {{"provider.class", "fpga"}, {"provider.bar_covers_memory", true}})},
+      {"same-switch", base(), with(base(), {{"kernel.map_type", "THRU_HOST_BRIDGE"}})},
+      {"hypothetical-whitelist-entry",
+       with(base(), {{"kernel.map_type", "THRU_HOST_BRIDGE"}, {"kernel.whitelist_assumed", true}}),
+       with(base(), {{"kernel.map_type", "THRU_HOST_BRIDGE"}, {"kernel.whitelist_assumed", false}})},
+      {"through-host-bridge", with(base(), {{"kernel.map_type", "THRU_HOST_BRIDGE"}}), base()},
+      // Advisories
+      {"untested-host-bridge-whitelisted", with(base(), {{"kernel.whitelist_assumed", true}}),
+       with(base(), {{"kernel.whitelist_assumed", false}})},
+      {"intel-client-peer-reads",
+       with(base(), {{"platform.cpu_vendor", "GenuineIntel"}, {"platform.cpu_family", 6}, {"platform.cpu_model", 167},
+                     {"path.relation", "same_host_bridge"}}),
+       with(base(), {{"platform.cpu_vendor", "GenuineIntel"}, {"platform.cpu_family", 6}, {"platform.cpu_model", 207},
+                     {"path.relation", "same_host_bridge"}})},
+      {"xe-runtime-pins-peer-mirror", with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.09.37435.1"}}),
+       with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.05.37020.3"}})},
+      {"xe-peer-usm-on-old-kernel",
+       with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.14.1.1"}, {"kernel.release", "7.0.0-22-generic"}}),
+       with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.14.1.1"}, {"kernel.release", "7.1.3"}})},
+  };
+}
+
+class DefaultRule : public ::testing::TestWithParam<RuleCase> {};
+
+TEST_P(DefaultRule, FiresOnItsCaseOnly) {
+  const RuleCase& c = GetParam();
+  Decision on = default_rules().decide(FactSet::from_json(c.fires, c.id + " fires"));
+  Decision off = default_rules().decide(FactSet::from_json(c.stays_off, c.id + " stays off"));
+  EXPECT_TRUE(fired(on, c.id)) << "fired: " << json(on.rule_ids()).dump();
+  EXPECT_FALSE(fired(off, c.id)) << "fired: " << json(off.rule_ids()).dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Policy, DefaultRule, ::testing::ValuesIn(cases()),
+                         [](const auto& info) {
+                           std::string n = info.param.id;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(DefaultPolicy, EveryRuleHasACase) {
+  std::set<std::string> tested;
+  for (const auto& c : cases()) tested.insert(c.id);
+  for (const auto& rule : default_rules().rules()) EXPECT_TRUE(tested.count(rule.id)) << rule.id << " has no test case";
+}
+
+TEST(DefaultPolicy, AdvisoriesOnlyWarnAndNameTheirSource) {
+  for (const auto& file : default_rule_files(kRules)) {
+    RuleFile f = load_rule_file(file);
+    if (f.kind != RuleFileKind::kAdvisories) continue;
+    for (const auto& rule : f.rules) {
+      EXPECT_EQ(rule.action, Action::kWarn) << rule.id;
+      EXPECT_EQ(rule.source.rfind("https://", 0), 0u) << rule.id;
+    }
+  }
+}
+
+// The seed case: two GPUs on separate root ports of one host bridge, xe driver, P2PDMA kernel.
+Decision seed(uint16_t host_vendor, uint16_t host_device, bool amd) {
+  test::Tree tree;
+  if (amd) tree.amd_zen(0x1a);
+  tree.host_dev(host_vendor, host_device);
+  tree.rp("00:01.0");
+  tree.rp("00:06.0");
+  tree.describe(tree.ep("03:00.0", "00:01.0"), 0x030000, "xe", uint64_t{32} << 30);
+  tree.describe(tree.ep("07:00.0", "00:06.0"), 0x030000, "xe", uint64_t{32} << 30);
+  Platform platform = tree.t.platform;
+  platform.kernel_release = "7.2.13";
+  KernelRules kernel = load_kernel_rules(std::filesystem::path(kRules) / "kernel", platform, {});
+  return decide_pair(tree.t, kernel, default_rules(), nullptr, tree.index("03:00.0"), tree.index("07:00.0")).decision;
+}
+
+TEST(SeedCase, IntelClientHostBridgeIsHostStagedNamingKernelAndBridge) {
+  Decision d = seed(0x8086, 0x4c43, false);
+  EXPECT_EQ(d.action, Action::kHostStaged);
+  EXPECT_EQ(d.rule, "kernel-refuses");
+  EXPECT_EQ(d.authority, Authority::kKernel);
+  EXPECT_NE(d.reason.find("refuses"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("8086:4c43"), std::string::npos) << d.reason;
+  EXPECT_NE(d.remedy.find("8086:4c43"), std::string::npos) << d.remedy;
+}
+
+TEST(SeedCase, SameCardsOnAmdZenArePeerThroughTheHostBridge) {
+  Decision d = seed(0x1022, 0x14d8, true);
+  EXPECT_EQ(d.action, Action::kPeer);
+  EXPECT_EQ(d.rule, "through-host-bridge");
+  EXPECT_NE(d.reason.find("host bridge"), std::string::npos) << d.reason;
+}
+
+TEST(SeedCase, AssumedWhitelistEntryIsNotTrustedForPeer) {
+  test::Tree tree;
+  tree.host_dev(0x8086, 0x4c43);
+  tree.rp("00:01.0");
+  tree.rp("00:06.0");
+  tree.describe(tree.ep("03:00.0", "00:01.0"), 0x030000, "xe");
+  tree.describe(tree.ep("07:00.0", "00:06.0"), 0x030000, "xe");
+  Platform platform = tree.t.platform;
+  platform.kernel_release = "7.2.13";
+  KernelRules kernel = load_kernel_rules(std::filesystem::path(kRules) / "kernel", platform, {"", {}, {"8086:4c43"}});
+  Decision d = decide_pair(tree.t, kernel, default_rules(), nullptr, tree.index("03:00.0"), tree.index("07:00.0")).decision;
+  EXPECT_EQ(d.action, Action::kHostStaged);
+  EXPECT_EQ(d.rule, "hypothetical-whitelist-entry");
+  EXPECT_TRUE(fired(d, "untested-host-bridge-whitelisted"));
+}
+
+class H200 : public ::testing::Test {
+ protected:
+  std::vector<PairDecision> gpu_pairs(const VendorFacts* vendor) {
+    Sysroot root = Sysroot::open(test::data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz"));
+    topo = read_topology(root);
+    KernelRules kernel = load_kernel_rules(std::filesystem::path(kRules) / "kernel", topo.platform, {});
+    std::vector<size_t> gpus;
+    for (size_t i = 0; i < topo.functions.size(); ++i)
+      if (topo.functions[i].vendor == 0x10de) gpus.push_back(i);
+    EXPECT_EQ(gpus.size(), 4u);
+    std::vector<PairDecision> out;
+    for (size_t p : gpus)
+      for (size_t c : gpus)
+        if (p != c) out.push_back(decide_pair(topo, kernel, default_rules(), vendor, p, c));
+    return out;
+  }
+  Topology topo;
+};
+
+TEST_F(H200, WithoutVendorDataTheNvidiaDriverDecidesAndItIsUnknown) {
+  for (const auto& p : gpu_pairs(nullptr)) {
+    EXPECT_FALSE(p.verdict.p2pdma_distance.value_or(0) >= 0);  // the kernel itself would refuse
+    EXPECT_EQ(p.decision.rule, "nvidia-driver-unknown");
+    EXPECT_FALSE(fired(p.decision, "kernel-refuses"));
+    EXPECT_EQ(p.decision.authority, Authority::kVendorDriver);
+    EXPECT_NE(p.decision.reason.find("NVIDIA driver"), std::string::npos);
+    EXPECT_NE(p.decision.reason.find("unknown"), std::string::npos);
+    EXPECT_EQ(p.decision.reason.find("kernel refuses"), std::string::npos);
+  }
+}
+
+TEST_F(H200, WithNvlinkVendorFactsTheDecisionIsPeer) {
+  VendorFacts vendor = VendorFacts::load(test::data_path("machines/h200x4-firecracker-vm/vendor-facts.json"));
+  for (const auto& p : gpu_pairs(&vendor)) {
+    EXPECT_EQ(p.decision.action, Action::kPeer);
+    EXPECT_EQ(p.decision.rule, "nvlink");
+    EXPECT_EQ(p.decision.authority, Authority::kVendorFabric);
+  }
+}
+
+TEST(VendorFactsFile, BadInputNamesFileAndPlace) {
+  std::string path = ::testing::TempDir() + "/bad-vendor-facts.json";
+  auto expect_error = [&](const std::string& text, const std::string& needle) {
+    std::ofstream(path) << text;
+    try {
+      VendorFacts::load(path);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error("{", "not JSON");
+  expect_error(R"({"schema_version": 1, "pairs": [{"provider": "gpu0", "client": "0000:00:07.0", "facts": {}}]})",
+               "pairs[0]");
+  expect_error(R"({"schema_version": 1, "pairs": [{"provider": "0000:00:06.0", "client": "0000:00:07.0",
+                   "facts": {"vendor.nvlnk": true}}]})", "vendor.nvlnk");
+  expect_error(R"({"schema_version": 1, "extra": 1})", "extra");
+}
+
+}  // namespace
+}  // namespace p2paudit::policy

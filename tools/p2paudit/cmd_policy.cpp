@@ -1,0 +1,120 @@
+// `p2paudit policy`: the decision for every pair of the devices that matter; `p2paudit check A B`:
+// one pair's decision as an exit status for provisioning scripts.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "p2paudit/errors.h"
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/evaluate.h"
+
+namespace p2paudit::cli {
+
+namespace {
+
+struct PolicyArgs {
+  std::vector<std::string> rules;   // --rules FILE (repeatable), after the default policy
+  bool no_default = false;          // --no-default-rules: only the --rules files
+  std::string vendor_facts;         // --vendor-facts FILE
+  bool all = false;
+  std::vector<std::string> pair;    // check: PROVIDER CLIENT
+  std::string require = "peer";     // check: peer | host_staged
+};
+
+struct Context {
+  Topology topo;
+  KernelRules kernel;
+  policy::RuleSet rules;
+  std::optional<policy::VendorFacts> vendor;
+};
+
+Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
+  Context ctx{load_topology(global), {}, {}, std::nullopt};
+  ctx.kernel = load_kernel_rules(std::filesystem::path(rules_dir(global)) / "kernel", ctx.topo.platform,
+                                 {global.kernel, global.kernel_rules, global.assume_whitelisted});
+  std::vector<std::string> files = args.no_default ? std::vector<std::string>{} : policy::default_rule_files(rules_dir(global));
+  files.insert(files.end(), args.rules.begin(), args.rules.end());
+  if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
+  ctx.rules = policy::RuleSet::load(files);
+  if (!args.vendor_facts.empty()) ctx.vendor = policy::VendorFacts::load(args.vendor_facts);
+  return ctx;
+}
+
+void add_rule_options(CLI::App* cmd, PolicyArgs& args) {
+  cmd->add_option("--rules", args.rules, "Policy or advisories YAML applied after the default (repeatable)");
+  cmd->add_flag("--no-default-rules", args.no_default, "Use only the --rules files");
+  cmd->add_option("--vendor-facts", args.vendor_facts, "JSON facts from vendor tools (docs/policy-rules.md)");
+}
+
+int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
+  Context ctx = load_context(global, args);
+  auto devices = matrix_devices(ctx.topo, args.all);
+  std::vector<policy::PairDecision> pairs;
+  for (const auto& p : devices)
+    for (const auto& c : devices)
+      pairs.push_back(policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr,
+                                          p.index, c.index));
+  if (global.format == "env") {
+    std::cout << policy::env_exports(ctx.topo, pairs);
+  } else if (global.format == "json") {
+    nlohmann::ordered_json j;
+    j["schema_version"] = policy::kPolicySchemaVersion;
+    j["kernel"] = kernel_json(ctx.kernel);
+    nlohmann::ordered_json devs = nlohmann::ordered_json::array();
+    for (const auto& d : devices) devs.push_back({{"name", d.short_name}, {"bdf", ctx.topo.functions[d.index].bdf.str()}});
+    j["devices"] = devs;
+    j["pairs"] = nlohmann::ordered_json::array();
+    for (const auto& p : pairs) j["pairs"].push_back(policy::pair_decision_json(ctx.topo, p));
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << policy::policy_table_text(devices, pairs);
+  }
+  return kExitOk;
+}
+
+int run_check(const GlobalOptions& global, const PolicyArgs& args) {
+  Context ctx = load_context(global, args);
+  auto provider = resolve_function(ctx.topo, args.pair[0]);
+  auto client = resolve_function(ctx.topo, args.pair[1]);
+  for (size_t i = 0; i < 2; ++i)
+    if (!(i ? client : provider))
+      throw InputError(fmt::format("no PCI function '{}' in {} (use DDDD:BB:DD.F, BB:DD.F, or a name from "
+                                   "`p2paudit matrix`)", args.pair[i], global.sysroot));
+  auto d = policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr, *provider, *client);
+  bool ok = args.require == "peer" ? d.decision.action == policy::Action::kPeer
+                                   : d.decision.action != policy::Action::kDeny;
+  if (global.format == "json") {
+    auto j = policy::pair_decision_json(ctx.topo, d);
+    j["require"] = args.require;
+    j["satisfied"] = ok;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{}: {} -> {}: {} ({})\n", ok ? "yes" : "no", ctx.topo.functions[*provider].bdf.str(),
+                             ctx.topo.functions[*client].bdf.str(), policy::to_string(d.decision.action),
+                             d.decision.reason);
+  }
+  return ok ? kExitOk : kExitNo;
+}
+
+}  // namespace
+
+void add_policy_command(CLI::App& app, const GlobalOptions& global, int* status) {
+  auto args = std::make_shared<PolicyArgs>();
+  auto* cmd = app.add_subcommand("policy", "Decide per pair: peer, host-staged or deny, with rules and reasons");
+  add_rule_options(cmd, *args);
+  cmd->add_flag("--all", args->all, "Every PCI function, not only GPUs, accelerators, NVMe, NICs and FPGAs");
+  cmd->callback([&global, status, args] { *status = run_policy(global, *args); });
+
+  auto check = app.add_subcommand("check", "Exit 0 when PROVIDER -> CLIENT meets --require, 1 when not, 2 on error");
+  check->add_option("pair", args->pair, "PROVIDER CLIENT (BDFs or names such as gpu0)")->required()->expected(2);
+  check->add_option("--require", args->require, "peer (default) or host_staged (anything but deny)")
+      ->check(CLI::IsMember({"peer", "host_staged"}));
+  add_rule_options(check, *args);
+  check->callback([&global, status, args] { *status = run_check(global, *args); });
+}
+
+}  // namespace p2paudit::cli
