@@ -66,6 +66,8 @@ std::vector<RuleCase> cases() {
        with(base(), {{"kernel.config_p2pdma", true}})},
       {"kernel-refuses", with(base(), {{"kernel.allowed", false}, {"kernel.map_type", "NOT_SUPPORTED"}}), base()},
       {"kernel-verdict-unknown", {{"vendor.authority", "kernel"}, {"kernel.map_type", "UNKNOWN"}}, base()},
+      {"bar-unassigned", with(base(), {{"client.bar_unassigned", true}}),
+       with(base(), {{"provider.bar_unassigned", false}, {"client.bar_unassigned", false}})},
       {"large-bar-without-64bit-window",
        with(base(), {{"provider.bar_above_4g", true}, {"path.bridges_64bit_prefetch", false}}),
        with(base(), {{"provider.bar_above_4g", true}, {"path.bridges_64bit_prefetch", true}})},

@@ -31,6 +31,7 @@ std::vector<FactSpec> device_facts() {
       fact("module_version", kString, "that module's version string (modinfo version)"),
       fact("largest_bar", kInteger, "size in bytes of the largest memory BAR"),
       fact("bar_above_4g", kBool, "the largest memory BAR is assigned above 4 GiB"),
+      fact("bar_unassigned", kBool, "a memory BAR has a size but no address: no room was found for it in the bridge windows"),
       fact("rebar_current", kInteger, "current size in bytes of the Resizable BAR"),
       fact("rebar_max", kInteger, "largest Resizable BAR size in bytes the device supports"),
       fact("rebar_at_max", kBool, "the Resizable BAR is set to the largest size the device supports"),

@@ -79,8 +79,13 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
   if (!f.module.name.empty()) facts.set(prefix + "module", f.module.name);
   if (!f.module.version.empty()) facts.set(prefix + "module_version", f.module.version);
   const Bar* largest = nullptr;
-  for (const auto& b : f.bars)
-    if (!b.io && (!largest || b.size > largest->size)) largest = &b;
+  bool unassigned = false;
+  for (const auto& b : f.bars) {
+    if (b.io) continue;
+    if (!largest || b.size > largest->size) largest = &b;
+    unassigned |= b.size > 0 && b.start == 0;
+  }
+  if (f.config_readable >= 64) facts.set(prefix + "bar_unassigned", unassigned);
   if (largest) {
     facts.set(prefix + "largest_bar", static_cast<int64_t>(largest->size));
     facts.set(prefix + "bar_above_4g", largest->start >= (uint64_t{1} << 32));
