@@ -172,6 +172,42 @@ TEST(DumpDecode, UnprivilegedLengthDumpLeavesAcsUnknown) {
   EXPECT_EQ(fns[0].secondary_bus, 1);
 }
 
+// A 256-byte dump of an NVIDIA GPU whose only capability is the hypervisor's peer-clique
+// capability at 0xc8: dword0 0x50000009 (vendor cap, next 0), dword1 0x00185032 ("P2P", clique 3).
+std::string nvidia_dump(bool with_clique) {
+  std::string dump = ::testing::TempDir() + (with_clique ? "/clique-dump" : "/no-clique-dump");
+  std::vector<uint8_t> cfg(256, 0);
+  const uint8_t header[] = {0xde, 0x10, 0x35, 0x23, 0x06, 0x00, 0x10, 0x00, 0xa1, 0x00, 0x02, 0x03};
+  std::copy(std::begin(header), std::end(header), cfg.begin());
+  if (with_clique) {
+    cfg[0x34] = 0xc8;
+    const uint8_t cap[] = {0x09, 0x00, 0x00, 0x50, 0x32, 0x50, 0x18, 0x00};
+    std::copy(std::begin(cap), std::end(cap), cfg.begin() + 0xc8);
+  } else {
+    cfg[0x06] = 0x00;  // no capability list
+  }
+  FILE* f = std::fopen(dump.c_str(), "w");
+  std::fputs("00:06.0 3D controller: NVIDIA Corporation Device 2335\n", f);
+  for (size_t row = 0; row < cfg.size(); row += 16) {
+    std::fprintf(f, "%02zx:", row);
+    for (size_t i = 0; i < 16; ++i) std::fprintf(f, " %02x", cfg[row + i]);
+    std::fputs("\n", f);
+  }
+  std::fclose(f);
+  return dump;
+}
+
+TEST(DumpDecode, NvidiaPeerCliqueCapability) {
+  std::vector<Finding> findings;
+  auto with = read_config_dump(nvidia_dump(true), findings);
+  ASSERT_EQ(with.size(), 1u);
+  EXPECT_EQ(with[0].nvidia_clique_state, CapState::kPresent);
+  EXPECT_EQ(with[0].nvidia_clique, 3);
+  auto without = read_config_dump(nvidia_dump(false), findings);
+  ASSERT_EQ(without.size(), 1u);
+  EXPECT_EQ(without[0].nvidia_clique_state, CapState::kAbsent);
+}
+
 TEST(DumpDecode, MissingDumpIsAnInputError) {
   std::vector<Finding> findings;
   EXPECT_THROW(read_config_dump("/nonexistent/dump", findings), InputError);

@@ -61,6 +61,8 @@ std::vector<RuleCase> cases() {
        {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", false}}},
       {"nvidia-driver-refuses", {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", false}},
        {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", true}}},
+      {"nvidia-vm-peer-clique", {{"vendor.authority", "nvidia"}, {"platform.vm_guest", true}, {"vendor.nvidia_vm_clique", true}},
+       {{"vendor.authority", "nvidia"}, {"platform.vm_guest", true}, {"vendor.nvidia_vm_clique", false}}},
       {"nvidia-driver-unknown", {{"vendor.authority", "nvidia"}}, base()},
       {"kernel-without-p2pdma", with(base(), {{"kernel.config_p2pdma", false}, {"kernel.allowed", false}}),
        with(base(), {{"kernel.config_p2pdma", true}})},

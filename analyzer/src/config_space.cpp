@@ -231,6 +231,29 @@ struct Source {
 };
 using Describe = std::function<Source(const Bdf&)>;
 
+// NVIDIA's peer-clique capability (nvpcie.h, NV_PCI_VIRTUAL_P2P_APPROVAL_SIGNATURE): a vendor
+// capability anywhere in the list, dword0[31:24] = 0x50, dword1[15:0] = 0x5032 ("P2P"),
+// dword1[18:16] version 0, dword1[22:19] the clique ID.
+void decode_nvidia_clique(struct pci_dev* d, Function& f) {
+  if (f.vendor != 0x10de || f.bdf.fn != 0) {
+    f.nvidia_clique_state = CapState::kAbsent;
+    return;
+  }
+  if (f.config_readable < 256) return;  // the capability list lies beyond what could be read
+  f.nvidia_clique_state = CapState::kAbsent;
+  unsigned count = 0;
+  for (struct pci_cap* cap = pci_find_cap_nr(d, PCI_CAP_ID_VNDR, PCI_CAP_NORMAL, &count); cap;) {
+    uint32_t dword0 = pci_read_long(d, cap->addr), dword1 = pci_read_long(d, cap->addr + 4);
+    if ((dword0 >> 24) == 0x50 && (dword1 & 0xffff) == 0x5032 && ((dword1 >> 16) & 0x7) == 0) {
+      f.nvidia_clique_state = CapState::kPresent;
+      f.nvidia_clique = static_cast<uint8_t>((dword1 >> 19) & 0xf);
+      return;
+    }
+    cap = cap->next;
+    while (cap && !(cap->type == PCI_CAP_NORMAL && cap->id == PCI_CAP_ID_VNDR)) cap = cap->next;
+  }
+}
+
 Function decode_function(struct pci_access* a, struct pci_dev* d, std::vector<Finding>& findings,
                          const Source& source) {
   const std::string& where = source.where;
@@ -256,6 +279,7 @@ Function decode_function(struct pci_access* a, struct pci_dev* d, std::vector<Fi
   decode_bridge_windows(d, f);
   decode_pcie(d, f);
   decode_ext_caps(d, f, findings, where);
+  decode_nvidia_clique(d, f);
   return f;
 }
 

@@ -96,6 +96,8 @@ nlohmann::ordered_json function_to_json(const Topology& t, const Function& f) {
   for (const auto& r : f.rebar)
     rebar.push_back({{"bar", r.bar}, {"current_size", r.current_size}, {"supported_sizes", r.supported_sizes}});
   j["resizable_bars"] = rebar;
+  j["nvidia_p2p_clique"] = f.nvidia_clique_state == CapState::kPresent ? json(f.nvidia_clique) : json(nullptr);
+  j["nvidia_p2p_clique_cap"] = to_string(f.nvidia_clique_state);
   j["serial_number"] = f.serial_number ? json(fmt::format("{:016x}", *f.serial_number)) : json(nullptr);
   j["link"] = {{"current_speed", f.link.current_speed}, {"current_width", f.link.current_width},
                {"max_speed", f.link.max_speed}, {"max_width", f.link.max_width}};

@@ -87,6 +87,9 @@ std::vector<FactSpec> build_catalog() {
       fact("vendor.nvlink", kBool, "an NVLink connects the two GPUs"),
       fact("vendor.xgmi", kBool, "both AMD GPUs are in the same XGMI hive"),
       fact("vendor.peer_supported", kBool, "the vendor stack reports peer access between the two as supported"),
+      fact("vendor.nvidia_vm_clique", kBool,
+           "both NVIDIA GPUs carry the hypervisor's peer-clique capability with the same clique ID "
+           "(in a VM, NVIDIA's driver then approves PCIe peer access without its chipset check)"),
       fact("vendor.nvidia_common_switch", kBool,
            "NVIDIA's own topology walk finds a PCIe switch it recognises above both GPUs (PLX 87xx/97xx, "
            "PMC 85xx/40xx, NVIDIA BR03/BR04, Mellanox 1976); the rest of its decision is in GSP firmware"),

@@ -243,8 +243,13 @@ FactSet pair_facts(const Topology& t, const KernelRules& rules, const PairVerdic
   set_device_facts(p, "provider.", facts);
   set_device_facts(c, "client.", facts);
   facts.set("vendor.authority", authority(p, c));
-  if (p.driver == "nvidia" && c.driver == "nvidia" && v.provider != v.client)
+  if (p.driver == "nvidia" && c.driver == "nvidia" && v.provider != v.client) {
     facts.set("vendor.nvidia_common_switch", nvidia_common_switch(t, v));
+    if (p.nvidia_clique_state != CapState::kUnknown && c.nvidia_clique_state != CapState::kUnknown)
+      facts.set("vendor.nvidia_vm_clique", p.nvidia_clique_state == CapState::kPresent &&
+                                               c.nvidia_clique_state == CapState::kPresent &&
+                                               p.nvidia_clique == c.nvidia_clique);
+  }
   return facts;
 }
 

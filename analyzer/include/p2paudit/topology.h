@@ -136,6 +136,10 @@ struct Function {
   std::vector<ResizableBar> rebar;
   CapState rebar_state = CapState::kUnknown;
   std::optional<uint64_t> serial_number;
+  // NVIDIA's hypervisor "peer clique" vendor capability (signature "P2P"): pass-through GPUs
+  // with the same clique ID get PCIe peer access from NVIDIA's driver in a VM.
+  CapState nvidia_clique_state = CapState::kUnknown;
+  uint8_t nvidia_clique = 0;
   Link link;
   std::vector<Bar> bars;
   std::vector<BridgeWindow> windows;
