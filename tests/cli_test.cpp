@@ -76,6 +76,13 @@ TEST(Cli, PolicyJsonCarriesDecisionRulesReasonsRemedies) {
   }
 }
 
+TEST(Cli, PolicyTableLabelsEveryFunction) {
+  auto r = tool("--sysroot " + h200() + " policy --all");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("00:00.0 -> gpu0: host_staged"), std::string::npos) << r.output.substr(0, 400);
+  EXPECT_EQ(r.output.find("\n -> "), std::string::npos);  // no pair without a label
+}
+
 TEST(Cli, EnvExportsFollowTheGpuDecisions) {
   auto staged = tool("--sysroot " + h200() + " --format env policy");
   ASSERT_EQ(staged.status, 0);

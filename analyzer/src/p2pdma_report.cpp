@@ -259,20 +259,25 @@ ordered_json explain_json(const Topology& t, const KernelRules& rules, const Man
           {"pairs", pairs}};
 }
 
+std::vector<std::string> matrix_labels(const Topology& t, const std::vector<NamedFunction>& devices) {
+  // "BB:DD.F" is enough when every function is in domain 0.
+  bool one_domain = std::all_of(t.functions.begin(), t.functions.end(), [](const Function& f) { return f.bdf.domain == 0; });
+  std::vector<std::string> labels;
+  for (const auto& d : devices) {
+    std::string bdf = t.functions[d.index].bdf.str();
+    labels.push_back(!d.short_name.empty() ? d.short_name : one_domain ? bdf.substr(5) : bdf);
+  }
+  return labels;
+}
+
 std::string matrix_text(const Topology& t, const KernelRules& rules, const std::vector<NamedFunction>& devices,
                         const std::vector<PairVerdict>& pairs) {
   std::string out = fmt::format("Kernel {} ({}), P2PDMA rules of {}\n",
                                 rules.release.text.empty() ? rules.release.version() : rules.release.text,
                                 rules.release_source, rules.release.version());
-  std::vector<std::string> labels;
+  std::vector<std::string> labels = matrix_labels(t, devices);
   size_t width = 3;
-  // "BB:DD.F" is enough when every function is in domain 0.
-  bool one_domain = std::all_of(t.functions.begin(), t.functions.end(), [](const Function& f) { return f.bdf.domain == 0; });
-  for (const auto& d : devices) {
-    std::string bdf = t.functions[d.index].bdf.str();
-    labels.push_back(!d.short_name.empty() ? d.short_name : one_domain ? bdf.substr(5) : bdf);
-    width = std::max(width, labels.back().size());
-  }
+  for (const auto& l : labels) width = std::max(width, l.size());
   if (devices.empty()) return out + "No GPU, accelerator, NVMe, NIC or InfiniBand function found (--all shows every function).\n";
   out += fmt::format("\n{:<{}}", "", width + 2);
   for (const auto& l : labels) out += fmt::format("{:<{}}", l, width + 2);

@@ -69,16 +69,17 @@ bool is_gpu(const Topology& topo, size_t i) { return device_class(topo.functions
 
 }  // namespace
 
-std::string policy_table_text(const std::vector<NamedFunction>& devices,
+std::string policy_table_text(const Topology& topo, const std::vector<NamedFunction>& devices,
                               const std::vector<PairDecision>& pairs) {
   std::string out;
+  auto labels = matrix_labels(topo, devices);
   size_t width = 6;
-  for (const auto& d : devices) width = std::max(width, d.short_name.size() + 2);
+  for (const auto& l : labels) width = std::max(width, l.size() + 2);
   out += fmt::format("{:<{}}", "", width);
-  for (const auto& d : devices) out += fmt::format("{:<{}}", d.short_name, width);
+  for (const auto& l : labels) out += fmt::format("{:<{}}", l, width);
   out += "\n";
   for (size_t r = 0; r < devices.size(); ++r) {
-    out += fmt::format("{:<{}}", devices[r].short_name, width);
+    out += fmt::format("{:<{}}", labels[r], width);
     for (size_t c = 0; c < devices.size(); ++c)
       out += fmt::format("{:<{}}", r == c ? "X" : short_code(pairs[r * devices.size() + c].decision.action), width);
     out += "\n";
@@ -90,7 +91,7 @@ std::string policy_table_text(const std::vector<NamedFunction>& devices,
       if (r == c) continue;
       const PairDecision& p = pairs[r * devices.size() + c];
       const Decision& d = p.decision;
-      out += fmt::format("{} -> {}: {} ({}{}{})\n", devices[r].short_name, devices[c].short_name, to_string(d.action),
+      out += fmt::format("{} -> {}: {} ({}{}{})\n", labels[r], labels[c], to_string(d.action),
                          d.rule.empty() ? "no rule decided" : "rule " + d.rule,
                          d.authority ? ", authority " : "", d.authority ? to_string(*d.authority) : "");
       out += fmt::format("  why: {}\n", d.reason);

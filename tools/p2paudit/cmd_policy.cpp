@@ -71,7 +71,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     for (const auto& p : pairs) j["pairs"].push_back(policy::pair_decision_json(ctx.topo, p));
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << policy::policy_table_text(devices, pairs);
+    std::cout << policy::policy_table_text(ctx.topo, devices, pairs);
   }
   return kExitOk;
 }

@@ -39,6 +39,8 @@ nlohmann::ordered_json matrix_json(const Topology& topo, const KernelRules& rule
                                    const std::vector<PairVerdict>& pairs);
 nlohmann::ordered_json explain_json(const Topology& topo, const KernelRules& rules, const ManyVerdict& many);
 
+// Grid labels: the short name, else the BDF ("BB:DD.F" when every function is in domain 0).
+std::vector<std::string> matrix_labels(const Topology& t, const std::vector<NamedFunction>& devices);
 std::string matrix_text(const Topology& topo, const KernelRules& rules,
                         const std::vector<NamedFunction>& devices, const std::vector<PairVerdict>& pairs);
 std::string explain_text(const Topology& topo, const KernelRules& rules, const ManyVerdict& many);

@@ -35,7 +35,7 @@ PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const 
                          const VendorFacts* vendor, size_t provider, size_t client);
 
 nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecision& d);
-std::string policy_table_text(const std::vector<NamedFunction>& devices,
+std::string policy_table_text(const Topology& topo, const std::vector<NamedFunction>& devices,
                               const std::vector<PairDecision>& pairs);
 // Shell exports for NCCL, llama.cpp/GGML, oneCCL and vLLM from the GPU pairs' decisions
 // (docs/policy-env.md gives each consumer's own semantics).
