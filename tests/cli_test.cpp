@@ -108,6 +108,8 @@ TEST(Cli, MalformedRuleFileGivesPositionsAndExitTwo) {
 TEST(Cli, UsageErrorsExitTwo) {
   EXPECT_EQ(tool("no-such-command").status, 2);
   EXPECT_EQ(tool("--format yaml topology").status, 2);
+  EXPECT_EQ(tool("--sysroot " + h200() + " --format env topology").status, 2);
+  EXPECT_EQ(tool("--sysroot " + h200() + " --format env").status, 2);
 }
 
 TEST(Cli, MissingSysrootIsOneLineAndExitTwo) {

@@ -29,6 +29,12 @@ int main(int argc, char** argv) {
   add_rules_command(app, global, &status);
   add_policy_command(app, global, &status);
 
+  // Checked once parsing is done and before any command runs.
+  app.parse_complete_callback([&app, &global] {
+    if (global.format == "env" && !app.got_subcommand("policy"))
+      throw CLI::ValidationError("--format", "env (shell exports) is only printed by `policy`");
+  });
+
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) status = run_audit(global);
