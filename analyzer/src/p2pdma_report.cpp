@@ -259,6 +259,15 @@ ordered_json explain_json(const Topology& t, const KernelRules& rules, const Man
           {"pairs", pairs}};
 }
 
+std::vector<PairVerdict> matrix_verdicts(const Topology& t, const KernelRules& rules,
+                                         const std::vector<NamedFunction>& devices) {
+  std::vector<PairVerdict> pairs;
+  pairs.reserve(devices.size() * devices.size());
+  for (const auto& provider : devices)
+    for (const auto& client : devices) pairs.push_back(pci_p2pdma_distance(t, rules, provider.index, client.index));
+  return pairs;
+}
+
 std::vector<std::string> matrix_labels(const Topology& t, const std::vector<NamedFunction>& devices) {
   // "BB:DD.F" is enough when every function is in domain 0.
   bool one_domain = std::all_of(t.functions.begin(), t.functions.end(), [](const Function& f) { return f.bdf.domain == 0; });

@@ -1,6 +1,5 @@
 // The default view, `p2paudit` with no command: the annotated tree, then the kernel's matrix of
 // the devices that matter. In JSON both documents are fields of one object.
-#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
@@ -13,12 +12,9 @@ namespace p2paudit::cli {
 
 int run_audit(const GlobalOptions& global) {
   Topology topo = load_topology(global);
-  KernelRules rules = load_kernel_rules(std::filesystem::path(rules_dir(global)) / "kernel", topo.platform,
-                                        {global.kernel, global.kernel_rules, global.assume_whitelisted});
+  KernelRules rules = load_kernel_rules(global, topo);
   auto devices = matrix_devices(topo, false);
-  std::vector<PairVerdict> pairs;
-  for (const auto& provider : devices)
-    for (const auto& client : devices) pairs.push_back(pci_p2pdma_distance(topo, rules, provider.index, client.index));
+  auto pairs = matrix_verdicts(topo, rules, devices);
   if (global.format == "json") {
     nlohmann::ordered_json j = {{"schema_version", 1},
                                 {"source", {{"sysroot", global.sysroot}}},

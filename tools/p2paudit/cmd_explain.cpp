@@ -1,11 +1,8 @@
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
-#include <fmt/format.h>
 
 #include "commands.h"
-#include "p2paudit/errors.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
@@ -14,20 +11,13 @@ namespace p2paudit::cli {
 
 namespace {
 
-size_t resolve(const Topology& topo, const GlobalOptions& global, const std::string& spec) {
-  if (auto i = resolve_function(topo, spec)) return *i;
-  throw InputError(fmt::format("no PCI function '{}' in {} (use DDDD:BB:DD.F, BB:DD.F, or a name such as gpu0 "
-                               "or nvme0 from `p2paudit matrix`)", spec, global.sysroot));
-}
-
 int run_explain(const GlobalOptions& global, const std::string& provider_spec,
                 const std::vector<std::string>& client_specs) {
   Topology topo = load_topology(global);
-  size_t provider = resolve(topo, global, provider_spec);
+  size_t provider = resolve_device(topo, global, provider_spec);
   std::vector<size_t> clients;
-  for (const auto& spec : client_specs) clients.push_back(resolve(topo, global, spec));
-  KernelRules rules = load_kernel_rules(std::filesystem::path(rules_dir(global)) / "kernel", topo.platform,
-                                        {global.kernel, global.kernel_rules, global.assume_whitelisted});
+  for (const auto& spec : client_specs) clients.push_back(resolve_device(topo, global, spec));
+  KernelRules rules = load_kernel_rules(global, topo);
   ManyVerdict many = pci_p2pdma_distance_many(topo, rules, provider, clients);
   if (global.format == "json")
     std::cout << explain_json(topo, rules, many).dump(2) << "\n";

@@ -1,4 +1,3 @@
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -13,14 +12,9 @@ namespace {
 
 int run_matrix(const GlobalOptions& global, bool all) {
   Topology topo = load_topology(global);
-  KernelRules rules = load_kernel_rules(std::filesystem::path(rules_dir(global)) / "kernel", topo.platform,
-                                        {global.kernel, global.kernel_rules, global.assume_whitelisted});
+  KernelRules rules = load_kernel_rules(global, topo);
   auto devices = matrix_devices(topo, all);
-  std::vector<PairVerdict> pairs;
-  pairs.reserve(devices.size() * devices.size());
-  for (const auto& provider : devices)
-    for (const auto& client : devices)
-      pairs.push_back(pci_p2pdma_distance(topo, rules, provider.index, client.index));
+  auto pairs = matrix_verdicts(topo, rules, devices);
   if (global.format == "json")
     std::cout << matrix_json(topo, rules, devices, pairs).dump(2) << "\n";
   else

@@ -1,6 +1,5 @@
 // `p2paudit policy`: the decision for every pair of the devices that matter; `p2paudit check A B`:
 // one pair's decision as an exit status for provisioning scripts.
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -34,8 +33,7 @@ struct Context {
 
 Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
   Context ctx{load_topology(global), {}, {}, std::nullopt};
-  ctx.kernel = load_kernel_rules(std::filesystem::path(rules_dir(global)) / "kernel", ctx.topo.platform,
-                                 {global.kernel, global.kernel_rules, global.assume_whitelisted});
+  ctx.kernel = load_kernel_rules(global, ctx.topo);
   std::vector<std::string> files = args.no_default ? std::vector<std::string>{} : policy::default_rule_files(rules_dir(global));
   files.insert(files.end(), args.rules.begin(), args.rules.end());
   if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
@@ -78,13 +76,9 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
 
 int run_check(const GlobalOptions& global, const PolicyArgs& args) {
   Context ctx = load_context(global, args);
-  auto provider = resolve_function(ctx.topo, args.pair[0]);
-  auto client = resolve_function(ctx.topo, args.pair[1]);
-  for (size_t i = 0; i < 2; ++i)
-    if (!(i ? client : provider))
-      throw InputError(fmt::format("no PCI function '{}' in {} (use DDDD:BB:DD.F, BB:DD.F, or a name from "
-                                   "`p2paudit matrix`)", args.pair[i], global.sysroot));
-  auto d = policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr, *provider, *client);
+  size_t provider = resolve_device(ctx.topo, global, args.pair[0]);
+  size_t client = resolve_device(ctx.topo, global, args.pair[1]);
+  auto d = policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr, provider, client);
   bool ok = args.require == "peer" ? d.decision.action == policy::Action::kPeer
                                    : d.decision.action != policy::Action::kDeny;
   if (global.format == "json") {
@@ -93,8 +87,8 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
     j["satisfied"] = ok;
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("{}: {} -> {}: {} ({})\n", ok ? "yes" : "no", ctx.topo.functions[*provider].bdf.str(),
-                             ctx.topo.functions[*client].bdf.str(), policy::to_string(d.decision.action),
+    std::cout << fmt::format("{}: {} -> {}: {} ({})\n", ok ? "yes" : "no", ctx.topo.functions[provider].bdf.str(),
+                             ctx.topo.functions[client].bdf.str(), policy::to_string(d.decision.action),
                              d.decision.reason);
   }
   return ok ? kExitOk : kExitNo;

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "p2paudit/kernel_rules.h"
 #include "p2paudit/topology.h"
 
 namespace p2paudit::cli {
@@ -26,7 +27,14 @@ std::string rules_dir(const GlobalOptions& global);
 // Prints one line "p2paudit: MESSAGE" to stderr.
 void print_error(const std::string& message);
 
-// Reads the topology of --sysroot (a directory or a .tar.gz); throws InputError on bad input.
+// The kernel's rules for the topology's release (or --kernel), with --kernel-rules and
+// --assume-whitelisted applied. Throws InputError.
+KernelRules load_kernel_rules(const GlobalOptions& global, const Topology& topo);
+
+// A device named on the command line (DDDD:BB:DD.F, BB:DD.F, gpu0...); InputError when none.
+size_t resolve_device(const Topology& topo, const GlobalOptions& global, const std::string& spec);
+
+// Reads the topology (a directory or a .tar.gz); throws InputError on bad input.
 Topology load_topology(const GlobalOptions& global);
 
 // The default view when no command is given.

@@ -2,7 +2,11 @@
 #include <filesystem>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "commands.h"
+#include "p2paudit/errors.h"
+#include "p2paudit/p2pdma_report.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 
@@ -20,6 +24,17 @@ void print_error(const std::string& message) { std::cerr << "p2paudit: " << mess
 Topology load_topology(const GlobalOptions& global) {
   Sysroot root = Sysroot::open(global.sysroot);
   return read_topology(root);
+}
+
+KernelRules load_kernel_rules(const GlobalOptions& global, const Topology& topo) {
+  return p2paudit::load_kernel_rules(std::filesystem::path(rules_dir(global)) / "kernel", topo.platform,
+                                     {global.kernel, global.kernel_rules, global.assume_whitelisted});
+}
+
+size_t resolve_device(const Topology& topo, const GlobalOptions& global, const std::string& spec) {
+  if (auto i = resolve_function(topo, spec)) return *i;
+  throw InputError(fmt::format("no PCI function '{}' in {} (use DDDD:BB:DD.F, BB:DD.F, or a name such as gpu0 "
+                               "or nvme0 from `p2paudit matrix`)", spec, global.sysroot));
 }
 
 }  // namespace p2paudit::cli

@@ -39,6 +39,9 @@ nlohmann::ordered_json matrix_json(const Topology& topo, const KernelRules& rule
                                    const std::vector<PairVerdict>& pairs);
 nlohmann::ordered_json explain_json(const Topology& topo, const KernelRules& rules, const ManyVerdict& many);
 
+// pci_p2pdma_distance() for every ordered pair of `devices`, row by row (provider-major).
+std::vector<PairVerdict> matrix_verdicts(const Topology& t, const KernelRules& rules,
+                                         const std::vector<NamedFunction>& devices);
 // Grid labels: the short name, else the BDF ("BB:DD.F" when every function is in domain 0).
 std::vector<std::string> matrix_labels(const Topology& t, const std::vector<NamedFunction>& devices);
 std::string matrix_text(const Topology& topo, const KernelRules& rules,
