@@ -70,6 +70,8 @@ std::vector<RuleCase> cases() {
       {"kernel-verdict-unknown", {{"vendor.authority", "kernel"}, {"kernel.map_type", "UNKNOWN"}}, base()},
       {"bar-unassigned", with(base(), {{"client.bar_unassigned", true}}),
        with(base(), {{"provider.bar_unassigned", false}, {"client.bar_unassigned", false}})},
+      {"resized-bar-without-room", with(base(), {{"provider.rebar_no_room", true}}),
+       with(base(), {{"provider.rebar_no_room", false}, {"client.rebar_no_room", false}})},
       {"large-bar-without-64bit-window",
        with(base(), {{"provider.bar_above_4g", true}, {"path.bridges_64bit_prefetch", false}}),
        with(base(), {{"provider.bar_above_4g", true}, {"path.bridges_64bit_prefetch", true}})},
@@ -176,6 +178,63 @@ TEST(SeedCase, AssumedWhitelistEntryIsNotTrustedForPeer) {
   EXPECT_EQ(d.action, Action::kHostStaged);
   EXPECT_EQ(d.rule, "hypothetical-whitelist-entry");
   EXPECT_TRUE(fired(d, "untested-host-bridge-whitelisted"));
+}
+
+// Facts as the analysis produces them, from synthetic trees.
+FactSet facts_of(const test::Tree& tree, const std::string& p, const std::string& c, std::vector<std::string> assume = {}) {
+  Platform platform = tree.t.platform;
+  platform.kernel_release = "7.2.13";
+  KernelRules kernel = load_kernel_rules(std::filesystem::path(kRules) / "kernel", platform, {"", {}, std::move(assume)});
+  return pair_facts(tree.t, kernel, pci_p2pdma_distance(tree.t, kernel, tree.index(p), tree.index(c)));
+}
+
+std::string str(const FactSet& f, const std::string& name) {
+  const FactValue* v = f.get(name);
+  return v ? render_fact_value(*v) : "unknown";
+}
+
+TEST(PairFacts, PathRelationAndNvidiaCommonSwitch) {
+  test::Tree tree;
+  tree.host_dev(0x8086, 0x09a2);
+  tree.rp("00:01.0");
+  tree.add("01:00.0", "00:01.0", 0x10b5, 0x8747, PcieType::kSwitchUpstream);  // PLX: NVIDIA recognises it
+  tree.add("02:08.0", "01:00.0", 0x10b5, 0x8747, PcieType::kSwitchDownstream);
+  tree.add("02:10.0", "01:00.0", 0x10b5, 0x8747, PcieType::kSwitchDownstream);
+  tree.describe(tree.add("03:00.0", "02:08.0", 0x10de, 0x2335, PcieType::kEndpoint), 0x030200, "nvidia");
+  tree.describe(tree.add("04:00.0", "02:10.0", 0x10de, 0x2335, PcieType::kEndpoint), 0x030200, "nvidia");
+  FactSet f = facts_of(tree, "03:00.0", "04:00.0");
+  EXPECT_EQ(str(f, "path.relation"), "same_switch");
+  EXPECT_EQ(str(f, "vendor.authority"), "nvidia");
+  EXPECT_EQ(str(f, "vendor.nvidia_common_switch"), "true");
+  EXPECT_EQ(str(f, "kernel.map_type"), "BUS_ADDR");
+  EXPECT_EQ(str(f, "provider.class"), "gpu");
+  tree.t.functions[tree.index("01:00.0")].vendor = 0x1000;  // a Broadcom PEX: not on NVIDIA's list
+  tree.t.functions[tree.index("02:08.0")].vendor = 0x1000;
+  tree.t.functions[tree.index("02:10.0")].vendor = 0x1000;
+  EXPECT_EQ(str(facts_of(tree, "03:00.0", "04:00.0"), "vendor.nvidia_common_switch"), "false");
+}
+
+TEST(PairFacts, BarStatesAndAssumedWhitelist) {
+  test::Tree tree;
+  tree.host_dev(0x8086, 0x4c43);
+  tree.rp("00:01.0");
+  tree.rp("00:06.0");
+  Function& fpga = tree.describe(tree.ep("01:00.0", "00:01.0"), 0x120000, "xocl", uint64_t{256} << 20);
+  fpga.vendor = 0x10ee;
+  fpga.rebar_state = CapState::kPresent;
+  fpga.rebar.push_back(ResizableBar{2, uint64_t{64} << 30, {uint64_t{256} << 20, uint64_t{64} << 30}});
+  Function& nic = tree.describe(tree.ep("02:00.0", "00:06.0"), 0x020000, "mlx5_core");
+  nic.bars.push_back(Bar{0, 0, uint64_t{32} << 20, false, true, true});  // sized but never given an address
+  FactSet f = facts_of(tree, "01:00.0", "02:00.0", {"8086:4c43"});
+  EXPECT_EQ(str(f, "provider.class"), "fpga");
+  EXPECT_EQ(str(f, "provider.rebar_no_room"), "true");   // control asks 64 GiB, BAR got 256 MiB
+  EXPECT_EQ(str(f, "provider.rebar_at_max"), "true");
+  EXPECT_EQ(str(f, "client.bar_unassigned"), "true");
+  EXPECT_EQ(str(f, "provider.bar_unassigned"), "false");
+  EXPECT_EQ(str(f, "path.relation"), "same_host_bridge");
+  EXPECT_EQ(str(f, "kernel.whitelist"), "whitelisted");
+  EXPECT_EQ(str(f, "kernel.whitelist_assumed"), "true");
+  EXPECT_EQ(str(facts_of(tree, "01:00.0", "02:00.0"), "kernel.whitelist"), "not_whitelisted");
 }
 
 class H200 : public ::testing::Test {

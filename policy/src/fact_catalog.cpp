@@ -35,6 +35,9 @@ std::vector<FactSpec> device_facts() {
       fact("rebar_current", kInteger, "current size in bytes of the Resizable BAR"),
       fact("rebar_max", kInteger, "largest Resizable BAR size in bytes the device supports"),
       fact("rebar_at_max", kBool, "the Resizable BAR is set to the largest size the device supports"),
+      fact("rebar_no_room", kBool,
+           "the Resizable BAR control asks for more than the BAR was given: resized, but no address space was "
+           "found until a (warm) reboot (XRT's \"no iomem\")"),
       fact("bar_covers_memory", kBool, "the largest BAR is at least memory_size (known when memory_size is)"),
       fact("memory_size", kInteger, "device memory in bytes as the vendor reports it (VRAM, HBM, DDR); often unknown"),
   };

@@ -92,6 +92,13 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
   } else if (f.config_readable >= 64) {
     facts.set(prefix + "largest_bar", int64_t{0});
   }
+  if (f.rebar_state == CapState::kPresent) {
+    bool no_room = false;
+    for (const auto& r : f.rebar)
+      for (const auto& b : f.bars)
+        no_room |= b.index == r.bar && b.size < r.current_size;
+    facts.set(prefix + "rebar_no_room", no_room);
+  }
   if (f.rebar_state == CapState::kPresent && !f.rebar.empty()) {
     const ResizableBar* r = &f.rebar.front();
     for (const auto& e : f.rebar)
