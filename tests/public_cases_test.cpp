@@ -29,16 +29,23 @@ void b70_below(Tree& tree, const std::string& port, const std::string& usp, cons
   tree.describe(tree.add(gpu, dsp, 0x8086, 0xe223, PcieType::kEndpoint), 0x030000, "xe");
 }
 
+// Two B70 on separate root ports of the host bridge whose root bus starts with vendor:device.
+Tree b70_pair_on_root_ports(uint16_t host_vendor, uint16_t host_device, const std::string& second_port,
+                            std::optional<int> amd_family = std::nullopt) {
+  Tree tree;
+  if (amd_family) tree.amd_zen(*amd_family);
+  tree.host_dev(host_vendor, host_device);
+  tree.rp("00:01.0");
+  tree.rp(second_port);
+  b70_below(tree, "00:01.0", "01:00.0", "02:01.0", "03:00.0");
+  b70_below(tree, second_port, "05:00.0", "06:01.0", "07:00.0");
+  return tree;
+}
+
 // b70-dual-intel-client-refused: two B70 on separate CPU root ports of a Rocket Lake-S host
 // (host bridge 8086:4c43), kernel 7.0.0-22: the kernel printed this line and refused.
 TEST(PublicCases, B70OnIntelClientRootPortsIsRefusedWithTheKernelsOwnLine) {
-  Tree tree;
-  tree.host_dev(0x8086, 0x4c43);
-  tree.rp("00:01.0");
-  tree.rp("00:06.0");
-  b70_below(tree, "00:01.0", "01:00.0", "02:01.0", "03:00.0");
-  b70_below(tree, "00:06.0", "05:00.0", "06:01.0", "07:00.0");
-  PairVerdict v = verdict(tree, "7.0.0-22-generic", "03:00.0", "07:00.0");
+  PairVerdict v = verdict(b70_pair_on_root_ports(0x8086, 0x4c43, "00:06.0"), "7.0.0-22-generic", "03:00.0", "07:00.0");
   EXPECT_EQ(v.map_type, MapType::kNotSupported);
   EXPECT_EQ(v.p2pdma_distance, -1);
   ASSERT_EQ(v.kernel_log.size(), 1u);
@@ -49,14 +56,7 @@ TEST(PublicCases, B70OnIntelClientRootPortsIsRefusedWithTheKernelsOwnLine) {
 
 // b70-dual-amd-am5-allowed: the same cards on a Ryzen 9 9950X (family 0x1a): allowed, 28.6 GB/s.
 TEST(PublicCases, B70OnAmdZen5RootPortsIsAllowedThroughTheHostBridge) {
-  Tree tree;
-  tree.amd_zen(0x1a);
-  tree.host_dev(0x1022, 0x14d8);
-  tree.rp("00:01.0");
-  tree.rp("00:06.0");
-  b70_below(tree, "00:01.0", "01:00.0", "02:01.0", "03:00.0");
-  b70_below(tree, "00:06.0", "05:00.0", "06:01.0", "07:00.0");
-  PairVerdict v = verdict(tree, "6.14.0", "03:00.0", "07:00.0");
+  PairVerdict v = verdict(b70_pair_on_root_ports(0x1022, 0x14d8, "00:06.0", 0x1a), "6.14.0", "03:00.0", "07:00.0");
   EXPECT_EQ(v.map_type, MapType::kThruHostBridge);
   EXPECT_EQ(v.p2pdma_distance, 8);
   EXPECT_TRUE(v.kernel_log.empty());
@@ -95,13 +95,7 @@ TEST(PublicCases, B70BelowPexSwitchWithoutAcsRedirectIsBusAddress) {
 // llama27198-b70-skylake-e-p2p-works: B70 pair on an X299 / Sky Lake-E host whose root bus starts
 // with 8086:2020, on the whitelist without the same-host-bridge flag: P2P worked.
 TEST(PublicCases, SkylakeEHostBridgeIsWhitelisted) {
-  Tree tree;
-  tree.host_dev(0x8086, 0x2020);
-  tree.rp("00:01.0");
-  tree.rp("00:03.0");
-  b70_below(tree, "00:01.0", "01:00.0", "02:01.0", "03:00.0");
-  b70_below(tree, "00:03.0", "05:00.0", "06:01.0", "07:00.0");
-  PairVerdict v = verdict(tree, "6.8.0-31-generic", "03:00.0", "07:00.0");
+  PairVerdict v = verdict(b70_pair_on_root_ports(0x8086, 0x2020, "00:03.0"), "6.8.0-31-generic", "03:00.0", "07:00.0");
   EXPECT_EQ(v.map_type, MapType::kThruHostBridge);
   EXPECT_GE(v.p2pdma_distance.value_or(-1), 0);
 }
