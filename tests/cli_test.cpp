@@ -182,6 +182,13 @@ TEST(Cli, SnapshotOfThisMachineRoundTrips) {
   EXPECT_EQ(without_capture(json::parse(live.output)), without_capture(json::parse(snap.output)));
 }
 
+TEST(Cli, SnapshotNeedsATarGzNameAndAWritablePlace) {
+  EXPECT_EQ(tool("--sysroot " + h200() + " snapshot -o " + ::testing::TempDir() + "/capture.zip").status, 2);
+  auto r = tool("--sysroot " + h200() + " snapshot -o /nonexistent/dir/capture.tar.gz", true);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("/nonexistent/dir/capture.tar.gz"), std::string::npos) << r.output;
+}
+
 TEST(Cli, SnapshotHoldsOnlyTheListedFiles) {
   std::string out = ::testing::TempDir() + "/listing.tar.gz";
   ASSERT_EQ(tool("--sysroot " + h200() + " snapshot -o " + out).status, 0);

@@ -1,4 +1,5 @@
 #include <iostream>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -36,7 +37,7 @@ int run_snapshot(const GlobalOptions& global, const SnapshotArgs& args) {
 }  // namespace
 
 void add_snapshot_command(CLI::App& app, const GlobalOptions& global, int* status) {
-  auto* args = new SnapshotArgs;  // lives as long as the program; CLI11 binds options to it
+  auto args = std::make_shared<SnapshotArgs>();  // CLI11 binds the options to it
   auto* cmd = app.add_subcommand("snapshot", "Capture the files the analyzer reads into a .tar.gz");
   cmd->add_option("-o,--output", args->output, "Output file (FILE.tar.gz)")->required();
   cmd->add_flag("--redact", args->redact, "Drop Device Serial Numbers and the host name");
