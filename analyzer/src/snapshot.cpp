@@ -151,10 +151,7 @@ void capture_if_present(const Sysroot& root, TarWriter& tar, const std::string& 
 SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const std::string& out_path,
                               const SnapshotOptions& options) {
   // Sysroot::open() recognises a snapshot by its name, so write only names it will read back.
-  auto ends_with = [&](std::string_view suffix) {
-    return out_path.size() > suffix.size() && out_path.compare(out_path.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  if (!ends_with(".tar.gz") && !ends_with(".tgz"))
+  if (!out_path.ends_with(".tar.gz") && !out_path.ends_with(".tgz"))
     throw InputError(fmt::format("{}: a snapshot is written as FILE.tar.gz (or .tgz)", out_path));
   TarWriter tar(out_path);
   CaptureMetadata meta;

@@ -22,10 +22,6 @@ namespace p2paudit {
 
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 fs::path make_private_temp_dir() {
   const char* tmp = std::getenv("TMPDIR");
   std::string templ = fmt::format("{}/p2paudit-sysroot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -118,7 +114,7 @@ Sysroot Sysroot::open(const std::string& path) {
     return s;
   }
   if (!fs::is_regular_file(st)) throw InputError(fmt::format("{}: neither a directory nor a snapshot file", path));
-  if (!ends_with(path, ".tar.gz") && !ends_with(path, ".tgz") && !ends_with(path, ".tar"))
+  if (!path.ends_with(".tar.gz") && !path.ends_with(".tgz") && !path.ends_with(".tar"))
     throw InputError(fmt::format("{}: a snapshot must be a directory or a .tar.gz file", path));
   s.temp_dir_ = fs::canonical(make_private_temp_dir());
   try {
