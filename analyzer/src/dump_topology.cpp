@@ -1,0 +1,651 @@
+#include "p2paudit/dump_topology.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "p2paudit/config_space.h"
+#include "p2paudit/errors.h"
+#include "p2paudit/kernel_rules.h"
+
+namespace p2paudit {
+
+namespace {
+
+// No larger than what the config decoder accepts: `lspci -xxxx` of a very large machine.
+constexpr uintmax_t kMaxDumpBytes = uintmax_t{64} << 20;
+
+std::optional<int> parse_number(std::string_view s) {
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    s.remove_prefix(2);
+    base = 16;
+  }
+  int v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0) return std::nullopt;
+  return v;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// x86 vendor_id strings as /proc/cpuinfo prints them (Zhaoxin's is padded with spaces).
+const std::array<std::string_view, 5> kX86Vendors = {"AuthenticAMD", "GenuineIntel", "HygonGenuine", "CentaurHauls",
+                                                     "  Shanghai  "};
+const std::array<std::string_view, 6> kOtherArches = {"arm64", "riscv64", "ppc64le", "ppc64", "s390x", "loongarch64"};
+
+std::string hb_name(uint32_t domain, uint8_t bus) { return fmt::format("pci{:04x}:{:02x}", domain, bus); }
+std::string bus_name(uint32_t domain, uint8_t bus) { return fmt::format("{:04x}:{:02x}", domain, bus); }
+
+std::string range_text(uint8_t sec, uint8_t sub) { return fmt::format("{:02x}-{:02x}", sec, sub); }
+
+// Bytes 0x18-0x1a (primary, secondary, subordinate bus) of each function in file order, read the
+// way libpci's dump method reads the file (lib/dump.c): the config decoder leaves them out for
+// CardBus bridges, whose card bus `lspci -t` draws like a bridge's secondary bus.
+struct RawBusNumbers {
+  Bdf bdf;
+  std::array<std::optional<uint8_t>, 3> bytes;
+};
+
+bool matches(std::string_view line, std::string_view pattern) {
+  if (line.size() < pattern.size()) return false;
+  for (size_t i = 0; i < pattern.size(); ++i)
+    if (pattern[i] == '#' ? !std::isxdigit(static_cast<unsigned char>(line[i])) : pattern[i] != line[i]) return false;
+  return true;
+}
+
+unsigned hex_value(std::string_view s) {
+  unsigned v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v, 16);
+  return v;
+}
+
+std::optional<Bdf> dump_header(std::string_view line) {
+  // "BB:DD.F ", "DDDD:BB:DD.F ", "DDDDD:BB:DD.F "; the function number is read as decimal.
+  size_t domain_digits = matches(line, "##:##.# ")          ? 0
+                         : matches(line, "####:##:##.# ")   ? 4
+                         : matches(line, "#####:##:##.# ")  ? 5
+                                                            : std::string_view::npos;
+  if (domain_digits == std::string_view::npos) return std::nullopt;
+  size_t at = domain_digits ? domain_digits + 1 : 0;
+  char fn = line[at + 6];
+  if (fn < '0' || fn > '9') return std::nullopt;
+  return Bdf{domain_digits ? hex_value(line.substr(0, domain_digits)) : 0u,
+             static_cast<uint8_t>(hex_value(line.substr(at, 2))), static_cast<uint8_t>(hex_value(line.substr(at + 3, 2))),
+             static_cast<uint8_t>(fn - '0')};
+}
+
+std::vector<RawBusNumbers> read_raw_bus_numbers(const std::string& dump_file) {
+  std::vector<RawBusNumbers> out;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(dump_file, ec)) return out;
+  auto size = std::filesystem::file_size(dump_file, ec);
+  if (ec || size > kMaxDumpBytes) return out;
+  std::ifstream in(dump_file, std::ios::binary);
+  std::string line;
+  RawBusNumbers* dev = nullptr;
+  uintmax_t consumed = 0;
+  while (consumed <= kMaxDumpBytes && std::getline(in, line)) {
+    consumed += line.size() + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (auto bdf = dump_header(line)) {
+      out.push_back({*bdf, {}});
+      dev = &out.back();
+      continue;
+    }
+    if (line.empty()) {
+      dev = nullptr;
+      continue;
+    }
+    if (!dev) continue;
+    size_t colon = line.find(": ");
+    if (colon == std::string::npos || colon < 2 || colon > 8 ||
+        !std::all_of(line.begin(), line.begin() + static_cast<long>(colon),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
+      continue;
+    auto hex_digit = [&](size_t k) { return std::isxdigit(static_cast<unsigned char>(line[k])) != 0; };
+    unsigned pos = hex_value(std::string_view(line).substr(0, colon));
+    size_t z = colon + 2;
+    while (pos < 4096 && z + 2 <= line.size() && hex_digit(z) && hex_digit(z + 1) &&
+           (z + 2 == line.size() || line[z + 2] == ' ')) {
+      if (pos >= 0x18 && pos <= 0x1a)
+        dev->bytes[pos - 0x18] = static_cast<uint8_t>(hex_value(std::string_view(line).substr(z, 2)));
+      ++pos;
+      z += 2;
+      if (z < line.size()) ++z;
+    }
+  }
+  return out;
+}
+
+// One copy of each address: libpci lists every header of the dump, duplicates included.
+std::vector<Function> drop_duplicates(std::vector<Function> fns, const std::string& file, std::vector<Finding>& findings) {
+  std::vector<Function> kept;
+  for (size_t i = 0; i < fns.size();) {
+    size_t j = i;
+    while (j < fns.size() && fns[j].bdf == fns[i].bdf) ++j;
+    if (j - i > 1) {
+      // Deterministic whatever order the copies came in: the most config bytes, then the lowest IDs.
+      auto key = [](const Function& f) {
+        return std::make_tuple(~f.config_readable, f.vendor, f.device, f.class_code, f.revision);
+      };
+      std::sort(fns.begin() + static_cast<long>(i), fns.begin() + static_cast<long>(j),
+                [&](const Function& a, const Function& b) { return key(a) < key(b); });
+      std::string copies;
+      for (size_t k = i; k < j; ++k)
+        copies += fmt::format("{}[{:04x}:{:04x}, {} bytes]", k == i ? "" : ", ", fns[k].vendor, fns[k].device,
+                              fns[k].config_readable);
+      findings.push_back({file, fmt::format("{} appears {} times in the dump ({}): the first of these is used, "
+                                            "the others are ignored",
+                                            fns[i].bdf.str(), j - i, copies)});
+    }
+    kept.push_back(std::move(fns[i]));
+    i = j;
+  }
+  return kept;
+}
+
+struct BridgeRange {
+  size_t index;
+  uint8_t sec, sub;
+  int width() const { return sub - sec; }
+};
+
+class TreeBuilder {
+  static constexpr size_t kListed = 8;  // functions named in one finding; the rest are counted
+
+ public:
+  TreeBuilder(Topology& t, const std::string& file) : t_(t), file_(file) {}
+
+  void build(const DumpAssumptions& a) {
+    collect_bridges();
+    assign_parents();
+    check_overlaps();
+    check_acyclic();
+    assign_host_bridges(a);
+    place();
+  }
+
+ private:
+  void note(std::string message) { t_.findings.push_back({file_, std::move(message)}); }
+  const Function& fn(size_t i) const { return t_.functions[i]; }
+  std::string who(size_t i) const { return fn(i).bdf.str(); }
+
+  // Bridges as `lspci -t` takes them (class 06, header type 1 or 2) whose bus numbers can hold
+  // devices below them: the secondary bus above the bridge's own bus, the range not empty.
+  void collect_bridges() {
+    std::vector<BridgeRange> rejected;
+    for (size_t i = 0; i < t_.functions.size(); ++i) {
+      const Function& f = fn(i);
+      if (!f.is_bridge()) continue;
+      if ((f.class_code >> 16) != 0x06) {
+        note(fmt::format("{}: header type {} but class {:06x} is no bridge class: like `lspci -t`, nothing is "
+                         "placed below it", who(i), f.header_type, f.class_code));
+        continue;
+      }
+      if (!f.secondary_bus || !f.subordinate_bus) {
+        note(fmt::format("{}: a bridge whose bus numbers are not in the dump ({} bytes of config space): nothing "
+                         "is placed below it", who(i), f.config_readable));
+        continue;
+      }
+      uint8_t sec = *f.secondary_bus, sub = *f.subordinate_bus, bus = f.bdf.bus;
+      if (sec == 0 && sub == 0) {
+        note(fmt::format("{}: bridge without bus numbers (secondary and subordinate bus 00): nothing is placed "
+                         "below it", who(i)));
+      } else if (sub < sec) {
+        note(fmt::format("{}: bridge bus range {} is empty (subordinate below secondary): nothing is placed below it",
+                         who(i), range_text(sec, sub)));
+      } else if (sec <= bus) {
+        rejected.push_back({i, sec, sub});
+      } else {
+        valid_.push_back({i, sec, sub});
+        continue;
+      }
+    }
+    // A secondary bus at or below the bridge's own bus would make the bridge its own ancestor, or
+    // the ancestor of a bridge upstream of it: the kernel reconfigures such a bridge ("bridge
+    // configuration invalid"); here it holds nothing.
+    for (const auto& r : rejected) {
+      const Function& x = fn(r.index);
+      uint8_t bus = x.bdf.bus;
+      if (bus <= r.sub) {
+        note(fmt::format("{}: bridge bus range {} includes its own bus {:02x}: ignored, nothing is placed below it",
+                         who(r.index), range_text(r.sec, r.sub), bus));
+        continue;
+      }
+      std::vector<std::string> partners;
+      size_t more = 0;
+      for (const auto& v : valid_) {
+        const Function& y = fn(v.index);
+        if (y.bdf.domain != x.bdf.domain || y.bdf.bus < r.sec || y.bdf.bus > r.sub || bus < v.sec || bus > v.sub)
+          continue;
+        if (partners.size() < kListed)
+          partners.push_back(fmt::format("{} (on bus {:02x}, range {})", who(v.index), y.bdf.bus,
+                                         range_text(v.sec, v.sub)));
+        else
+          ++more;
+      }
+      if (more) partners.push_back(fmt::format("{} more", more));
+      if (!partners.empty())
+        note(fmt::format("bus-range cycle: {} (on bus {:02x}) claims buses {}, which hold {}, whose range holds bus "
+                         "{:02x} again; {}'s range is ignored, nothing is placed below it",
+                         who(r.index), bus, range_text(r.sec, r.sub), fmt::join(partners, ", "), bus, who(r.index)));
+      else
+        note(fmt::format("{}: bridge bus range {} lies below its own bus {:02x}: ignored, nothing is placed below it",
+                         who(r.index), range_text(r.sec, r.sub), bus));
+    }
+    for (const auto& v : valid_) by_domain_[fn(v.index).bdf.domain].push_back(v);
+  }
+
+  // Parent of every function on (domain, bus): the bridge whose secondary bus it is, else (a bus
+  // no bridge names as secondary, e.g. behind a bridge the dump does not hold) the narrowest
+  // bridge whose range holds it, as lspci's insert_dev() descends; else none: a root bus.
+  void assign_parents() {
+    std::map<std::pair<uint32_t, uint8_t>, std::optional<size_t>> parent_of_bus;
+    for (const Function& f : t_.functions) {
+      auto key = std::make_pair(f.bdf.domain, f.bdf.bus);
+      if (parent_of_bus.count(key)) continue;
+      parent_of_bus[key] = parent_for_bus(key.first, key.second);
+    }
+    for (size_t i = 0; i < t_.functions.size(); ++i)
+      t_.functions[i].parent = parent_of_bus[{fn(i).bdf.domain, fn(i).bdf.bus}];
+  }
+
+  std::optional<size_t> parent_for_bus(uint32_t domain, uint8_t bus) {
+    auto it = by_domain_.find(domain);
+    if (it == by_domain_.end()) return std::nullopt;
+    std::vector<BridgeRange> exact, holding;
+    for (const auto& b : it->second) {
+      if (b.sec == bus) exact.push_back(b);
+      else if (b.sec < bus && bus <= b.sub) holding.push_back(b);
+    }
+    auto narrowest = [&](std::vector<BridgeRange>& v) {
+      std::sort(v.begin(), v.end(), [](const BridgeRange& x, const BridgeRange& y) {
+        return std::make_pair(x.width(), x.index) < std::make_pair(y.width(), y.index);
+      });
+      return v.front().index;
+    };
+    auto list = [&](std::vector<BridgeRange> v) {
+      std::sort(v.begin(), v.end(), [](const BridgeRange& x, const BridgeRange& y) { return x.index < y.index; });
+      std::vector<std::string> parts;
+      for (size_t k = 0; k < v.size() && k < kListed; ++k)
+        parts.push_back(fmt::format("{} (range {})", who(v[k].index), range_text(v[k].sec, v[k].sub)));
+      if (v.size() > kListed) parts.push_back(fmt::format("{} more", v.size() - kListed));
+      return fmt::format("{}", fmt::join(parts, ", "));
+    };
+    if (!exact.empty()) {
+      // The kernel keeps the bus of the first bridge its scan reaches (pci_scan_bridge_extend():
+      // "we already got to this bus through a different bridge"): here the lowest address.
+      size_t chosen = std::min_element(exact.begin(), exact.end(), [](const BridgeRange& x, const BridgeRange& y) {
+                        return x.index < y.index;
+                      })->index;
+      if (exact.size() > 1)
+        note(fmt::format("bus {} is the secondary bus of {} bridges: {}; its functions are placed below {}, the "
+                         "lowest address, as the kernel keeps the first bridge that reaches a bus",
+                         bus_name(domain, bus), exact.size(), list(exact), who(chosen)));
+      return chosen;
+    }
+    if (!holding.empty()) {
+      size_t chosen = narrowest(holding);
+      note(fmt::format("bus {} is no bridge's secondary bus but lies in the range of {}: its functions are placed "
+                       "below {}, as `lspci -t` does (the bridge above them is not in the dump)",
+                       bus_name(domain, bus), list(holding), who(chosen)));
+      return chosen;
+    }
+    return std::nullopt;
+  }
+
+  // In a tree the ranges holding a bridge's secondary bus are its own and its ancestors'; any
+  // other is an overlap the kernel would not have left.
+  void check_overlaps() {
+    std::set<std::pair<uint32_t, uint8_t>> occupied;
+    for (const Function& f : t_.functions) occupied.insert({f.bdf.domain, f.bdf.bus});
+    for (const auto& [domain, bridges] : by_domain_) {
+      if (bridges.size() > 4096) {
+        note(fmt::format("domain {:04x} has {} bridges: their ranges are not checked for overlaps", domain,
+                         bridges.size()));
+        continue;
+      }
+      size_t reported = 0;
+      for (const auto& b : bridges) {
+        std::set<size_t> ancestors;
+        std::optional<size_t> p = fn(b.index).parent;
+        for (size_t steps = 0; p && steps <= t_.functions.size(); ++steps, p = fn(*p).parent) ancestors.insert(*p);
+        for (const auto& o : bridges) {
+          if (o.index == b.index || ancestors.count(o.index) || b.sec < o.sec || b.sec > o.sub) continue;
+          if (o.sec == b.sec) {
+            // Two bridges naming one secondary bus: reported with the placement when a function sits on it.
+            if (b.index < o.index && !occupied.count({domain, b.sec}) && ++reported <= 16)
+              note(fmt::format("bus {} is the secondary bus of both {} (range {}) and {} (range {})",
+                               bus_name(domain, b.sec), who(b.index), range_text(b.sec, b.sub), who(o.index),
+                               range_text(o.sec, o.sub)));
+            continue;
+          }
+          if (++reported <= 16)
+            note(fmt::format("bridge bus ranges overlap: {}'s secondary bus {:02x} also lies in the range {} of {}, "
+                             "which is not upstream of it",
+                             who(b.index), b.sec, range_text(o.sec, o.sub), who(o.index)));
+        }
+      }
+      if (reported > 16) note(fmt::format("{} more overlapping bridge ranges in domain {:04x}", reported - 16, domain));
+    }
+  }
+
+  // Parents lie on lower bus numbers (a bridge's secondary bus is above its own), so there is no
+  // cycle; checked anyway, bounded, so that no later walk can loop.
+  void check_acyclic() {
+    size_t n = t_.functions.size();
+    for (size_t i = 0; i < n; ++i) {
+      std::optional<size_t> p = fn(i).parent;
+      size_t steps = 0;
+      while (p && steps <= n) p = fn(*p).parent, ++steps;
+      if (p) {
+        note(fmt::format("{}: its chain of parents does not end: placed on a root bus", who(i)));
+        t_.functions[i].parent.reset();
+      }
+    }
+  }
+
+  static std::optional<std::pair<uint32_t, uint8_t>> parse_root_bus(std::string_view s) {
+    if (s.starts_with("pci")) s.remove_prefix(3);
+    auto colon = s.find(':');
+    if (colon == std::string_view::npos || colon < 4 || colon > 8 || s.size() - colon - 1 != 2) return std::nullopt;
+    auto hex = [](std::string_view h, uint32_t& v) {
+      auto [end, ec] = std::from_chars(h.data(), h.data() + h.size(), v, 16);
+      return ec == std::errc() && end == h.data() + h.size();
+    };
+    uint32_t domain = 0, bus = 0;
+    if (!hex(s.substr(0, colon), domain) || !hex(s.substr(colon + 1), bus)) return std::nullopt;
+    return std::make_pair(domain, static_cast<uint8_t>(bus));
+  }
+
+  // Root buses to host bridges: each its own (the default), or, with --dump-host-bridge, the
+  // named host bridge of the domain at or below the root bus.
+  void assign_host_bridges(const DumpAssumptions& a) {
+    std::set<std::pair<uint32_t, uint8_t>> roots, hosts;
+    for (const Function& f : t_.functions)
+      if (!f.parent) roots.insert({f.bdf.domain, f.bdf.bus});
+    for (const auto& spec : a.host_bridges) {
+      auto rb = parse_root_bus(spec);
+      if (!rb)
+        throw InputError(fmt::format("--dump-host-bridge '{}': expected DDDD:BB, a root bus as in pci0000:00", spec));
+      auto it = by_domain_.find(rb->first);
+      bool behind = false;
+      if (it != by_domain_.end())
+        for (const auto& b : it->second)
+          if (rb->second >= b.sec && rb->second <= b.sub) {
+            note(fmt::format("--dump-host-bridge {}: bus {:02x} lies below bridge {} (range {}), so it is no root "
+                             "bus: ignored", spec, rb->second, who(b.index), range_text(b.sec, b.sub)));
+            behind = true;
+            break;
+          }
+      if (!behind) hosts.insert(*rb);
+    }
+    const auto listed = hosts;
+    for (const auto& rb : roots) {
+      std::optional<std::pair<uint32_t, uint8_t>> host;
+      for (const auto& h : listed)
+        if (h.first == rb.first && h.second <= rb.second) host = h;
+      if (!host) {
+        if (!a.host_bridges.empty())
+          note(fmt::format("root bus {} lies below every --dump-host-bridge of domain {:04x}: taken as its own host "
+                           "bridge {}", bus_name(rb.first, rb.second), rb.first, hb_name(rb.first, rb.second)));
+        host = rb;
+        hosts.insert(rb);
+      }
+      host_of_root_[rb] = *host;
+    }
+    for (const auto& h : hosts) {
+      HostBridge hb;
+      hb.name = hb_name(h.first, h.second);
+      hb.domain = h.first;
+      hb.bus = h.second;
+      t_.host_bridges.push_back(std::move(hb));
+    }
+  }
+
+  // Host bridge, sysfs path and children, parents first (functions are sorted by BDF, but a
+  // parent may sort after its child in a hostile dump).
+  void place() {
+    size_t n = t_.functions.size();
+    std::vector<bool> done(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<size_t> chain;  // i, its parent, ... up to the first one already placed or a root
+      for (std::optional<size_t> k = i; k && !done[*k] && chain.size() <= n; k = fn(*k).parent) chain.push_back(*k);
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        Function& f = t_.functions[*it];
+        if (f.parent) {
+          const Function& p = fn(*f.parent);
+          f.host_bridge = p.host_bridge;
+          f.sysfs_path = p.sysfs_path + "/" + f.bdf.str();
+        } else {
+          auto h = host_of_root_.at({f.bdf.domain, f.bdf.bus});
+          f.host_bridge = hb_name(h.first, h.second);
+          f.sysfs_path = "sys/devices/" + f.host_bridge + "/" + f.bdf.str();
+        }
+        done[*it] = true;
+      }
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (auto p = fn(i).parent) t_.functions[*p].children.push_back(i);
+    // The kernel's root bus list is in devfn order; root buses joined to a named host bridge follow.
+    for (auto& hb : t_.host_bridges) {
+      std::vector<size_t> own, joined;
+      for (size_t i = 0; i < n; ++i)
+        if (!fn(i).parent && fn(i).host_bridge == hb.name)
+          (fn(i).bdf.bus == hb.bus && fn(i).bdf.domain == hb.domain ? own : joined).push_back(i);
+      own.insert(own.end(), joined.begin(), joined.end());
+      hb.root_bus_devices = std::move(own);
+    }
+  }
+
+  Topology& t_;
+  const std::string& file_;
+  std::vector<BridgeRange> valid_;
+  std::map<uint32_t, std::vector<BridgeRange>> by_domain_;
+  std::map<std::pair<uint32_t, uint8_t>, std::pair<uint32_t, uint8_t>> host_of_root_;
+};
+
+// `lspci -xxxx` prints what the kernel exposes: 4096 bytes for a function with extended config
+// space, 256 for one without (pci_cfg_space_size()). In such a dump a 256-byte function has no
+// extended capabilities, so no ACS, rather than unknown ones.
+void infer_config_sizes(Topology& t) {
+  bool extended_dump = std::any_of(t.functions.begin(), t.functions.end(),
+                                   [](const Function& f) { return f.config_readable == 4096; });
+  if (!extended_dump) return;
+  for (auto& f : t.functions) {
+    if (f.config_readable != 256 || f.config_size != 0) continue;
+    f.config_size = 256;
+    f.acs = Acs{CapState::kAbsent};
+    f.ari = f.rebar_state = CapState::kAbsent;
+  }
+}
+
+Platform dump_platform(const DumpAssumptions& a) {
+  Platform p;
+  if (a.cpu) {
+    p.arch = a.cpu->arch;
+    p.cpu_vendor = a.cpu->vendor;
+    p.cpu_family = a.cpu->family;
+    p.cpu_model = a.cpu->model;
+  }
+  if (!a.kernel.empty()) {
+    if (!KernelRelease::parse(a.kernel))
+      throw InputError(fmt::format("--kernel '{}': expected a release like 6.1 or 6.1.192", a.kernel));
+    // The rules are those of --kernel; a kernel named for a dump is taken to have P2PDMA built in.
+    p.kernel_release = a.kernel;
+    p.config_p2pdma = Known::kYes;
+    p.kernel_config_source = "assumed with --kernel (an lspci dump has no kernel config)";
+  }
+  if (a.iommu.empty() || a.iommu == "unknown") {
+    p.iommu_mode = "unknown";
+  } else if (a.iommu == "off" || a.iommu == "passthrough" || a.iommu == "translated") {
+    p.iommu_mode = a.iommu;
+    p.iommu_groups_present = a.iommu != "off";
+  } else {
+    throw InputError(fmt::format("--dump-iommu '{}': expected off, passthrough or translated", a.iommu));
+  }
+  return p;
+}
+
+}  // namespace
+
+DumpCpu DumpCpu::parse(std::string_view text) {
+  auto bad = [&] {
+    return InputError(fmt::format(
+        "--dump-cpu '{}': expected VENDOR:FAMILY[:MODEL] as /proc/cpuinfo gives vendor_id, cpu family and model "
+        "(e.g. AuthenticAMD:25:1, GenuineIntel:6:207), or an architecture ({})",
+        text, fmt::join(kOtherArches, ", ")));
+  };
+  DumpCpu cpu;
+  if (text.find(':') == std::string_view::npos) {
+    for (auto arch : kOtherArches)
+      if (lower(text) == arch) {
+        cpu.arch = arch;
+        return cpu;
+      }
+    throw bad();
+  }
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    size_t colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon == std::string_view::npos ? std::string_view::npos : colon - start));
+    if (colon == std::string_view::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) throw bad();
+  std::string vendor = lower(parts[0]);
+  vendor.erase(std::remove(vendor.begin(), vendor.end(), ' '), vendor.end());
+  for (auto v : kX86Vendors) {
+    std::string canonical = lower(v);
+    canonical.erase(std::remove(canonical.begin(), canonical.end(), ' '), canonical.end());
+    if (vendor == canonical) cpu.vendor = v;
+  }
+  if (cpu.vendor.empty()) throw bad();
+  cpu.arch = "x86";
+  cpu.family = parse_number(parts[1]);
+  if (!cpu.family) throw bad();
+  if (parts.size() == 3) {
+    cpu.model = parse_number(parts[2]);
+    if (!cpu.model) throw bad();
+  }
+  return cpu;
+}
+
+std::string DumpCpu::str() const {
+  if (vendor.empty()) return arch;
+  std::string name = vendor;
+  name.erase(std::remove(name.begin(), name.end(), ' '), name.end());
+  std::string s = fmt::format("{} family {} ({:#x})", name, family.value_or(0), family.value_or(0));
+  if (model) s += fmt::format(" model {} ({:#x})", *model, *model);
+  return s;
+}
+
+Topology read_dump_topology(const std::string& dump_file, const DumpAssumptions& assumptions) {
+  Topology t;
+  t.platform = dump_platform(assumptions);
+  std::vector<Finding> decode_findings;
+  auto fns = read_config_dump(dump_file, decode_findings);
+  if (fns.empty())
+    throw InputError(fmt::format("{}: no PCI function in it: expected `lspci -xxxx` output (a line such as "
+                                 "\"00:00.0 Host bridge: ...\" followed by lines of hex bytes)",
+                                 dump_file));
+  t.functions = drop_duplicates(std::move(fns), dump_file, t.findings);
+
+  bool cardbus_unnumbered = std::any_of(t.functions.begin(), t.functions.end(), [](const Function& f) {
+    return f.header_type == 2 && !f.secondary_bus;
+  });
+  if (cardbus_unnumbered) {
+    auto raw = read_raw_bus_numbers(dump_file);
+    for (auto& f : t.functions) {
+      if (f.header_type != 2 || f.secondary_bus) continue;
+      auto it = std::find_if(raw.begin(), raw.end(), [&](const RawBusNumbers& r) { return r.bdf == f.bdf; });
+      if (it != raw.end() && it->bytes[1] && it->bytes[2]) {
+        f.secondary_bus = it->bytes[1];    // PCI_CB_CARD_BUS
+        f.subordinate_bus = it->bytes[2];  // PCI_CB_SUBORDINATE_BUS
+      }
+    }
+  }
+  infer_config_sizes(t);
+  for (const auto& f : t.functions)
+    if (f.acs.state == CapState::kUnknown || f.pcie_type == PcieType::kUnknown) t.config_fully_readable = false;
+  TreeBuilder(t, dump_file).build(assumptions);
+
+  // What the dump cannot tell first, then what the tree builder and the decoder noticed.
+  std::vector<Finding> findings;
+  for (auto& note : dump_assumption_notes("", assumptions, t)) findings.push_back({dump_file, std::move(note)});
+  findings.insert(findings.end(), t.findings.begin(), t.findings.end());
+  findings.insert(findings.end(), decode_findings.begin(), decode_findings.end());
+  t.findings = std::move(findings);
+  return t;
+}
+
+std::vector<std::string> dump_assumption_notes(const std::string& dump_file, const DumpAssumptions& a,
+                                               const Topology& t) {
+  std::vector<std::string> out;
+  size_t most = 0, short_of_it = 0;
+  for (const auto& f : t.functions) most = std::max(most, f.config_readable);
+  for (const auto& f : t.functions)
+    if (f.config_readable < 256 || (f.config_readable < 4096 && f.acs.state == CapState::kUnknown)) ++short_of_it;
+  std::string kind = most >= 4096 ? "`lspci -xxxx`, extended config space included"
+                     : most >= 256 ? "`lspci -xxx`: 256 bytes a function, no extended capabilities"
+                                   : "`lspci -x`: 64 bytes a function, no capabilities";
+  out.push_back(fmt::format(
+      "input is an lspci dump{}, {} ({} functions): the tree is rebuilt from bridge bus ranges as `lspci -t` draws "
+      "it; drivers, IOMMU groups, NUMA nodes, BAR sizes and whether the machine is a virtual machine are not in "
+      "a dump",
+      dump_file.empty() ? "" : " (" + dump_file + ")", kind, t.functions.size()));
+  if (short_of_it)
+    out.push_back(fmt::format("{} function(s) were dumped without their extended config space, so ACS is unknown "
+                              "for them: ask for `sudo lspci -xxxx` (as root; without root lspci shows 64 bytes)",
+                              short_of_it));
+
+  std::vector<std::string> hbs;
+  for (const auto& hb : t.host_bridges) {
+    std::set<uint8_t> buses;
+    for (size_t i : hb.root_bus_devices)
+      if (t.functions[i].bdf.bus != hb.bus) buses.insert(t.functions[i].bdf.bus);
+    std::string joined;
+    for (uint8_t b : buses) joined += fmt::format("{}{:02x}", joined.empty() ? " (also root bus " : ", ", b);
+    hbs.push_back(hb.name + joined + (joined.empty() ? "" : ", through bridges the dump does not show)"));
+  }
+  if (a.host_bridges.empty())
+    out.push_back(fmt::format("host bridges: a dump does not show them; each root bus is taken as its own host "
+                              "bridge ({}); where root buses share one, pass --dump-host-bridge DDDD:BB for each "
+                              "real host bridge",
+                              fmt::join(hbs, ", ")));
+  else
+    out.push_back(fmt::format("host bridges as --dump-host-bridge gives them: {}", fmt::join(hbs, "; ")));
+
+  if (a.cpu)
+    out.push_back(fmt::format("CPU: {} (--dump-cpu)", a.cpu->str()));
+  else
+    out.push_back("CPU: unknown, a dump does not record it, so the kernel's AMD Zen rule (cpu_supports_p2pdma) "
+                  "cannot be decided: pass --dump-cpu VENDOR:FAMILY:MODEL from /proc/cpuinfo (e.g. "
+                  "AuthenticAMD:25:1)");
+  if (a.iommu.empty() || a.iommu == "unknown")
+    out.push_back("IOMMU mode: unknown, a dump does not record it (the 5.2-5.3 AMD root-complex rule takes the "
+                  "IOMMU as absent): pass --dump-iommu off|passthrough|translated");
+  else
+    out.push_back(fmt::format("IOMMU mode: {} (--dump-iommu)", a.iommu));
+  if (a.kernel.empty())
+    out.push_back("kernel release and CONFIG_PCI_P2PDMA: unknown, a dump does not record them: the newest rules "
+                  "known are applied, with CONFIG_PCI_P2PDMA=y assumed; pass --kernel X.Y[.Z] for another release");
+  else
+    out.push_back(fmt::format("kernel: {} (--kernel), CONFIG_PCI_P2PDMA=y assumed", a.kernel));
+  return out;
+}
+
+}  // namespace p2paudit
