@@ -18,6 +18,21 @@ struct GlobalOptions {
   std::vector<std::string> kernel_rules;        // --kernel-rules FILE (repeatable)
   std::vector<std::string> assume_whitelisted;  // --assume-whitelisted VVVV:DDDD[:same-host-bridge]
   std::string rules_dir;                        // --rules-dir DIR (default: installed or source rules/)
+
+  // An lspci dump instead of a sysroot (--lspci-dump FILE), and what a dump cannot tell.
+  std::string lspci_dump;
+  std::string dump_cpu;                         // --dump-cpu VENDOR:FAMILY[:MODEL] or an architecture
+  std::string dump_iommu;                       // --dump-iommu off|passthrough|translated
+  std::vector<std::string> dump_host_bridges;   // --dump-host-bridge DDDD:BB (repeatable)
+  // Where a dump's assumptions are stated, once, set when the command is known: the topology's
+  // findings (topology, the audit), the kernel rules' notes (matrix, explain, policy JSON), or
+  // stderr (policy text and env, check: their output carries neither).
+  enum class DumpNotes { kFindings, kKernelNotes, kStderr };
+  DumpNotes dump_notes = DumpNotes::kFindings;
+
+  bool from_dump() const { return !lspci_dump.empty(); }
+  // What the tree is read from, for messages: the dump file or the sysroot.
+  const std::string& source() const { return from_dump() ? lspci_dump : sysroot; }
 };
 
 // The rules/ directory: --rules-dir, else $P2PAUDIT_RULES_DIR, else the installed copy, else the
@@ -34,7 +49,7 @@ KernelRules load_kernel_rules(const GlobalOptions& global, const Topology& topo)
 // A device named on the command line (DDDD:BB:DD.F, BB:DD.F, gpu0...); InputError when none.
 size_t resolve_device(const Topology& topo, const GlobalOptions& global, const std::string& spec);
 
-// Reads the topology (a directory or a .tar.gz); throws InputError on bad input.
+// Reads the topology (a directory, a .tar.gz or an lspci dump); throws InputError on bad input.
 Topology load_topology(const GlobalOptions& global);
 
 // The default view when no command is given.

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "p2paudit/dump_topology.h"
 #include "p2paudit/errors.h"
 
 using namespace p2paudit::cli;
@@ -13,7 +14,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("p2paudit ") + P2PAUDIT_VERSION);
   app.fallthrough();
   app.require_subcommand(0, 1);
-  app.add_option("--sysroot", global.sysroot, "Machine to analyse: / (default), a snapshot directory or FILE.tar.gz");
+  auto* sysroot = app.add_option("--sysroot", global.sysroot,
+                                 "Machine to analyse: / (default), a snapshot directory or FILE.tar.gz");
+  auto* dump = app.add_option("--lspci-dump", global.lspci_dump,
+                              "Analyse `lspci -xxxx` output (FILE) instead of a machine (docs/lspci-dump.md)");
+  auto* dump_cpu = app.add_option("--dump-cpu", global.dump_cpu,
+                                  "With --lspci-dump: the boot CPU, VENDOR:FAMILY[:MODEL] as /proc/cpuinfo says "
+                                  "(AuthenticAMD:25:1), or arm64, riscv64...");
+  auto* dump_iommu = app.add_option("--dump-iommu", global.dump_iommu, "With --lspci-dump: the IOMMU mode")
+                         ->check(CLI::IsMember({"off", "passthrough", "translated"}));
+  auto* dump_host_bridge = app.add_option("--dump-host-bridge", global.dump_host_bridges,
+                                          "With --lspci-dump: a host bridge's root bus DDDD:BB (repeatable); default: "
+                                          "each root bus its own host bridge");
   app.add_option("--format", global.format, "Output format")->check(CLI::IsMember({"text", "json", "env"}));
   app.add_option("--kernel", global.kernel, "Kernel release whose rules apply (X.Y[.Z]); default: the sysroot's");
   app.add_option("--kernel-rules", global.kernel_rules, "Extra kernel whitelist YAML (repeatable)");
@@ -30,9 +42,30 @@ int main(int argc, char** argv) {
   add_policy_command(app, global, &status);
 
   // Checked once parsing is done and before any command runs.
-  app.parse_complete_callback([&app, &global] {
+  app.parse_complete_callback([&, sysroot, dump, dump_cpu, dump_iommu, dump_host_bridge] {
     if (global.format == "env" && !app.got_subcommand("policy"))
       throw CLI::ValidationError("--format", "env (shell exports) is only printed by `policy`");
+    // One-line usage errors (exit 2) for the dump options.
+    if (dump->count() && sysroot->count())
+      throw p2paudit::InputError("--lspci-dump and --sysroot name two inputs: give one");
+    if (!dump->count())
+      for (const auto* opt : {dump_cpu, dump_iommu, dump_host_bridge})
+        if (opt->count()) throw p2paudit::InputError(opt->get_name() + " describes an lspci dump: it needs --lspci-dump FILE");
+    if (!dump->count()) return;
+    if (global.lspci_dump.empty()) throw p2paudit::InputError("--lspci-dump: empty file name");
+    if (app.got_subcommand("snapshot"))
+      throw p2paudit::InputError("snapshot captures a machine's sysfs and /proc; an lspci dump has neither: "
+                                 "send the dump itself");
+    if (!global.dump_cpu.empty()) p2paudit::DumpCpu::parse(global.dump_cpu);  // a bad value fails before any work
+    using Notes = GlobalOptions::DumpNotes;
+    if (app.got_subcommand("matrix") || app.got_subcommand("explain"))
+      global.dump_notes = Notes::kKernelNotes;
+    else if (app.got_subcommand("policy"))
+      global.dump_notes = global.format == "json" ? Notes::kKernelNotes : Notes::kStderr;
+    else if (app.got_subcommand("check"))
+      global.dump_notes = Notes::kStderr;
+    else
+      global.dump_notes = Notes::kFindings;  // topology and the audit print the topology's findings
   });
 
   try {
