@@ -163,6 +163,7 @@ TEST(Cli, TopologyJsonContract) {
 
 TEST(Cli, SnapshotOfACaptureRoundTrips) {
   std::string out = ::testing::TempDir() + "/roundtrip-capture.tar.gz";
+  std::filesystem::remove(out);  // an existing output is kept unless --force
   ASSERT_EQ(tool("--sysroot " + h200() + " snapshot -o " + out).status, 0);
   auto a = tool("--sysroot " + h200() + " topology --format json");
   auto b = tool("--sysroot " + out + " topology --format json");
@@ -174,6 +175,7 @@ TEST(Cli, SnapshotOfACaptureRoundTrips) {
 TEST(Cli, SnapshotOfThisMachineRoundTrips) {
   if (!live_machine_has_pci()) GTEST_SKIP() << "this machine exposes no PCI devices";
   std::string out = ::testing::TempDir() + "/roundtrip-live.tar.gz";
+  std::filesystem::remove(out);  // an existing output is kept unless --force
   ASSERT_EQ(tool("snapshot -o " + out).status, 0);
   auto live = tool("topology --format json");
   auto snap = tool("--sysroot " + out + " topology --format json");
@@ -191,6 +193,7 @@ TEST(Cli, SnapshotNeedsATarGzNameAndAWritablePlace) {
 
 TEST(Cli, SnapshotHoldsOnlyTheListedFiles) {
   std::string out = ::testing::TempDir() + "/listing.tar.gz";
+  std::filesystem::remove(out);  // an existing output is kept unless --force
   ASSERT_EQ(tool("--sysroot " + h200() + " snapshot -o " + out).status, 0);
   auto listing = test::run_command("tar tzf " + out);
   ASSERT_EQ(listing.status, 0);
@@ -210,6 +213,7 @@ TEST(Cli, SnapshotHoldsOnlyTheListedFiles) {
 
 TEST(Cli, RedactedSnapshotDropsSerialNumbers) {
   std::string out = ::testing::TempDir() + "/redacted.tar.gz";
+  std::filesystem::remove(out);  // an existing output is kept unless --force
   ASSERT_EQ(tool("--sysroot " + h200() + " snapshot --redact -o " + out).status, 0);
   json plain = json::parse(tool("--sysroot " + h200() + " topology --format json").output);
   json redacted = json::parse(tool("--sysroot " + out + " topology --format json").output);

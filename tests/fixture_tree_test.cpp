@@ -15,9 +15,34 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The capture unpacked by GNU tar, for the tools that need a directory (lspci, canonical()).
+class Unpacked {
+ public:
+  explicit Unpacked(const std::string& tarball) {
+    char templ[] = "/tmp/p2paudit-fixture-XXXXXX";
+    dir_ = mkdtemp(templ);
+    auto r = test::run_command("tar xzf " + test::shell_quote(tarball) + " -C " + test::shell_quote(dir_.string()));
+    EXPECT_EQ(r.status, 0) << tarball;
+  }
+  ~Unpacked() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // The capture's top: the archive may hold its tree inside one directory ("sysroot/").
+  fs::path dir() const {
+    if (fs::exists(dir_ / "sys")) return dir_;
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (fs::exists(e.path() / "sys")) return e.path();
+    return dir_;
+  }
+
+ private:
+  fs::path dir_;
+};
+
 // BDF -> parent BDF ("" for a root bus), from lspci -D -PP lines "0000:00:01.0/01:00.0 ...".
-std::map<std::string, std::string> lspci_parents(const Sysroot& root) {
-  std::string cmd = "lspci -A linux-sysfs -O sysfs.path=" + test::shell_quote(root.path("sys/bus/pci").string()) +
+std::map<std::string, std::string> lspci_parents(const fs::path& dir) {
+  std::string cmd = "lspci -A linux-sysfs -O sysfs.path=" + test::shell_quote((dir / "sys/bus/pci").string()) +
                     " -D -PP -n 2>/dev/null";
   auto r = test::run_command(cmd);
   EXPECT_EQ(r.status, 0) << cmd;
@@ -38,16 +63,17 @@ std::map<std::string, std::string> lspci_parents(const Sysroot& root) {
 class FixtureTree : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FixtureTree, ParentsMatchSysfsAndLspci) {
-  Sysroot root = Sysroot::open(GetParam());
+  Unpacked unpacked(GetParam());
+  Sysroot root = Sysroot::open(unpacked.dir().string());
   Topology t = read_topology(root);
   ASSERT_FALSE(t.functions.empty());
-  auto lspci = lspci_parents(root);
+  auto lspci = lspci_parents(unpacked.dir());
   ASSERT_EQ(lspci.size(), t.functions.size());
   for (const auto& f : t.functions) {
     SCOPED_TRACE(f.bdf.str());
     std::string ours = f.parent ? t.functions[*f.parent].bdf.str() : "";
     // The kernel's own placement: the directory the sysfs link resolves to, read without our resolver.
-    fs::path dir = fs::canonical(root.path("sys/bus/pci/devices/" + f.bdf.str()));
+    fs::path dir = fs::canonical(unpacked.dir() / ("sys/bus/pci/devices/" + f.bdf.str()));
     std::string up = dir.parent_path().filename().string();
     std::string sysfs_parent = up.rfind("pci", 0) == 0 ? "" : up;
     if (f.is_virtfn) {
@@ -64,6 +90,29 @@ TEST_P(FixtureTree, ParentsMatchSysfsAndLspci) {
   }
   for (const auto& finding : t.findings)
     EXPECT_EQ(finding.message.find("bus range"), std::string::npos) << finding.path << ": " << finding.message;
+}
+
+// The archive is read in memory, the directory through the file system: one answer.
+TEST_P(FixtureTree, ArchiveReadsLikeItsUnpackedDirectory) {
+  Unpacked unpacked(GetParam());
+  Topology from_dir = read_topology(Sysroot::open(unpacked.dir().string()));
+  Topology from_archive = read_topology(Sysroot::open(GetParam()));
+  ASSERT_EQ(from_dir.functions.size(), from_archive.functions.size());
+  for (size_t i = 0; i < from_dir.functions.size(); ++i) {
+    const Function &a = from_dir.functions[i], &b = from_archive.functions[i];
+    SCOPED_TRACE(a.bdf.str());
+    EXPECT_EQ(a.bdf, b.bdf);
+    EXPECT_EQ(a.sysfs_path, b.sysfs_path);
+    EXPECT_EQ(a.parent, b.parent);
+    EXPECT_EQ(a.acs.state, b.acs.state);
+    EXPECT_EQ(a.acs.ctrl, b.acs.ctrl);
+    EXPECT_EQ(a.config_size, b.config_size);
+    EXPECT_EQ(a.driver, b.driver);
+    EXPECT_EQ(a.bars.size(), b.bars.size());
+  }
+  EXPECT_EQ(from_dir.platform.kernel_release, from_archive.platform.kernel_release);
+  EXPECT_EQ(from_dir.platform.config_p2pdma, from_archive.platform.config_p2pdma);
+  EXPECT_EQ(from_dir.findings.size(), from_archive.findings.size());
 }
 
 TEST_P(FixtureTree, RootBusListStartsWithLowestDevfn) {

@@ -1,6 +1,13 @@
 #include "p2paudit/config_space.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
 #include <csetjmp>
+#include <cstring>
+#include <sstream>
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +20,7 @@ extern "C" {
 }
 
 #include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
 
 namespace p2paudit {
 
@@ -78,6 +86,9 @@ size_t readable_config_size(struct pci_dev* d) {
     if (pci_read_block(d, size - 4, probe, 4)) return static_cast<size_t>(size);
   return 0;
 }
+
+// Only whole regions count: a file cut anywhere inside a region leaves that region unknown.
+size_t whole_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
 
 std::string lookup(struct pci_access* a, int flags, unsigned arg1, unsigned arg2 = 0) {
   char buf[256];
@@ -154,6 +165,8 @@ void decode_bridge_windows(struct pci_dev* d, Function& f) {
 
 void decode_pcie(struct pci_dev* d, Function& f) {
   bool trad_caps_readable = f.config_readable >= 256;
+  if (struct pci_cap* pcix = pci_find_cap(d, PCI_CAP_ID_PCIX, PCI_CAP_NORMAL))
+    f.pcix_mode2 = pci_read_long(d, pcix->addr + PCI_PCIX_STATUS) & (PCI_PCIX_STATUS_266MHZ | PCI_PCIX_STATUS_533MHZ);
   struct pci_cap* exp = pci_find_cap(d, PCI_CAP_ID_EXP, PCI_CAP_NORMAL);
   if (!exp) {
     bool has_cap_list = pci_read_word(d, PCI_STATUS) & PCI_STATUS_CAP_LIST;
@@ -182,7 +195,7 @@ void decode_ext_caps(struct pci_dev* d, Function& f, std::vector<Finding>& findi
   // Extended capabilities live above 256 bytes: absent on conventional functions, unknown when
   // the read stopped short of them.
   bool no_ext_space = f.config_size != 0 && f.config_size <= 256;
-  bool readable = f.config_readable > 256;
+  bool readable = f.config_readable >= 4096;
   CapState none = no_ext_space ? CapState::kAbsent : CapState::kUnknown;
   f.ari = f.rebar_state = f.acs.state = none;
   if (no_ext_space || !readable) return;
@@ -214,7 +227,14 @@ void decode_ext_caps(struct pci_dev* d, Function& f, std::vector<Finding>& findi
       uint32_t ctrl = pci_read_long(d, rebar->addr + 8 + 8 * static_cast<int>(i));
       ResizableBar r;
       r.bar = static_cast<int>(ctrl & 0x7);
-      r.current_size = uint64_t{1} << (((ctrl >> 8) & 0x3f) + 20);
+      // BAR Size encodes 2^(n+20) bytes; the spec defines n up to 43 (8 EB). Larger is garbage.
+      unsigned encoded = (ctrl >> 8) & 0x3f;
+      if (encoded > 43) {
+        findings.push_back({where, fmt::format("Resizable BAR {} has size field {} (beyond the 8 EB the spec defines); "
+                                               "its size is unknown", r.bar, encoded)});
+        continue;
+      }
+      r.current_size = uint64_t{1} << (encoded + 20);
       for (int bit = 4; bit < 32; ++bit)
         if (cap & (1u << bit)) r.supported_sizes.push_back(uint64_t{1} << (bit - 4 + 20));
       f.rebar.push_back(r);
@@ -228,6 +248,7 @@ void decode_ext_caps(struct pci_dev* d, Function& f, std::vector<Finding>& findi
 struct Source {
   std::string where;
   size_t config_size = 0;
+  size_t readable = 0;  // 0: ask the access method
 };
 using Describe = std::function<Source(const Bdf&)>;
 
@@ -266,15 +287,13 @@ Function decode_function(struct pci_access* a, struct pci_dev* d, std::vector<Fi
   f.revision = d->rev_id;
   f.subsystem_vendor = d->subsys_vendor_id;
   f.subsystem_device = d->subsys_id;
-  f.config_readable = readable_config_size(d);
-  if (!f.config_size && f.config_readable == 4096) f.config_size = 4096;  // else: unknown, stays 0
+  f.config_readable = source.readable ? source.readable : readable_config_size(d);
   uint8_t htype = pci_read_byte(d, PCI_HEADER_TYPE);
   f.header_type = htype & 0x7f;
   f.multifunction = htype & 0x80;
   f.vendor_name = lookup(a, PCI_LOOKUP_VENDOR, f.vendor);
   f.device_name = lookup(a, PCI_LOOKUP_DEVICE, f.vendor, f.device);
   f.class_name = lookup(a, PCI_LOOKUP_CLASS, d->device_class);
-  if (d->numa_node >= 0) f.numa_node = d->numa_node;
   decode_bars(d, f);
   decode_bridge_windows(d, f);
   decode_pcie(d, f);
@@ -322,30 +341,186 @@ int pci_find_ext_capability(const void* ctx, ConfigReader read32, size_t cfg_siz
   return 0;
 }
 
-std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings) {
-  PciAccess access;
-  struct pci_access* a = access.get();
-  a->method = PCI_ACCESS_SYS_BUS_PCI;
-  std::string sysfs = root.path("sys/bus/pci").string();
-  pci_set_param(a, const_cast<char*>("sysfs.path"), sysfs.data());
-  // The kernel's cfg_size is the size sysfs gives the config file, whatever this reader may read;
-  // a snapshot taken without root holds only the readable part, so its size is no evidence.
-  auto describe = [&](const Bdf& b) {
-    Source s{"sys/bus/pci/devices/" + b.str() + "/config"};
-    std::error_code ec;
-    auto size = std::filesystem::file_size(root.path(s.where), ec);
-    if (!ec && (root.is_live() || size > 64)) s.config_size = static_cast<size_t>(size);
-    return s;
-  };
-  return scan(access, root.origin(), describe, findings);
+namespace {
+
+// The kernel's sysfs `resource` file: one "start end flags" line per BAR (then ROM and bridge
+// windows), as libpci's sysfs method reads it; nullopt when malformed.
+std::optional<std::vector<std::array<uint64_t, 3>>> parse_resource_file(const std::string& text) {
+  std::vector<std::array<uint64_t, 3>> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line) && lines.size() < 17;) {
+    std::array<uint64_t, 3> v{};
+    std::istringstream words(line);
+    for (auto& x : v) {
+      std::string w;
+      if (!(words >> w) || w.size() < 3 || w.size() > 18 || w.compare(0, 2, "0x") != 0 ||
+          w.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
+        return std::nullopt;
+      x = std::stoull(w.substr(2), nullptr, 16);
+    }
+    std::string extra;
+    if (words >> extra) return std::nullopt;
+    lines.push_back(v);
+  }
+  return lines;
 }
 
-std::vector<Function> read_config_dump(const std::string& dump_file, std::vector<Finding>& findings) {
-  if (!std::filesystem::is_regular_file(dump_file)) throw InputError(fmt::format("{}: no such file", dump_file));
+// Addresses, sizes and flags as the kernel assigned them, into libpci's fields exactly as its
+// sysfs method would put them; without the file, the BAR registers in config space are used.
+bool fill_bars_from_resource(const Sysroot& root, const std::string& dir, struct pci_dev* d,
+                             std::vector<Finding>& findings) {
+  auto text = root.read_text(dir + "/resource");
+  if (!text) return false;
+  auto lines = parse_resource_file(*text);
+  if (!lines) {
+    findings.push_back({dir + "/resource", "malformed (expected \"0x... 0x... 0x...\" per line); BAR sizes unknown"});
+    return false;
+  }
+  for (size_t i = 0; i < lines->size() && i < 6; ++i) {
+    auto [start, end, flags] = (*lines)[i];
+    d->flags[i] = flags;
+    d->base_addr[i] = start | (flags & PCI_ADDR_FLAG_MASK);
+    d->size[i] = end > start ? end - start + 1 : 0;
+  }
+  d->known_fields |= PCI_FILL_BASES | PCI_FILL_SIZES | PCI_FILL_IO_FLAGS;
+  return true;
+}
+
+// sysfs "0x10de"-style ID attributes: cross-checked against config space, never trusted blindly.
+void cross_check_id(const Sysroot& root, const std::string& dir, const char* name, unsigned expected, int digits,
+                    std::vector<Finding>& findings) {
+  auto text = root.read_line(dir + "/" + name);
+  if (!text) return;
+  const std::string& t = *text;
+  bool well_formed = t.size() == size_t(digits) + 2 && t.compare(0, 2, "0x") == 0 &&
+                     t.find_first_not_of("0123456789abcdef", 2) == std::string::npos;
+  if (!well_formed) {
+    findings.push_back({dir + "/" + name, fmt::format("malformed ('{}'); config space gives {:#0{}x}", escape_text(t),
+                                                      expected, digits + 2)});
+  } else if (std::stoul(t.substr(2), nullptr, 16) != expected) {
+    findings.push_back({dir + "/" + name, fmt::format("says {} but config space gives {:#0{}x}", t, expected, digits + 2)});
+  }
+}
+
+}  // namespace
+
+std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings) {
+  // libpci decodes bytes we read through the sysroot (its config cache); it is never given a
+  // path into a sysroot, so it cannot follow a stranger's link out of it. The dump method is
+  // used only because its fill_info decodes from config space alone; it reads no dump here.
   PciAccess access;
   struct pci_access* a = access.get();
   a->method = PCI_ACCESS_DUMP;
-  std::string name = dump_file;
+  std::string no_dump = "/dev/null";
+  pci_set_param(a, const_cast<char*>("dump.name"), no_dump.data());
+  if (!guarded([&] { pci_init(a); })) throw InputError(fmt::format("{}: libpci: {}", root.origin(), g_error_message));
+
+  std::vector<Function> out;
+  for (const auto& name : root.list("sys/bus/pci/devices")) {
+    std::string dir = "sys/bus/pci/devices/" + name;
+    auto bdf = Bdf::parse(name);
+    if (!bdf || bdf->str() != name) {
+      findings.push_back({dir, "not a PCI address (DDDD:BB:DD.F); ignored"});
+      continue;
+    }
+    auto bytes = root.read_bytes(dir + "/config", 4096);
+    size_t readable = bytes ? whole_regions(bytes->size()) : 0;
+    if (readable < 64) {
+      findings.push_back({dir + "/config", fmt::format("{}: the function cannot be identified and is left out",
+                                                       bytes ? fmt::format("holds only {} bytes", bytes->size())
+                                                             : std::string("missing or not a regular file"))});
+      continue;
+    }
+    Source source{dir + "/config", 0, readable};
+    // On the running machine sysfs sizes `config` as the kernel's cfg_size; a copy says nothing.
+    if (root.is_live())
+      if (auto size = root.file_size(dir + "/config"); size && (*size == 256 || *size == 4096)) source.config_size = *size;
+
+    struct pci_dev* d = pci_get_dev(a, static_cast<int>(bdf->domain), bdf->bus, bdf->dev, bdf->fn);
+    pci_setup_cache(d, bytes->data(), static_cast<int>(readable));
+    unsigned fill = PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_CLASS_EXT | PCI_FILL_SUBSYS | PCI_FILL_CAPS | PCI_FILL_EXT_CAPS;
+    bool ok = guarded([&] { pci_fill_info(d, static_cast<int>(fill)); });
+    if (ok && !fill_bars_from_resource(root, dir, d, findings)) ok = guarded([&] { pci_fill_info(d, PCI_FILL_BASES); });
+    if (!ok) {
+      pci_free_dev(d);
+      throw InputError(fmt::format("{}: {}: {}", root.origin(), dir, g_error_message));
+    }
+    out.push_back(decode_function(a, d, findings, source));
+    pci_free_dev(d);
+    cross_check_id(root, dir, "vendor", out.back().vendor, 4, findings);
+    cross_check_id(root, dir, "device", out.back().device, 4, findings);
+    cross_check_id(root, dir, "class", out.back().class_code, 6, findings);
+  }
+  return out;
+}
+
+// Mirrors pci_cfg_space_size() and pci_bridge_child_ext_cfg_accessible() in drivers/pci/probe.c:
+// where the kernel would give a function 4096 bytes, a copy holding 256 is cut short, and the
+// extended capabilities (ACS among them) are unknown rather than absent.
+void settle_config_sizes(Topology& t) {
+  std::vector<int> ext_reachable(t.functions.size(), -1);  // -1 unknown, 0 no, 1 yes: the secondary side
+  auto reaches_ext = [&](size_t i) {
+    // Walk up to the nearest bridge whose answer is known; bounded by the number of functions.
+    std::optional<size_t> up = t.functions[i].parent;
+    for (size_t steps = 0; up && steps < t.functions.size(); ++steps) {
+      const Function& b = t.functions[*up];
+      if (b.config_readable < 256) return -1;  // cannot tell what kind of bridge it is
+      bool pcie_on_both_sides = b.pcie_type == PcieType::kRootPort || b.pcie_type == PcieType::kSwitchUpstream ||
+                                b.pcie_type == PcieType::kSwitchDownstream;
+      if (!pcie_on_both_sides && !b.pcix_mode2) return 0;
+      up = b.parent;
+    }
+    return 1;  // a root bus: whether the host bridge offers ECAM is settled by the size seen
+  };
+  for (size_t i = 0; i < t.functions.size(); ++i) {
+    Function& f = t.functions[i];
+    if (f.config_readable < 256) continue;  // the header's capabilities were not seen
+    size_t kernel_size;
+    if (f.config_size) {
+      kernel_size = f.config_size;
+    } else {
+      int reach = reaches_ext(i);
+      // The kernel also probes a conventional host bridge's extended space (class 0x0600); a copy
+      // cannot tell what that probe found, and only pairs with the host bridge itself depend on
+      // it, so a conventional function is taken at the 256 bytes its header defines.
+      bool ext_capable = f.is_pcie || f.pcix_mode2;
+      if (reach == 0 || (reach == 1 && !ext_capable)) kernel_size = 256;
+      else if (f.config_readable >= 4096) kernel_size = 4096;
+      else kernel_size = 0;  // 256 bytes of a function the kernel may well give 4096
+      // Only a PCIe function's extended capabilities (a port's ACS) matter to the P2PDMA rules.
+      if (kernel_size == 0 && reach != -1 && f.is_pcie)
+        t.findings.push_back({f.sysfs_path + "/config",
+                              "holds 256 bytes where the kernel gives a PCIe function 4096: cut short (or no ECAM); "
+                              "ACS and the other extended capabilities are unknown"});
+      f.config_size = kernel_size;
+    }
+    if (kernel_size && kernel_size <= 256) {
+      f.acs = Acs{CapState::kAbsent};
+      f.ari = f.rebar_state = CapState::kAbsent;
+      f.rebar.clear();
+    }
+  }
+}
+
+std::vector<Function> read_config_dump(const std::string& dump_file, std::vector<Finding>& findings) {
+  // libpci opens the dump by name; give it a private copy of bytes read as a regular file with a
+  // size cap, so a FIFO, a device or a file swapped in meanwhile cannot reach it.
+  std::string text = read_input_file(dump_file, kMaxDumpFileBytes);
+  int fd = ::memfd_create("p2paudit-lspci-dump", MFD_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot hold a private copy: {}", dump_file, std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) throw InputError(fmt::format("{}: cannot hold a private copy: {}", dump_file, std::strerror(errno)));
+    done += static_cast<size_t>(n);
+  }
+  PciAccess access;
+  struct pci_access* a = access.get();
+  a->method = PCI_ACCESS_DUMP;
+  std::string name = fmt::format("/proc/self/fd/{}", fd);
   pci_set_param(a, const_cast<char*>("dump.name"), name.data());
   return scan(access, dump_file, [&](const Bdf&) { return Source{dump_file}; }, findings);
 }

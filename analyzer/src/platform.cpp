@@ -2,9 +2,13 @@
 
 #include <archive.h>
 
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "p2paudit/input_file.h"
 
 namespace p2paudit {
 
@@ -60,32 +64,41 @@ void read_cpuinfo(const Sysroot& root, Platform& p, std::vector<Finding>& findin
   if (!p.cpu_vendor.empty() && p.cpu_family) p.arch = "x86";
 }
 
-// Decompresses proc/config.gz in memory with libarchive's raw reader.
-std::optional<std::string> read_gzip(const std::filesystem::path& file) {
+// Decompresses proc/config.gz in memory with libarchive's raw reader, bounded like any file.
+std::optional<std::string> gunzip(const std::string& compressed, size_t max) {
   struct archive* a = archive_read_new();
-  archive_read_support_filter_all(a);
+  archive_read_support_filter_gzip(a);
   archive_read_support_format_raw(a);
   std::optional<std::string> out;
   struct archive_entry* entry;
-  if (archive_read_open_filename(a, file.c_str(), 1 << 16) == ARCHIVE_OK &&
+  if (archive_read_open_memory(a, compressed.data(), compressed.size()) == ARCHIVE_OK &&
       archive_read_next_header(a, &entry) == ARCHIVE_OK) {
     std::string data;
     char buf[1 << 16];
     la_ssize_t n;
-    while ((n = archive_read_data(a, buf, sizeof buf)) > 0) data.append(buf, static_cast<size_t>(n));
-    if (n == 0) out = std::move(data);
+    while ((n = archive_read_data(a, buf, sizeof buf)) > 0 && data.size() <= max) data.append(buf, static_cast<size_t>(n));
+    if (n == 0 && data.size() <= max) out = std::move(data);
   }
   archive_read_free(a);
   return out;
 }
 
+// A release names a directory (boot/config-R, lib/modules/R): one path component of the
+// characters kernel releases use, so a hostile "../../etc/shadow" cannot steer a lookup.
+bool is_safe_release(const std::string& r) {
+  if (r.empty() || r.size() > 128 || r == "." || r == "..") return false;
+  return std::all_of(r.begin(), r.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '+' || c == '~';
+  });
+}
+
 void read_kernel_config(const Sysroot& root, Platform& p, std::vector<Finding>& findings) {
   std::optional<std::string> config;
   std::string boot = "boot/config-" + p.kernel_release;
-  if (!p.kernel_release.empty() && (config = root.read_text(boot))) {
+  if (is_safe_release(p.kernel_release) && (config = root.read_text(boot))) {
     p.kernel_config_source = boot;
-  } else if (root.exists("proc/config.gz")) {
-    config = read_gzip(root.path("proc/config.gz"));
+  } else if (auto gz = root.read_text("proc/config.gz")) {
+    config = gunzip(*gz, root.limits().max_file_bytes);
     if (config) p.kernel_config_source = "proc/config.gz";
     else findings.push_back({"proc/config.gz", "cannot be decompressed: kernel config unknown"});
   }
@@ -141,8 +154,16 @@ std::optional<std::string> cmdline_pci_option(const std::string& cmdline, const 
 Platform read_platform(const Sysroot& root, std::vector<Finding>& findings) {
   Platform p;
   read_cpuinfo(root, p, findings);
-  if (auto r = root.read_line("proc/sys/kernel/osrelease")) p.kernel_release = trim(*r);
-  else findings.push_back({"proc/sys/kernel/osrelease", "missing: kernel release unknown"});
+  if (auto r = root.read_line("proc/sys/kernel/osrelease")) {
+    p.kernel_release = trim(*r);
+    if (!is_safe_release(p.kernel_release)) {
+      findings.push_back({"proc/sys/kernel/osrelease", fmt::format("'{}' is not a kernel release: kernel release unknown",
+                                                                   escape_text(p.kernel_release))});
+      p.kernel_release.clear();
+    }
+  } else {
+    findings.push_back({"proc/sys/kernel/osrelease", "missing: kernel release unknown"});
+  }
   if (auto v = root.read_line("proc/version")) p.kernel_version = trim(*v);
   if (auto c = root.read_line("proc/cmdline")) p.cmdline = trim(*c);
   if (auto h = root.read_line("proc/sys/kernel/hostname")) p.hostname = trim(*h);

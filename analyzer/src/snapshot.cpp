@@ -3,11 +3,16 @@
 #include <archive.h>
 #include <archive_entry.h>
 
-#include <chrono>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include <fmt/format.h>
@@ -29,16 +34,89 @@ const char* const kFunctionFiles[] = {
 const char* const kFunctionLinks[] = {"driver", "iommu_group", "physfn"};
 const char* const kP2pmemFiles[] = {"size", "available", "published"};  // never "allocate": a 1 TiB mmap file
 
+// The output file is written as a temporary file beside it and renamed into place, so a failure
+// or an interrupt leaves any old file as it was; the name is never followed if it is a symlink.
+class OutputFile {
+ public:
+  OutputFile(const std::string& path, bool force) : path_(path), force_(force) {
+    struct stat st{};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (S_ISLNK(st.st_mode)) throw InputError(fmt::format("{}: is a symlink; refusing to write through it", path));
+      if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: exists and is not a regular file", path));
+      if (!force) throw InputError(fmt::format("{}: exists; use --force to replace it", path));
+    }
+    fs::path p(path);
+    std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    temp_ = fmt::format("{}/.{}.XXXXXX", dir, p.filename().string());
+    fd_ = ::mkostemp(temp_.data(), O_CLOEXEC);  // O_EXCL, mode 0600: nobody else reads a half-written capture
+    if (fd_ < 0) throw InputError(fmt::format("{}: cannot create a file in {}: {}", path, dir, std::strerror(errno)));
+    arm_cleanup(temp_);
+  }
+  ~OutputFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(temp_.c_str());
+    arm_cleanup("");
+  }
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  int fd() const { return fd_; }
+
+  void commit() {
+    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+      fd_ = -1;
+      throw InputError(fmt::format("{}: cannot write: {}", path_, std::strerror(errno)));
+    }
+    fd_ = -1;
+    // Without --force a file that appeared meanwhile is still kept: rename only if absent.
+    int r = force_ ? ::rename(temp_.c_str(), path_.c_str())
+                   : ::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE);
+    if (r != 0) {
+      if (errno == EEXIST) throw InputError(fmt::format("{}: exists; use --force to replace it", path_));
+      throw InputError(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
+    }
+    committed_ = true;
+  }
+
+ private:
+  // SIGINT or SIGTERM while writing: remove the temporary file, then die of the signal as usual.
+  static inline char pending_[4096];
+  static void on_signal(int sig) {
+    if (pending_[0]) ::unlink(pending_);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+  static void arm_cleanup(const std::string& temp) {
+    pending_[0] = 0;  // disarmed while the name changes
+    if (temp.empty() || temp.size() >= sizeof pending_) return;
+    std::memcpy(pending_ + 1, temp.c_str() + 1, temp.size());
+    pending_[0] = temp[0];
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction sa{};
+      sa.sa_handler = on_signal;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+  }
+
+  std::string path_;
+  bool force_;
+  std::string temp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
 class TarWriter {
  public:
-  TarWriter(const std::string& path) : path_(path), a_(archive_write_new()) {
+  TarWriter(const std::string& path, int fd) : path_(path), a_(archive_write_new()) {
     archive_write_add_filter_gzip(a_);
     archive_write_set_format_pax_restricted(a_);
-    if (archive_write_open_filename(a_, path.c_str()) != ARCHIVE_OK) fail("cannot create");
+    if (archive_write_open_fd(a_, fd) != ARCHIVE_OK) fail("cannot create");
   }
   ~TarWriter() {
     if (a_) archive_write_free(a_);
   }
+  TarWriter(const TarWriter&) = delete;
+  TarWriter& operator=(const TarWriter&) = delete;
   void directory(const std::string& name) {
     if (!dirs_.insert(name).second) return;
     auto slash = name.rfind('/');
@@ -85,7 +163,6 @@ class TarWriter {
     std::string msg = fmt::format("{}: {}: {}", path_, what, archive_error_string(a_) ? archive_error_string(a_) : "error");
     archive_write_free(a_);
     a_ = nullptr;
-    std::remove(path_.c_str());
     throw InputError(msg);
   }
 
@@ -153,7 +230,8 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   // Sysroot::open() recognises a snapshot by its name, so write only names it will read back.
   if (!out_path.ends_with(".tar.gz") && !out_path.ends_with(".tgz"))
     throw InputError(fmt::format("{}: a snapshot is written as FILE.tar.gz (or .tgz)", out_path));
-  TarWriter tar(out_path);
+  OutputFile output(out_path, options.force);
+  TarWriter tar(out_path, output.fd());
   CaptureMetadata meta;
   meta.tool_version = options.tool_version;
   meta.captured_at = now_utc();
@@ -162,7 +240,10 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   meta.privileged = topo.config_fully_readable;
 
   for (const auto& f : topo.functions) {
-    tar.symlink("sys/bus/pci/devices/" + f.bdf.str(), *root.read_link("sys/bus/pci/devices/" + f.bdf.str()));
+    std::string link = "sys/bus/pci/devices/" + f.bdf.str();
+    auto target = root.read_link(link);
+    if (!target) throw InputError(fmt::format("{}: {}: not a symlink; cannot record where the device sits", root.origin(), link));
+    tar.symlink(link, *target);
     capture_function(root, f, tar, options);
     if (f.config_size) meta.config_sizes[f.bdf.str()] = f.config_size;
     meta.modules[f.driver.empty() ? "modalias:" + f.modalias : f.driver] = f.module;
@@ -178,13 +259,7 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   }
   for (const char* rel : {"proc/cpuinfo", "proc/cmdline", "proc/version", "proc/sys/kernel/osrelease"})
     capture_if_present(root, tar, rel);
-  if (topo.platform.kernel_config_source == "proc/config.gz") {
-    std::ifstream in(root.path("proc/config.gz"), std::ios::binary);
-    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    tar.file("proc/config.gz", data);
-  } else if (!topo.platform.kernel_config_source.empty()) {
-    capture_if_present(root, tar, topo.platform.kernel_config_source);
-  }
+  if (!topo.platform.kernel_config_source.empty()) capture_if_present(root, tar, topo.platform.kernel_config_source);
 
   nlohmann::ordered_json j = {{"schema_version", meta.schema_version}, {"tool_version", meta.tool_version},
                               {"captured_at", meta.captured_at}, {"hostname", meta.hostname},
@@ -194,6 +269,7 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   tar.file(kCaptureMetadataPath, j.dump(2) + "\n");
   SnapshotReport report{tar.files(), meta.privileged};
   tar.close();
+  output.commit();
   return report;
 }
 

@@ -2,19 +2,20 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
 
 namespace fs = std::filesystem;
 
@@ -22,157 +23,492 @@ namespace p2paudit {
 
 namespace {
 
-fs::path make_private_temp_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = fmt::format("{}/p2paudit-sysroot-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(templ.data()))  // mkdtemp creates it 0700: only we can read what is unpacked
-    throw InputError(fmt::format("cannot create a temporary directory in {}: {}",
-                                 tmp && *tmp ? tmp : "/tmp", std::strerror(errno)));
-  return templ;
-}
+enum class Kind { kMissing, kDirectory, kFile, kSymlink, kOther };
 
-// Unpacks the archive below dest, refusing absolute paths, ".." and writes through symlinks.
-void unpack_archive(const std::string& origin, const fs::path& dest) {
-  struct archive* in = archive_read_new();
-  archive_read_support_filter_all(in);
-  archive_read_support_format_tar(in);
-  archive_read_support_format_gnutar(in);
-  struct archive* out = archive_write_disk_new();
-  // Names are checked below and rebased onto dest (an absolute path), so only the symlink and ".."
-  // guards are left to libarchive.
-  archive_write_disk_set_options(out, ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT);
-  auto fail = [&](struct archive* a, const std::string& what) {
-    std::string msg = fmt::format("{}: {}: {}", origin, what,
-                                  archive_error_string(a) ? archive_error_string(a) : "unknown error");
-    archive_read_free(in);
-    archive_write_free(out);
-    throw InputError(msg);
-  };
-  if (archive_read_open_filename(in, origin.c_str(), 1 << 16) != ARCHIVE_OK)
-    fail(in, "cannot open archive");
-  size_t entries = 0;
-  for (;;) {
-    struct archive_entry* entry = nullptr;
-    int r = archive_read_next_header(in, &entry);
-    if (r == ARCHIVE_EOF) break;
-    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) fail(in, fmt::format("corrupt or truncated archive after {} entries", entries));
-    ++entries;
-    std::string name = archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "";
-    if (name.empty() || name.front() == '/' || name == ".." || name.find("../") != std::string::npos)
-      fail(in, fmt::format("refusing archive entry '{}'", name));
-    archive_entry_set_pathname(entry, (dest / name).c_str());
-    // Hard links in the archive are named relative to its root too.
-    if (const char* hl = archive_entry_hardlink(entry)) archive_entry_set_hardlink(entry, (dest / hl).c_str());
-    archive_entry_set_perm(entry, archive_entry_filetype(entry) == AE_IFDIR ? 0700 : 0600);
-    if (archive_write_header(out, entry) != ARCHIVE_OK) fail(out, fmt::format("cannot unpack '{}'", name));
-    const void* buf;
-    size_t size;
-    la_int64_t offset;
-    while ((r = archive_read_data_block(in, &buf, &size, &offset)) == ARCHIVE_OK)
-      if (archive_write_data_block(out, buf, size, offset) != ARCHIVE_OK) fail(out, fmt::format("cannot unpack '{}'", name));
-    if (r != ARCHIVE_EOF) fail(in, fmt::format("corrupt or truncated archive in '{}'", name));
-    archive_write_finish_entry(out);
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = o.fd_;
+      o.fd_ = -1;
+    }
+    return *this;
   }
-  archive_read_free(in);
-  archive_write_free(out);
-  if (entries == 0) throw InputError(fmt::format("{}: archive is empty", origin));
-}
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int get() const { return fd_; }
 
-// A capture may hold the tree at its top or inside one directory (e.g. "sysroot/").
-fs::path find_tree_root(const std::string& origin, const fs::path& dir) {
-  auto has_tree = [](const fs::path& p) { return fs::is_directory(p / "sys") || fs::is_directory(p / "proc"); };
-  if (has_tree(dir)) return dir;
-  std::vector<fs::path> subdirs;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_directory() && !e.is_symlink()) subdirs.push_back(e.path());
-  if (subdirs.size() == 1 && has_tree(subdirs[0])) return subdirs[0];
-  throw InputError(fmt::format("{}: not a sysroot: no sys/ or proc/ at its top", origin));
-}
+ private:
+  int fd_;
+};
 
 std::vector<std::string> split_path(const std::string& p) {
   std::vector<std::string> parts;
-  std::stringstream ss(p);
-  std::string part;
-  while (std::getline(ss, part, '/'))
-    if (!part.empty() && part != ".") parts.push_back(part);
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t end = p.find('/', start);
+    if (end == std::string::npos) end = p.size();
+    if (end > start) {
+      std::string part = p.substr(start, end - start);
+      if (part != ".") parts.push_back(std::move(part));
+    }
+    start = end + 1;
+  }
   return parts;
+}
+
+std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
+
+[[noreturn]] void too_large(const std::string& origin, const std::string& rel, size_t limit) {
+  throw InputError(fmt::format("{}: {}: larger than the limit of {} bytes for one file", origin, escape_text(rel), limit));
 }
 
 }  // namespace
 
-Sysroot Sysroot::open(const std::string& path) {
+// Where the bytes live. Paths given to a backend are already resolved: every component but the
+// last is a real directory, relative to the tree's root.
+class Sysroot::Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual bool live() const { return false; }
+  virtual bool archive() const { return false; }
+  virtual Kind kind(const std::string& path) const = 0;
+  virtual std::optional<std::string> link_target(const std::string& path) const = 0;
+  // A regular file's bytes, at most max + 1 of them (so the caller can tell "too large").
+  virtual std::optional<std::string> read(const std::string& path, size_t max) const = 0;
+  virtual std::optional<uint64_t> size(const std::string& path) const = 0;
+  virtual std::vector<std::string> list(const std::string& path, size_t max) const = 0;
+  virtual std::optional<fs::path> host_path(const std::string&) const { return std::nullopt; }
+};
+
+namespace {
+
+// A directory on this machine (the live "/" or a snapshot directory). Every component is opened
+// with O_NOFOLLOW below a descriptor of the root, so a link swapped in behind our back fails the
+// open instead of leading out.
+class DirectoryBackend : public Sysroot::Backend {
+ public:
+  DirectoryBackend(Fd root, fs::path host_root, bool live) : root_(std::move(root)), host_root_(std::move(host_root)), live_(live) {}
+  bool live() const override { return live_; }
+
+  Kind kind(const std::string& path) const override {
+    if (path.empty()) return Kind::kDirectory;
+    struct stat st{};
+    if (::fstatat(root_.get(), path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Kind::kMissing;
+    if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
+    if (S_ISREG(st.st_mode)) return Kind::kFile;
+    if (S_ISLNK(st.st_mode)) return Kind::kSymlink;
+    return Kind::kOther;
+  }
+
+  std::optional<std::string> link_target(const std::string& path) const override {
+    auto [dir, name] = open_parent(path);
+    if (dir < 0) return std::nullopt;
+    char buf[4097];
+    ssize_t n = ::readlinkat(dir, name.c_str(), buf, sizeof buf);
+    if (n < 0 || static_cast<size_t>(n) >= sizeof buf) return std::nullopt;
+    return std::string(buf, static_cast<size_t>(n));
+  }
+
+  std::optional<std::string> read(const std::string& path, size_t max) const override {
+    Fd fd = open_file(path);
+    if (fd.get() < 0) return std::nullopt;
+    std::string data;
+    size_t used = 0;
+    // sysfs and procfs report sizes that are not what they hold: read to EOF, bounded.
+    while (used <= max) {
+      if (used == data.size()) data.resize(std::min(max + 1, data.size() * 2 + 4096));
+      ssize_t n = ::read(fd.get(), data.data() + used, data.size() - used);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return std::nullopt;
+      if (n == 0) break;
+      used += static_cast<size_t>(n);
+    }
+    data.resize(used);
+    return data;
+  }
+
+  std::optional<uint64_t> size(const std::string& path) const override {
+    Fd fd = open_file(path);
+    struct stat st{};
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return std::nullopt;
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  std::vector<std::string> list(const std::string& path, size_t max) const override {
+    std::vector<std::string> names;
+    int dir = open_directory(path);
+    if (dir < 0) return names;
+    int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return names;
+    DIR* d = ::fdopendir(fd);
+    if (!d) {
+      ::close(fd);
+      return names;
+    }
+    while (struct dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      if (names.size() >= max) {
+        ::closedir(d);
+        throw InputError(fmt::format("{}: more than {} entries", escape_text(path), max));
+      }
+      names.push_back(std::move(name));
+    }
+    ::closedir(d);
+    return names;
+  }
+
+  std::optional<fs::path> host_path(const std::string& path) const override {
+    return path.empty() ? host_root_ : host_root_ / path;
+  }
+
+ private:
+  // Opens the directory `path` one component at a time without following links; keeps the last
+  // one open, since reads come in runs from the same function's directory.
+  int open_directory(const std::string& path) const {
+    if (path.empty()) return root_.get();
+    if (path == cached_dir_path_ && cached_dir_.get() >= 0) return cached_dir_.get();
+    Fd current;
+    int at = root_.get();
+    for (const auto& part : split_path(path)) {
+      Fd next(::openat(at, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (next.get() < 0) return -1;
+      current = std::move(next);
+      at = current.get();
+    }
+    cached_dir_ = std::move(current);
+    cached_dir_path_ = path;
+    return cached_dir_.get();
+  }
+
+  std::pair<int, std::string> open_parent(const std::string& path) const {
+    auto slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
+    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    return {open_directory(dir), name};
+  }
+
+  // O_NONBLOCK: a FIFO would otherwise block the open; fstat then refuses anything not regular.
+  Fd open_file(const std::string& path) const {
+    auto [dir, name] = open_parent(path);
+    if (dir < 0) return Fd();
+    Fd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    struct stat st{};
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Fd();
+    return fd;
+  }
+
+  Fd root_;
+  fs::path host_root_;
+  bool live_;
+  mutable Fd cached_dir_;
+  mutable std::string cached_dir_path_;
+};
+
+// A snapshot archive read in one pass into memory: nothing is written to disk, so nothing can be
+// redirected, and nothing is left behind when the tool is interrupted.
+class ArchiveBackend : public Sysroot::Backend {
+ public:
+  bool archive() const override { return true; }
+
+  Kind kind(const std::string& path) const override {
+    if (path.empty()) return Kind::kDirectory;
+    auto it = entries_.find(path);
+    return it == entries_.end() ? Kind::kMissing : it->second.kind;
+  }
+  std::optional<std::string> link_target(const std::string& path) const override {
+    auto it = entries_.find(path);
+    if (it == entries_.end() || it->second.kind != Kind::kSymlink) return std::nullopt;
+    return it->second.target;
+  }
+  std::optional<std::string> read(const std::string& path, size_t max) const override {
+    auto it = entries_.find(path);
+    if (it == entries_.end() || it->second.kind != Kind::kFile) return std::nullopt;
+    const std::string& data = *it->second.data;
+    return data.size() > max ? data.substr(0, max + 1) : data;
+  }
+  std::optional<uint64_t> size(const std::string& path) const override {
+    auto it = entries_.find(path);
+    if (it == entries_.end() || it->second.kind != Kind::kFile) return std::nullopt;
+    return it->second.data->size();
+  }
+  std::vector<std::string> list(const std::string& path, size_t) const override {
+    if (kind(path) != Kind::kDirectory) return {};
+    auto it = children_.find(path);
+    return it == children_.end() ? std::vector<std::string>{} : it->second;
+  }
+
+  void load(const std::string& origin, int fd, const SysrootLimits& limits);
+
+ private:
+  struct Entry {
+    Kind kind = Kind::kMissing;
+    std::shared_ptr<const std::string> data;  // regular files; hard links share it
+    std::string target;                       // symlinks
+  };
+  void add(const std::string& path, Entry entry);
+
+  std::unordered_map<std::string, Entry> entries_;
+  std::unordered_map<std::string, std::vector<std::string>> children_;
+};
+
+const char* entry_type_name(unsigned type) {
+  switch (type) {
+    case AE_IFCHR: return "a character device";
+    case AE_IFBLK: return "a block device";
+    case AE_IFIFO: return "a FIFO";
+    case AE_IFSOCK: return "a socket";
+    default: return "of an unsupported type";
+  }
+}
+
+// The archive's own name for an entry, checked and normalised ("./a/b/" -> "a/b"); "" is the top.
+std::string entry_path(const std::string& origin, const char* raw, const SysrootLimits& limits) {
+  std::string name = raw ? raw : "";
+  if (name.size() > limits.max_path_bytes)
+    throw InputError(fmt::format("{}: an entry name is longer than {} bytes", origin, limits.max_path_bytes));
+  if (!name.empty() && name.front() == '/')
+    throw InputError(fmt::format("{}: refusing archive entry '{}': absolute path", origin, escape_text(name)));
+  std::string out;
+  for (const auto& part : split_path(name)) {
+    if (part == "..")
+      throw InputError(fmt::format("{}: refusing archive entry '{}': '..' in the path", origin, escape_text(name)));
+    out = join(out, part);
+  }
+  return out;
+}
+
+void ArchiveBackend::add(const std::string& path, Entry entry) {
+  auto [it, inserted] = entries_.insert_or_assign(path, std::move(entry));
+  if (!inserted) return;
+  // Record the name under its parent, creating the parent directories a tar may leave implicit.
+  std::string child = path;
+  for (;;) {
+    auto slash = child.rfind('/');
+    std::string parent = slash == std::string::npos ? "" : child.substr(0, slash);
+    children_[parent].push_back(child.substr(slash == std::string::npos ? 0 : slash + 1));
+    if (parent.empty() || entries_.count(parent)) break;
+    entries_.emplace(parent, Entry{Kind::kDirectory, nullptr, {}});
+    child = parent;
+  }
+}
+
+void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits& limits) {
+  struct archive* a = archive_read_new();
+  // gzip only: "all filters" would run external programs (lrzip, lzop...) on a stranger's file.
+  archive_read_support_filter_gzip(a);
+  archive_read_support_format_tar(a);
+  struct Closer {
+    struct archive* a;
+    ~Closer() { archive_read_free(a); }
+  } closer{a};
+  auto fail = [&](const std::string& what) {
+    const char* why = archive_error_string(a);
+    throw InputError(fmt::format("{}: {}{}{}", origin, what, why ? ": " : "", why ? why : ""));
+  };
+  if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) fail("cannot open archive");
+  size_t entries = 0, total = 0;
+  std::vector<char> buf(1 << 16);
+  for (;;) {
+    struct archive_entry* e = nullptr;
+    int r = archive_read_next_header(a, &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) fail(fmt::format("corrupt or truncated archive after {} entries", entries));
+    if (++entries > limits.max_archive_entries)
+      throw InputError(fmt::format("{}: more than {} entries (the limit)", origin, limits.max_archive_entries));
+    std::string path = entry_path(origin, archive_entry_pathname(e), limits);
+    std::string shown = escape_text(path);
+    if (const char* hardlink = archive_entry_hardlink(e)) {
+      // Only a second name for a regular file that came earlier in the same archive.
+      std::string target = entry_path(origin, hardlink, limits);
+      auto it = entries_.find(target);
+      if (it == entries_.end() || it->second.kind != Kind::kFile)
+        throw InputError(fmt::format("{}: refusing hard link '{}': '{}' is not a regular file earlier in the archive",
+                                     origin, shown, escape_text(target)));
+      if (!path.empty()) add(path, it->second);
+      continue;
+    }
+    unsigned type = archive_entry_filetype(e);
+    if (path.empty() && type != AE_IFDIR) throw InputError(fmt::format("{}: refusing an entry named '.'", origin));
+    if (type == AE_IFDIR) {
+      if (!path.empty() && kind(path) != Kind::kDirectory) add(path, Entry{Kind::kDirectory, nullptr, {}});
+    } else if (type == AE_IFLNK) {
+      const char* target = archive_entry_symlink(e);
+      std::string t = target ? target : "";
+      if (t.empty() || t.size() > limits.max_path_bytes)
+        throw InputError(fmt::format("{}: refusing symlink '{}': empty or overlong target", origin, shown));
+      add(path, Entry{Kind::kSymlink, nullptr, std::move(t)});
+    } else if (type == AE_IFREG) {
+      std::string data;
+      for (;;) {
+        la_ssize_t n = archive_read_data(a, buf.data(), buf.size());
+        if (n < 0) fail(fmt::format("corrupt or truncated archive in '{}'", shown));
+        if (n == 0) break;
+        data.append(buf.data(), static_cast<size_t>(n));
+        total += static_cast<size_t>(n);
+        if (data.size() > limits.max_file_bytes) too_large(origin, path, limits.max_file_bytes);
+        if (total > limits.max_archive_bytes)
+          throw InputError(fmt::format("{}: more than {} bytes of file data (the limit)", origin, limits.max_archive_bytes));
+      }
+      add(path, Entry{Kind::kFile, std::make_shared<const std::string>(std::move(data)), {}});
+    } else {
+      throw InputError(fmt::format("{}: refusing archive entry '{}': {}; only directories, regular files and "
+                                   "symlinks are accepted", origin, shown, entry_type_name(type)));
+    }
+  }
+  if (entries == 0) throw InputError(fmt::format("{}: archive is empty", origin));
+  for (auto& [dir, names] : children_) std::sort(names.begin(), names.end());
+}
+
+}  // namespace
+
+namespace {
+
+bool has_tree(const Sysroot::Backend& b, const std::string& top) {
+  return b.kind(join(top, "sys")) == Kind::kDirectory || b.kind(join(top, "proc")) == Kind::kDirectory;
+}
+
+// A prefix view: the capture's tree may sit inside one directory (e.g. "sysroot/").
+class SubtreeBackend : public Sysroot::Backend {
+ public:
+  SubtreeBackend(std::unique_ptr<Sysroot::Backend> inner, std::string top) : inner_(std::move(inner)), top_(std::move(top)) {}
+  bool live() const override { return inner_->live(); }
+  bool archive() const override { return inner_->archive(); }
+  Kind kind(const std::string& p) const override { return inner_->kind(join(top_, p)); }
+  std::optional<std::string> link_target(const std::string& p) const override { return inner_->link_target(join(top_, p)); }
+  std::optional<std::string> read(const std::string& p, size_t max) const override { return inner_->read(join(top_, p), max); }
+  std::optional<uint64_t> size(const std::string& p) const override { return inner_->size(join(top_, p)); }
+  std::vector<std::string> list(const std::string& p, size_t max) const override { return inner_->list(join(top_, p), max); }
+  std::optional<fs::path> host_path(const std::string& p) const override { return inner_->host_path(join(top_, p)); }
+
+ private:
+  std::unique_ptr<Sysroot::Backend> inner_;
+  std::string top_;
+};
+
+std::unique_ptr<Sysroot::Backend> find_tree_root(const std::string& origin, std::unique_ptr<Sysroot::Backend> b,
+                                                 const SysrootLimits& limits) {
+  if (b->live() || has_tree(*b, "")) return b;
+  std::vector<std::string> subdirs;
+  for (const auto& name : b->list("", limits.max_directory_entries))
+    if (b->kind(name) == Kind::kDirectory) subdirs.push_back(name);
+  if (subdirs.size() == 1 && has_tree(*b, subdirs[0])) return std::make_unique<SubtreeBackend>(std::move(b), subdirs[0]);
+  throw InputError(fmt::format("{}: not a sysroot: no sys/ or proc/ at its top", origin));
+}
+
+}  // namespace
+
+Sysroot Sysroot::open(const std::string& path, const SysrootLimits& limits) {
   Sysroot s;
   s.origin_ = path;
-  std::error_code ec;
-  auto st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) throw InputError(fmt::format("{}: no such file or directory", path));
-  if (fs::is_directory(st)) {
-    s.root_ = fs::canonical(path, ec);
+  s.limits_ = limits;
+  // O_NONBLOCK: a FIFO named as the sysroot must not hang the open.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) throw InputError(fmt::format("{}: no such file or directory", path));
+    throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  }
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) throw InputError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) {
+    std::error_code ec;
+    fs::path canonical = fs::canonical(path, ec);
     if (ec) throw InputError(fmt::format("{}: {}", path, ec.message()));
-    s.live_ = s.root_ == "/";
-    if (!s.live_) s.root_ = find_tree_root(path, s.root_);
+    bool live = canonical == "/";
+    s.backend_ = find_tree_root(path, std::make_unique<DirectoryBackend>(std::move(fd), canonical, live), limits);
     return s;
   }
-  if (!fs::is_regular_file(st)) throw InputError(fmt::format("{}: neither a directory nor a snapshot file", path));
+  if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: neither a directory nor a snapshot file", path));
   if (!path.ends_with(".tar.gz") && !path.ends_with(".tgz") && !path.ends_with(".tar"))
     throw InputError(fmt::format("{}: a snapshot must be a directory or a .tar.gz file", path));
-  s.temp_dir_ = fs::canonical(make_private_temp_dir());
-  try {
-    unpack_archive(path, s.temp_dir_);
-    s.root_ = find_tree_root(path, s.temp_dir_);
-  } catch (...) {
-    fs::remove_all(s.temp_dir_, ec);
-    s.temp_dir_.clear();
-    throw;
-  }
+  auto archive = std::make_unique<ArchiveBackend>();
+  archive->load(path, fd.get(), limits);
+  s.backend_ = find_tree_root(path, std::move(archive), limits);
   return s;
 }
 
-Sysroot::~Sysroot() {
-  if (!temp_dir_.empty()) {
-    std::error_code ec;
-    fs::remove_all(temp_dir_, ec);
-  }
-}
+Sysroot::~Sysroot() = default;
+Sysroot::Sysroot(Sysroot&&) noexcept = default;
+Sysroot& Sysroot::operator=(Sysroot&&) noexcept = default;
 
-Sysroot::Sysroot(Sysroot&& o) noexcept
-    : origin_(std::move(o.origin_)), root_(std::move(o.root_)), temp_dir_(std::move(o.temp_dir_)), live_(o.live_) {
-  o.temp_dir_.clear();
-}
+bool Sysroot::is_live() const { return backend_->live(); }
+bool Sysroot::is_archive() const { return backend_->archive(); }
 
-Sysroot& Sysroot::operator=(Sysroot&& o) noexcept {
-  if (this != &o) {
-    if (!temp_dir_.empty()) {
-      std::error_code ec;
-      fs::remove_all(temp_dir_, ec);
+namespace {
+
+// Resolves every component of `parts` inside the backend as the kernel would below a chroot,
+// except that ".." above the top is refused rather than clamped. With follow_last false the
+// last component is not followed (lstat semantics). nullopt when missing, looping or escaping.
+std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::vector<std::string> parts, bool follow_last,
+                                         const SysrootLimits& limits) {
+  std::vector<std::string> todo(parts.rbegin(), parts.rend());
+  std::vector<std::string> done;
+  std::string so_far;
+  auto pop = [&] {
+    done.pop_back();
+    auto slash = so_far.rfind('/');
+    so_far.resize(slash == std::string::npos ? 0 : slash);
+  };
+  int links = 0;
+  size_t steps = 0;
+  while (!todo.empty()) {
+    if (++steps > limits.max_path_bytes) return std::nullopt;  // a bound even for odd link chains
+    std::string part = std::move(todo.back());
+    todo.pop_back();
+    if (part == "..") {
+      if (done.empty()) return std::nullopt;  // would leave the sysroot
+      pop();
+      continue;
     }
-    origin_ = std::move(o.origin_);
-    root_ = std::move(o.root_);
-    temp_dir_ = std::move(o.temp_dir_);
-    live_ = o.live_;
-    o.temp_dir_.clear();
+    bool last = todo.empty();
+    done.push_back(part);
+    so_far = join(so_far, part);
+    if (so_far.size() > limits.max_path_bytes) return std::nullopt;
+    Kind k = b.kind(so_far);
+    if (k == Kind::kMissing) return std::nullopt;
+    if (k == Kind::kSymlink && (!last || follow_last)) {
+      if (++links > limits.max_symlinks) return std::nullopt;
+      auto target = b.link_target(so_far);
+      if (!target) return std::nullopt;
+      pop();
+      if (!target->empty() && target->front() == '/') {
+        done.clear();
+        so_far.clear();
+      }
+      auto more = split_path(*target);
+      for (auto it = more.rbegin(); it != more.rend(); ++it) todo.push_back(*it);
+      continue;
+    }
+    if (!last && k != Kind::kDirectory) return std::nullopt;
   }
-  return *this;
+  return so_far;
 }
 
-fs::path Sysroot::path(const std::string& relative) const {
-  std::string rel = relative;
-  while (!rel.empty() && rel.front() == '/') rel.erase(0, 1);
-  return rel.empty() ? root_ : root_ / rel;
+}  // namespace
+
+std::optional<std::string> Sysroot::resolve(const std::string& relative) const {
+  return resolve_parts(*backend_, split_path(relative), true, limits_);
 }
 
 bool Sysroot::exists(const std::string& relative) const {
-  std::error_code ec;
-  return fs::exists(fs::symlink_status(path(relative), ec));
+  auto parts = split_path(relative);
+  if (parts.empty()) return true;
+  return resolve_parts(*backend_, parts, false, limits_).has_value();
 }
 
 std::optional<std::string> Sysroot::read_text(const std::string& relative) const {
-  std::ifstream in(path(relative), std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return ss.str();
+  auto path = resolve(relative);
+  if (!path) return std::nullopt;
+  auto data = backend_->read(*path, limits_.max_file_bytes);
+  if (data && data->size() > limits_.max_file_bytes) too_large(origin_, relative, limits_.max_file_bytes);
+  return data;
 }
 
 std::optional<std::string> Sysroot::read_line(const std::string& relative) const {
@@ -184,62 +520,40 @@ std::optional<std::string> Sysroot::read_line(const std::string& relative) const
 }
 
 std::optional<std::vector<uint8_t>> Sysroot::read_bytes(const std::string& relative, size_t max) const {
-  std::ifstream in(path(relative), std::ios::binary);
-  if (!in) return std::nullopt;
-  std::vector<uint8_t> buf(max);
-  in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(max));
-  buf.resize(static_cast<size_t>(in.gcount()));
-  return buf;
+  auto path = resolve(relative);
+  if (!path) return std::nullopt;
+  auto data = backend_->read(*path, max);
+  if (!data) return std::nullopt;
+  if (data->size() > max) data->resize(max);
+  return std::vector<uint8_t>(data->begin(), data->end());
+}
+
+std::optional<uint64_t> Sysroot::file_size(const std::string& relative) const {
+  auto path = resolve(relative);
+  if (!path) return std::nullopt;
+  return backend_->size(*path);
 }
 
 std::optional<std::string> Sysroot::read_link(const std::string& relative) const {
-  std::error_code ec;
-  auto target = fs::read_symlink(path(relative), ec);
-  if (ec) return std::nullopt;
-  return target.string();
-}
-
-std::optional<std::string> Sysroot::resolve(const std::string& relative) const {
-  std::vector<std::string> done;
-  std::vector<std::string> todo = split_path(relative);
-  std::reverse(todo.begin(), todo.end());
-  int links = 0;
-  while (!todo.empty()) {
-    std::string part = todo.back();
-    todo.pop_back();
-    if (part == "..") {
-      if (done.empty()) return std::nullopt;  // would leave the sysroot
-      done.pop_back();
-      continue;
-    }
-    done.push_back(part);
-    std::string so_far;
-    for (const auto& d : done) so_far += (so_far.empty() ? "" : "/") + d;
-    std::error_code ec;
-    auto st = fs::symlink_status(path(so_far), ec);
-    if (ec || !fs::exists(st)) return std::nullopt;
-    if (fs::is_symlink(st)) {
-      if (++links > 40) return std::nullopt;
-      auto target = read_link(so_far);
-      if (!target) return std::nullopt;
-      done.pop_back();
-      if (!target->empty() && target->front() == '/') done.clear();
-      auto parts = split_path(*target);
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_back(*it);
-    }
-  }
-  std::string out;
-  for (const auto& d : done) out += (out.empty() ? "" : "/") + d;
-  return out;
+  auto parts = split_path(relative);
+  if (parts.empty()) return std::nullopt;
+  auto path = resolve_parts(*backend_, parts, false, limits_);
+  if (!path || backend_->kind(*path) != Kind::kSymlink) return std::nullopt;
+  return backend_->link_target(*path);
 }
 
 std::vector<std::string> Sysroot::list(const std::string& relative) const {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (fs::directory_iterator it(path(relative), ec), end; !ec && it != end; it.increment(ec))
-    names.push_back(it->path().filename().string());
+  auto path = resolve(relative);
+  if (!path) return {};
+  auto names = backend_->list(*path, limits_.max_directory_entries);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::optional<fs::path> Sysroot::confined_directory(const std::string& relative) const {
+  auto path = resolve(relative);
+  if (!path || backend_->kind(*path) != Kind::kDirectory) return std::nullopt;
+  return backend_->host_path(*path);
 }
 
 }  // namespace p2paudit

@@ -1,6 +1,7 @@
 #include "p2paudit/topology_reader.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "p2paudit/config_space.h"
 #include "p2paudit/drivers.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
 #include "p2paudit/platform.h"
 #include "p2paudit/snapshot.h"
 
@@ -29,13 +31,25 @@ std::vector<std::string> components(const std::string& path) {
 
 std::string basename_of(const std::string& link) { return link.substr(link.rfind('/') + 1); }
 
-std::optional<int> to_int(const std::optional<std::string>& s) {
-  if (!s) return std::nullopt;
-  try {
-    return std::stoi(*s);
-  } catch (const std::exception&) {
+// A decimal sysfs attribute within [lo, hi]; anything else is reported, never read as a number.
+std::optional<int> read_int(const Sysroot& root, const std::string& path, int lo, int hi, std::vector<Finding>& findings) {
+  auto text = root.read_line(path);
+  if (!text) return std::nullopt;
+  std::string t = *text;
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\r')) t.pop_back();
+  long long v = 0;
+  bool ok = !t.empty() && t.size() <= 12;
+  for (size_t k = 0; ok && k < t.size(); ++k) {
+    if (k == 0 && t[k] == '-' && t.size() > 1) continue;
+    ok = std::isdigit(static_cast<unsigned char>(t[k]));
+    v = v * 10 + (t[k] - '0');
+  }
+  if (ok && t[0] == '-') v = -v;
+  if (!ok || v < lo || v > hi) {
+    findings.push_back({path, fmt::format("'{}' is not a number in {}..{}; ignored", escape_text(*text), lo, hi)});
     return std::nullopt;
   }
+  return static_cast<int>(v);
 }
 
 // The kernel's own view of where a function sits: its directory below sys/devices.
@@ -59,29 +73,60 @@ void place_in_sysfs(const Sysroot& root, const std::map<Bdf, size_t>& index, std
   }
   if (auto pf = root.read_link(*real + "/physfn")) {
     f.is_virtfn = true;
-    if (auto pf_bdf = Bdf::parse(basename_of(*pf)); pf_bdf && index.count(*pf_bdf)) f.physfn = index.at(*pf_bdf);
-    else findings.push_back({*real + "/physfn", "points to no listed PCI function"});
+    auto pf_bdf = Bdf::parse(basename_of(*pf));
+    if (!pf_bdf || !index.count(*pf_bdf)) findings.push_back({*real + "/physfn", "points to no listed PCI function"});
+    else if (index.at(*pf_bdf) == i) findings.push_back({*real + "/physfn", "points to the function itself; ignored"});
+    else f.physfn = index.at(*pf_bdf);
   }
 }
 
-void read_sysfs_attributes(const Sysroot& root, Function& f) {
+void read_sysfs_attributes(const Sysroot& root, Function& f, std::vector<Finding>& findings) {
   const std::string& dir = f.sysfs_path;
-  if (auto drv = root.read_link(dir + "/driver")) f.driver = basename_of(*drv);
-  if (auto m = root.read_line(dir + "/modalias")) f.modalias = *m;
-  if (auto n = to_int(root.read_line(dir + "/numa_node"))) f.numa_node = *n;
-  if (auto c = root.read_line(dir + "/local_cpulist")) f.local_cpulist = *c;
-  if (auto s = root.read_line(dir + "/current_link_speed")) f.link.current_speed = *s;
-  if (auto s = root.read_line(dir + "/max_link_speed")) f.link.max_speed = *s;
-  if (auto w = to_int(root.read_line(dir + "/current_link_width"))) f.link.current_width = *w;
-  if (auto w = to_int(root.read_line(dir + "/max_link_width"))) f.link.max_width = *w;
-  if (auto e = to_int(root.read_line(dir + "/enable"))) f.enabled = *e != 0;
+  if (auto drv = root.read_link(dir + "/driver")) f.driver = escape_text(basename_of(*drv));
+  if (auto m = root.read_line(dir + "/modalias")) f.modalias = escape_text(*m);
+  if (auto n = read_int(root, dir + "/numa_node", -1, 4095, findings)) f.numa_node = *n;
+  if (auto c = root.read_line(dir + "/local_cpulist")) f.local_cpulist = escape_text(*c);
+  if (auto s = root.read_line(dir + "/current_link_speed")) f.link.current_speed = escape_text(*s);
+  if (auto s = root.read_line(dir + "/max_link_speed")) f.link.max_speed = escape_text(*s);
+  if (auto w = read_int(root, dir + "/current_link_width", 0, 32, findings)) f.link.current_width = *w;
+  if (auto w = read_int(root, dir + "/max_link_width", 0, 32, findings)) f.link.max_width = *w;
+  if (auto e = read_int(root, dir + "/enable", 0, 65535, findings)) f.enabled = *e != 0;
   if (auto g = root.read_link(dir + "/iommu_group")) {
-    f.iommu_group = to_int(basename_of(*g));
+    std::string name = basename_of(*g);
+    if (!name.empty() && name.size() < 10 && std::all_of(name.begin(), name.end(), ::isdigit)) f.iommu_group = std::stoi(name);
+    else findings.push_back({dir + "/iommu_group", fmt::format("'{}' is not an IOMMU group number", escape_text(name))});
     if (f.iommu_group)
       if (auto t = root.read_line(fmt::format("sys/kernel/iommu_groups/{}/type", *f.iommu_group)))
         f.iommu_group_type = *t;
   }
   f.has_p2pmem = root.exists(dir + "/p2pmem");
+}
+
+// sysfs nests directories, so parents cannot loop on a real machine; a crafted tree can make two
+// functions each other's parent. Every function on a loop is put on its root bus, with a finding
+// naming the loop, so no walk spins and no device disappears from the tree.
+void break_parent_cycles(Topology& t) {
+  const size_t n = t.functions.size();
+  std::vector<int> state(n, 0);  // 0 unseen, 1 on the current walk, 2 settled
+  for (size_t start = 0; start < n; ++start) {
+    std::vector<size_t> walk;
+    std::optional<size_t> at = start;
+    while (at && state[*at] == 0) {
+      state[*at] = 1;
+      walk.push_back(*at);
+      at = t.functions[*at].parent;
+    }
+    if (at && state[*at] == 1) {
+      std::vector<size_t> loop(std::find(walk.begin(), walk.end(), *at), walk.end());
+      std::string names;
+      for (size_t k : loop) names += (names.empty() ? "" : " -> ") + t.functions[k].bdf.str();
+      t.findings.push_back({t.functions[loop.front()].sysfs_path,
+                            fmt::format("parent links form a loop ({} -> {}); these functions are shown on their root bus",
+                                        names, t.functions[loop.front()].bdf.str())});
+      for (size_t k : loop) t.functions[k].parent.reset();
+    }
+    for (size_t k : walk) state[k] = 2;
+  }
 }
 
 // Parents come from sysfs; a bridge whose bus range disagrees is reported, not silently trusted.
@@ -159,18 +204,25 @@ Topology read_topology(const Sysroot& root) {
   t.functions = read_config_space(root, t.findings);
   if (capture)
     for (auto& f : t.functions)
-      if (auto it = capture->config_sizes.find(f.bdf.str()); it != capture->config_sizes.end() && !f.config_size)
-        f.config_size = it->second;
+      if (auto it = capture->config_sizes.find(f.bdf.str()); it != capture->config_sizes.end() && !f.config_size) {
+        if (it->second == 256 || it->second == 4096) f.config_size = it->second;
+        else t.findings.push_back({kCaptureMetadataPath, fmt::format("config size {} for {} is neither 256 nor 4096; ignored",
+                                                                     it->second, f.bdf.str())});
+      }
 
   std::map<Bdf, size_t> index;
   for (size_t i = 0; i < t.functions.size(); ++i) index[t.functions[i].bdf] = i;
   for (size_t i = 0; i < t.functions.size(); ++i) place_in_sysfs(root, index, t.functions, i, t.findings);
+  break_parent_cycles(t);
+  settle_config_sizes(t);
   for (size_t i = 0; i < t.functions.size(); ++i) {
     Function& f = t.functions[i];
-    read_sysfs_attributes(root, f);
+    read_sysfs_attributes(root, f, t.findings);
     if (f.parent) t.functions[*f.parent].children.push_back(i);
     if (f.physfn) t.functions[*f.physfn].virtfns.push_back(i);
-    if (f.acs.state == CapState::kUnknown || f.pcie_type == PcieType::kUnknown) t.config_fully_readable = false;
+    // Cut short of what the kernel exposes, or of the standard header's capabilities.
+    if (f.config_readable < 256 || (f.config_size > f.config_readable) || (f.is_pcie && f.acs.state == CapState::kUnknown))
+      t.config_fully_readable = false;
   }
   t.host_bridges = collect_host_bridges(root, t.functions);
   cross_check_bus_ranges(t);

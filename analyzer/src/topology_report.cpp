@@ -169,7 +169,7 @@ nlohmann::ordered_json topology_to_json(const Topology& t) {
 
 std::string privilege_note(const Topology& t) {
   if (t.config_fully_readable) return "";
-  return "config space was only partly readable (unprivileged reads stop at 64 bytes): ACS and PCIe port types "
+  return "config space was only partly readable (unprivileged reads stop at 64 bytes; a copy may be cut short): ACS and PCIe port types "
          "are unknown; run as root, or analyse a snapshot captured as root";
 }
 

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "p2paudit/json_output.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
@@ -20,7 +21,7 @@ int run_audit(const GlobalOptions& global) {
                                 {"source", {{"sysroot", global.sysroot}}},
                                 {"topology", topology_to_json(topo)},
                                 {"matrix", matrix_json(topo, rules, devices, pairs)}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
   } else {
     std::cout << topology_tree_text(topo) << "\n" << matrix_text(topo, rules, devices, pairs);
     if (devices.empty()) std::cout << "(no GPUs, accelerators, NVMe, NICs or FPGAs here: `p2paudit matrix --all`)\n";

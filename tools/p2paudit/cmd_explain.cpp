@@ -3,6 +3,7 @@
 
 
 #include "commands.h"
+#include "p2paudit/json_output.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
@@ -20,7 +21,7 @@ int run_explain(const GlobalOptions& global, const std::string& provider_spec,
   KernelRules rules = load_kernel_rules(global, topo);
   ManyVerdict many = pci_p2pdma_distance_many(topo, rules, provider, clients);
   if (global.format == "json")
-    std::cout << explain_json(topo, rules, many).dump(2) << "\n";
+    std::cout << json_text(explain_json(topo, rules, many)) << "\n";
   else
     std::cout << explain_text(topo, rules, many);
   return kExitOk;

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "p2paudit/json_output.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
@@ -16,7 +17,7 @@ int run_matrix(const GlobalOptions& global, bool all) {
   auto devices = matrix_devices(topo, all);
   auto pairs = matrix_verdicts(topo, rules, devices);
   if (global.format == "json")
-    std::cout << matrix_json(topo, rules, devices, pairs).dump(2) << "\n";
+    std::cout << json_text(matrix_json(topo, rules, devices, pairs)) << "\n";
   else
     std::cout << matrix_text(topo, rules, devices, pairs);
   return kExitOk;

@@ -1,6 +1,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "p2paudit/json_output.h"
 #include "p2paudit/topology_report.h"
 
 namespace p2paudit::cli {
@@ -12,7 +13,7 @@ int run_topology(const GlobalOptions& global) {
   if (global.format == "json") {
     auto j = topology_to_json(t);
     j["source"] = {{"sysroot", global.sysroot}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j) << "\n";
   } else {
     std::cout << topology_tree_text(t);
   }

@@ -15,6 +15,11 @@ namespace p2paudit {
 std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings);
 std::vector<Function> read_config_dump(const std::string& dump_file, std::vector<Finding>& findings);
 
+// Once parents are known: the config size the kernel gives each function whose size no record
+// states (pci_cfg_space_size()), and extended capabilities absent only where the kernel gives 256
+// bytes; a copy cut short of the kernel's size leaves them unknown, with a finding.
+void settle_config_sizes(Topology& t);
+
 // Mirrors pci_find_ext_capability() in drivers/pci/pci.c: the offset the kernel would find, 0 if none.
 using ConfigReader = uint32_t (*)(const void* ctx, int pos);
 int pci_find_ext_capability(const void* ctx, ConfigReader read32, size_t cfg_size, int cap);

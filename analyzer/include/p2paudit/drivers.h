@@ -26,7 +26,10 @@ class ModuleResolver {
   ModuleInfo for_modalias(const std::string& modalias) const;
 
  private:
+  bool module_file_confined(const char* path) const;
   const Sysroot& root_;
+  std::string modules_dir_;   // host path libkmod was given (directory sysroots only)
+  std::string modules_rel_;   // the same, relative to the sysroot
   struct kmod_ctx* ctx_ = nullptr;
 };
 

@@ -26,6 +26,7 @@ struct CaptureMetadata {
 
 struct SnapshotOptions {
   bool redact = false;                           // drop Device Serial Numbers and the host name
+  bool force = false;                            // replace an existing output file
   std::string tool_version;
 };
 
@@ -34,7 +35,9 @@ struct SnapshotReport {
   bool privileged = false;
 };
 
-// Captures root (normally the live "/") described by topo into out_path. Throws InputError.
+// Captures root (normally the live "/") described by topo into out_path, written beside it and
+// renamed into place: an existing file is kept unless options.force, a symlink is never followed,
+// and a failure leaves the old file intact. Throws InputError.
 SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const std::string& out_path,
                               const SnapshotOptions& options);
 

@@ -1,7 +1,14 @@
 // Every file the analyzer reads is read relative to a sysroot: "/" on a live machine, a captured
-// snapshot directory, or a snapshot .tar.gz unpacked into a private temporary directory.
+// snapshot directory, or a snapshot .tar.gz read into memory (never unpacked onto disk).
+//
+// A sysroot comes from a stranger and the tool runs as root, so nothing outside it is ever
+// opened: symlinks are resolved by us, inside the sysroot (an absolute target means the
+// sysroot's "/", a ".." above the top is refused), every path component is opened without
+// following links, only regular files are read, and every read, listing and archive is bounded.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -10,39 +17,57 @@
 
 namespace p2paudit {
 
+// Limits on what a sysroot may hold; exceeding one is an InputError naming the limit.
+struct SysrootLimits {
+  size_t max_file_bytes = 16u << 20;        // one file (a 1024-CPU cpuinfo is ~2 MiB)
+  size_t max_archive_bytes = 512u << 20;    // all file data of an archive, uncompressed
+  size_t max_archive_entries = 2'000'000;   // a 16384-function capture has ~350k
+  size_t max_directory_entries = 1'000'000;
+  size_t max_path_bytes = 4096;
+  int max_symlinks = 40;                    // per lookup, as the kernel's MAXSYMLINKS
+};
+
 class Sysroot {
  public:
-  // Opens a directory or a .tar.gz; throws InputError naming the path when missing or corrupt.
-  static Sysroot open(const std::string& path);
+  // Opens a directory or a .tar.gz / .tgz / .tar; throws InputError naming the path when it is
+  // missing, corrupt, holds a forbidden entry or exceeds a limit.
+  static Sysroot open(const std::string& path, const SysrootLimits& limits = {});
   ~Sysroot();
   Sysroot(Sysroot&&) noexcept;
   Sysroot& operator=(Sysroot&&) noexcept;
 
-  const std::string& origin() const { return origin_; }    // what the user named
-  const std::filesystem::path& root() const { return root_; }
-  bool is_live() const { return live_; }                   // the running machine's "/"
-  bool is_archive() const { return !temp_dir_.empty(); }
+  const std::string& origin() const { return origin_; }  // what the user named
+  bool is_live() const;                                  // the running machine's "/"
+  bool is_archive() const;
+  const SysrootLimits& limits() const { return limits_; }
 
-  std::filesystem::path path(const std::string& relative) const;
-  bool exists(const std::string& relative) const;
-  // First line (trailing newline removed), or nullopt when the file is missing or unreadable.
+  bool exists(const std::string& relative) const;  // the entry itself (a dangling link counts)
+  // First line (trailing newline removed), or nullopt when the file is missing, not a regular
+  // file, larger than the file limit, or leads outside the sysroot.
   std::optional<std::string> read_line(const std::string& relative) const;
   std::optional<std::string> read_text(const std::string& relative) const;
-  // Reads up to max bytes; nullopt when the file cannot be opened.
+  // Up to max bytes; nullopt when the file cannot be read as above.
   std::optional<std::vector<uint8_t>> read_bytes(const std::string& relative, size_t max) const;
-  // Target of a symlink as stored, or nullopt.
+  // Size the file reports (sysfs gives the kernel's size of `config`), nullopt when unreadable.
+  std::optional<uint64_t> file_size(const std::string& relative) const;
+  // Target of a symlink as stored (its text, not followed), or nullopt.
   std::optional<std::string> read_link(const std::string& relative) const;
-  // Resolves symlinks inside the sysroot (absolute targets are taken relative to it) and returns
-  // the path relative to the root, or nullopt when it leaves the root or does not exist.
+  // Resolves symlinks inside the sysroot and returns the path relative to the root, or nullopt
+  // when it leaves the root, loops, or does not exist.
   std::optional<std::string> resolve(const std::string& relative) const;
   std::vector<std::string> list(const std::string& relative) const;  // sorted names; empty if none
+
+  // A directory of a directory sysroot as a host path that holds no symlink below the root, for
+  // libraries that open files by name (libkmod); nullopt for archives or when unsafe.
+  std::optional<std::filesystem::path> confined_directory(const std::string& relative) const;
+
+  class Backend;
 
  private:
   Sysroot() = default;
   std::string origin_;
-  std::filesystem::path root_;
-  std::filesystem::path temp_dir_;
-  bool live_ = false;
+  SysrootLimits limits_;
+  std::unique_ptr<Backend> backend_;
 };
 
 }  // namespace p2paudit

@@ -128,6 +128,7 @@ struct Function {
 
   size_t config_size = 0;         // what the kernel exposes (256 or 4096); 0 when unknown
   size_t config_readable = 0;     // what this reader could read; < config_size when unprivileged
+  bool pcix_mode2 = false;        // PCI-X 266/533 capable: extended config space is reachable
   bool is_pcie = false;
   PcieType pcie_type = PcieType::kNotPcie;
   Acs acs;

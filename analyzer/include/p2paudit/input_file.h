@@ -1,0 +1,24 @@
+// Files named on the command line (rule files, vendor facts, lspci dumps) come from strangers:
+// only regular files are read, without blocking on FIFOs, and never more than a stated size.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace p2paudit {
+
+inline constexpr size_t kMaxRuleFileBytes = 4u << 20;     // policy, advisories, kernel rules
+inline constexpr size_t kMaxVendorFactsBytes = 16u << 20;
+inline constexpr size_t kMaxDumpFileBytes = 64u << 20;    // lspci -xxxx of a very large machine
+
+// The whole file; throws InputError naming `path` when it is missing, not a regular file
+// (directory, FIFO, device, socket), unreadable, or larger than max_bytes.
+std::string read_input_file(const std::string& path, size_t max_bytes);
+
+// Text from hostile input made safe to print and to put in JSON: invalid UTF-8 bytes and
+// control characters (other than tab) are shown as \xNN; valid UTF-8 is kept.
+std::string escape_text(std::string_view bytes);
+bool is_clean_text(std::string_view bytes);  // true when escape_text() would change nothing
+
+}  // namespace p2paudit

@@ -1,0 +1,115 @@
+#include "p2paudit/input_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "p2paudit/errors.h"
+
+namespace p2paudit {
+
+namespace {
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device node";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Length of the UTF-8 sequence starting at s[i], 0 when it is not a valid one.
+size_t utf8_sequence(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  uint32_t cp = c & (0x7f >> len);
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3f);
+  }
+  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;  // overlong, surrogate
+  return len;
+}
+
+bool is_control(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
+
+}  // namespace
+
+std::string read_input_file(const std::string& path, size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (fd.get() < 0) throw InputError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) throw InputError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: {}, not a regular file", path, file_kind(st.st_mode)));
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    throw InputError(fmt::format("{}: {} bytes, more than the limit of {} bytes", path, st.st_size, max_bytes));
+  std::string data;
+  data.resize(max_bytes + 1 < size_t(st.st_size) + 1 ? max_bytes + 1 : size_t(st.st_size) + 1);
+  size_t used = 0;
+  for (;;) {  // procfs and sysfs files report size 0 or less than they hold: read to EOF, bounded
+    if (used == data.size()) {
+      if (data.size() > max_bytes) break;
+      data.resize(std::min(max_bytes + 1, data.size() * 2 + 4096));
+    }
+    ssize_t n = ::read(fd.get(), data.data() + used, data.size() - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InputError(fmt::format("{}: read error: {}", path, std::strerror(errno)));
+    if (n == 0) break;
+    used += static_cast<size_t>(n);
+  }
+  if (used > max_bytes) throw InputError(fmt::format("{}: more than the limit of {} bytes", path, max_bytes));
+  data.resize(used);
+  return data;
+}
+
+bool is_clean_text(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    size_t len = utf8_sequence(s, i);
+    if (len == 0 || (len == 1 && is_control(static_cast<unsigned char>(s[i])))) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string escape_text(std::string_view s) {
+  if (is_clean_text(s)) return std::string(s);
+  std::string out;
+  out.reserve(s.size() + 16);
+  for (size_t i = 0; i < s.size();) {
+    size_t len = utf8_sequence(s, i);
+    if (len == 0 || (len == 1 && is_control(static_cast<unsigned char>(s[i])))) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
+      ++i;
+    } else {
+      out.append(s.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
+}  // namespace p2paudit
