@@ -117,7 +117,8 @@ class Model {
         acs_list.printf(name(t_, *a) + ";");
         ++acs_cnt;
       }
-      for (std::optional<size_t> bb = client; bb; bb = up(*bb), ++dist_b)
+      std::optional<size_t> bb = client;
+      for (size_t hops = 0; bb && hops <= t_.functions.size(); bb = up(*bb), ++dist_b, ++hops)
         if (*bb == *a) {
           call.common = a;
           return;
@@ -129,7 +130,8 @@ class Model {
 
   // The client chain below the common ancestor (which the provider walk already tested).
   void walk_client_chain(Call& call, size_t client, SeqBuf& acs_list, int& acs_cnt) {
-    for (std::optional<size_t> bb = client; bb && bb != call.common; bb = up(*bb))
+    std::optional<size_t> bb = client;
+    for (size_t hops = 0; bb && bb != call.common && hops <= t_.functions.size(); bb = up(*bb), ++hops)
       if (has_acs_redir(call, *bb, false)) {
         acs_list.printf(name(t_, *bb) + ";");
         ++acs_cnt;
@@ -361,9 +363,12 @@ std::vector<int> groups_merged(const Topology& t, const std::vector<size_t>& dev
         todo.push_back(i);
     }
   }
+  std::vector<bool> seen(t.functions.size());
   while (!todo.empty()) {
     size_t d = todo.back();
     todo.pop_back();
+    if (seen[d]) continue;
+    seen[d] = true;
     if (t.functions[d].iommu_group) groups.insert(*t.functions[d].iommu_group);
     for (size_t c : t.functions[d].children) todo.push_back(c);
   }

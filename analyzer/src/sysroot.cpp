@@ -327,7 +327,13 @@ void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits
     std::string shown = escape_text(path);
     if (const char* hardlink = archive_entry_hardlink(e)) {
       // Only a second name for a regular file that came earlier in the same archive.
-      std::string target = entry_path(origin, hardlink, limits);
+      std::string target = hardlink;
+      try {
+        target = entry_path(origin, hardlink, limits);
+      } catch (const InputError&) {
+        throw InputError(fmt::format("{}: refusing hard link '{}' to '{}': outside the archive", origin, shown,
+                                     escape_text(target)));
+      }
       auto it = entries_.find(target);
       if (it == entries_.end() || it->second.kind != Kind::kFile)
         throw InputError(fmt::format("{}: refusing hard link '{}': '{}' is not a regular file earlier in the archive",

@@ -102,11 +102,19 @@ void read_sysfs_attributes(const Sysroot& root, Function& f, std::vector<Finding
   f.has_p2pmem = root.exists(dir + "/p2pmem");
 }
 
-// sysfs nests directories, so parents cannot loop on a real machine; a crafted tree can make two
-// functions each other's parent. Every function on a loop is put on its root bus, with a finding
-// naming the loop, so no walk spins and no device disappears from the tree.
-void break_parent_cycles(Topology& t) {
+// sysfs nests directories, so upstream links cannot loop on a real machine; a crafted tree can
+// make two functions each other's parent, or a VF's physfn another VF. The kernel's upstream step
+// (pci_upstream_bridge(): a VF takes its PF's parent) is checked for loops; every function on one
+// is put on its root bus, with a finding naming the loop, so no walk spins and no device is lost.
+void break_upstream_loops(Topology& t) {
   const size_t n = t.functions.size();
+  for (auto& f : t.functions)
+    if (f.physfn && t.functions[*f.physfn].is_virtfn) {
+      t.findings.push_back({f.sysfs_path + "/physfn", fmt::format("points to {}, itself a VF; ignored",
+                                                                  t.functions[*f.physfn].bdf.str())});
+      f.physfn.reset();
+    }
+  auto owner = [&](size_t i) { return t.functions[i].physfn ? *t.functions[i].physfn : i; };  // whose parent counts
   std::vector<int> state(n, 0);  // 0 unseen, 1 on the current walk, 2 settled
   for (size_t start = 0; start < n; ++start) {
     std::vector<size_t> walk;
@@ -114,16 +122,16 @@ void break_parent_cycles(Topology& t) {
     while (at && state[*at] == 0) {
       state[*at] = 1;
       walk.push_back(*at);
-      at = t.functions[*at].parent;
+      at = t.functions[owner(*at)].parent;
     }
     if (at && state[*at] == 1) {
       std::vector<size_t> loop(std::find(walk.begin(), walk.end(), *at), walk.end());
       std::string names;
-      for (size_t k : loop) names += (names.empty() ? "" : " -> ") + t.functions[k].bdf.str();
+      for (size_t k : loop) names += t.functions[k].bdf.str() + " -> ";
       t.findings.push_back({t.functions[loop.front()].sysfs_path,
-                            fmt::format("parent links form a loop ({} -> {}); these functions are shown on their root bus",
+                            fmt::format("upstream links form a loop ({}{}); these functions are shown on their root bus",
                                         names, t.functions[loop.front()].bdf.str())});
-      for (size_t k : loop) t.functions[k].parent.reset();
+      for (size_t k : loop) t.functions[owner(k)].parent.reset();
     }
     for (size_t k : walk) state[k] = 2;
   }
@@ -213,7 +221,7 @@ Topology read_topology(const Sysroot& root) {
   std::map<Bdf, size_t> index;
   for (size_t i = 0; i < t.functions.size(); ++i) index[t.functions[i].bdf] = i;
   for (size_t i = 0; i < t.functions.size(); ++i) place_in_sysfs(root, index, t.functions, i, t.findings);
-  break_parent_cycles(t);
+  break_upstream_loops(t);
   settle_config_sizes(t);
   for (size_t i = 0; i < t.functions.size(); ++i) {
     Function& f = t.functions[i];

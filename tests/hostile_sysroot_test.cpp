@@ -1,0 +1,397 @@
+// Issue 7's attacks on sysroots, snapshots and output files, each as a regression test: crafted
+// archives and directories must never reach a host file, hang, loop, crash or give a known answer
+// the bytes do not support.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/errors.h"
+#include "p2paudit/p2pdma.h"
+#include "p2paudit/platform.h"
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+#include "sysroot_builder.h"
+#include "test_support.h"
+
+namespace p2paudit {
+namespace {
+
+using test::ConfigBytes;
+using test::SysrootDir;
+using test::TarEntry;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+test::CommandResult tool(const std::string& args, bool with_stderr = false) {
+  // timeout: a regression to an endless loop or a blocking open fails instead of hanging CI.
+  return test::run_command("timeout 20 " + std::string(P2PAUDIT_TOOL) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+// An Intel client host (8086:4c43, not whitelisted) with a multifunction NVMe behind one Root
+// Port: the Root Port's ACS decides the pair, as in the issue's report.
+void build_root_port_machine(SysrootDir& s, const std::string& root_port_config) {
+  s.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 167\n");
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.function("pci0000:00/0000:00:01.0", root_port_config);
+  s.function("pci0000:00/0000:00:01.0/0000:01:00.0", ConfigBytes(0x144d, 0xa808, 0x010802, 0, false, true).bytes());
+  s.function("pci0000:00/0000:00:01.0/0000:01:00.1", ConfigBytes(0x144d, 0xa808, 0x010802, 0, false, true).bytes());
+}
+
+std::string root_port_with_acs() { return ConfigBytes(0x8086, 0x4c01, 0x060400, 4, true).buses(0, 1, 1).acs(0x000c).bytes(); }
+
+std::string map_type(const std::string& sysroot, const std::string& provider, const std::string& client) {
+  auto r = tool("--sysroot " + test::shell_quote(sysroot) + " explain " + provider + " " + client + " --format json");
+  if (r.status != 0) return "exit " + std::to_string(r.status);
+  auto j = json::parse(r.output);
+  return j["pairs"][0]["map_type"].get<std::string>();
+}
+
+TEST(HostileSysroot, FullRootPortAcsIsHonoured) {
+  SysrootDir s;
+  build_root_port_machine(s, root_port_with_acs());
+  EXPECT_EQ(map_type(s.str(), "01:00.0", "01:00.1"), "NOT_SUPPORTED");
+}
+
+TEST(HostileSysroot, RootPortConfigCutTo255BytesIsUnknownNotNoAcs) {
+  SysrootDir s;
+  build_root_port_machine(s, root_port_with_acs().substr(0, 255));
+  EXPECT_EQ(map_type(s.str(), "01:00.0", "01:00.1"), "UNKNOWN");
+  EXPECT_NE(tool("--sysroot " + s.str() + " check 01:00.0 01:00.1").status, 0) << "a cut file must never answer peer";
+  auto topo = tool("--sysroot " + s.str() + " topology --format json");
+  ASSERT_EQ(topo.status, 0);
+  for (const auto& f : json::parse(topo.output)["functions"])
+    if (f["bdf"] == "0000:00:01.0") EXPECT_EQ(f["acs"], "unknown");
+}
+
+TEST(HostileSysroot, RootPortConfigCutTo256WithoutCaptureRecordIsUnknown) {
+  // 256 bytes of a PCIe Root Port: the kernel gives it 4096; without a capture record that says
+  // otherwise, the missing extended space is unknown, never "no ACS".
+  SysrootDir s;
+  build_root_port_machine(s, root_port_with_acs().substr(0, 256));
+  EXPECT_EQ(map_type(s.str(), "01:00.0", "01:00.1"), "UNKNOWN");
+  std::string tarball = temp_path("cut256.tar.gz");
+  s.pack(tarball);
+  EXPECT_EQ(map_type(tarball, "01:00.0", "01:00.1"), "UNKNOWN");
+}
+
+TEST(HostileSysroot, CaptureRecordOf256MakesTheExtendedSpaceAbsent) {
+  SysrootDir s;
+  build_root_port_machine(s, root_port_with_acs().substr(0, 256));
+  s.write("p2paudit-capture.json", R"({"schema_version": 1, "config_sizes": {"0000:00:01.0": 256}})");
+  EXPECT_EQ(map_type(s.str(), "01:00.0", "01:00.1"), "BUS_ADDR");  // the kernel says 256 bytes: no ACS at all
+  auto topo = json::parse(tool("--sysroot " + s.str() + " topology --format json").output);
+  for (const auto& f : topo["functions"])
+    if (f["bdf"] == "0000:00:01.0") EXPECT_EQ(f["acs"], "absent");
+}
+
+TEST(HostileSysroot, ParentLoopTerminatesAndKeepsEveryDevice) {
+  // 00:01.0 lives below 01:00.0 and 01:00.0 below 00:01.0: each is the other's parent.
+  SysrootDir s;
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.write("sys/devices/pci0000:00/0000:01:00.0/0000:00:01.0/config",
+          ConfigBytes(0x8086, 0x4c01, 0x060400, 4, true).buses(0, 1, 1).bytes());
+  s.write("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/config", ConfigBytes(0x10de, 0x2335, 0x030200, 0).bytes());
+  s.link("sys/bus/pci/devices/0000:00:01.0", "../../../devices/pci0000:00/0000:01:00.0/0000:00:01.0");
+  s.link("sys/bus/pci/devices/0000:01:00.0", "../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0");
+  for (const char* cmd : {"matrix --all", "policy --all", "check 01:00.0 00:01.0", "explain 01:00.0 00:01.0"}) {
+    auto r = tool("--sysroot " + s.str() + " " + cmd, true);
+    EXPECT_NE(r.status, 124) << cmd << " hung";
+    EXPECT_LE(r.status, 2) << cmd;
+  }
+  auto topo = tool("--sysroot " + s.str() + " topology", true);
+  EXPECT_NE(topo.output.find("01:00.0"), std::string::npos) << topo.output;
+  EXPECT_NE(topo.output.find("00:01.0"), std::string::npos) << topo.output;
+  EXPECT_NE(topo.output.find("loop"), std::string::npos) << topo.output;
+}
+
+TEST(HostileSysroot, VfWhosePhysfnIsItselfIsReported) {
+  SysrootDir s;
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.function("pci0000:00/0000:00:02.0", ConfigBytes(0x8086, 0x1889, 0x020000, 0).bytes());
+  s.link("sys/devices/pci0000:00/0000:00:02.0/physfn", "../0000:00:02.0");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  ASSERT_EQ(t.functions.size(), 2u);
+  EXPECT_FALSE(t.functions[1].physfn.has_value());
+  bool reported = false;
+  for (const auto& f : t.findings) reported |= f.message.find("itself") != std::string::npos;
+  EXPECT_TRUE(reported);
+  EXPECT_FALSE(pci_upstream_bridge(t, 1).has_value());
+}
+
+TEST(HostileSysroot, GarbageAttributesAreFindingsNotNumbers) {
+  SysrootDir s;
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.function("pci0000:00/0000:00:02.0", ConfigBytes(0x10de, 0x2335, 0x030200, 0).bytes());
+  s.write("sys/devices/pci0000:00/0000:00:02.0/vendor", "zzzz\n");
+  s.write("sys/devices/pci0000:00/0000:00:02.0/numa_node", "abc\n");
+  s.write("sys/devices/pci0000:00/0000:00:02.0/current_link_width", "16x\n");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  const Function& gpu = t.functions[1];
+  EXPECT_EQ(gpu.vendor, 0x10de);  // from config space, not the garbage attribute
+  EXPECT_EQ(gpu.numa_node, -1);
+  EXPECT_EQ(gpu.link.current_width, 4) << "the PCIe capability's width, not a number made of '16x'";
+  std::string all;
+  for (const auto& f : t.findings) all += f.path + ": " + f.message + "\n";
+  EXPECT_NE(all.find("vendor: malformed ('zzzz')"), std::string::npos) << all;
+  EXPECT_NE(all.find("numa_node: 'abc'"), std::string::npos) << all;
+  EXPECT_NE(all.find("current_link_width: '16x'"), std::string::npos) << all;
+}
+
+TEST(HostileSysroot, ResizableBarSizeFieldBeyondTheSpecIsAFinding) {
+  SysrootDir s;
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.function("pci0000:00/0000:00:02.0", ConfigBytes(0x8086, 0xe20b, 0x030000, 0).rebar((63u << 8) | (1u << 5)).bytes());
+  Topology t = read_topology(Sysroot::open(s.str()));  // UBSan: no shift by 83
+  EXPECT_TRUE(t.functions[1].rebar.empty());
+  bool reported = false;
+  for (const auto& f : t.findings) reported |= f.message.find("size field 63") != std::string::npos;
+  EXPECT_TRUE(reported);
+}
+
+TEST(HostileSysroot, KernelReleaseCannotSteerTheConfigLookup) {
+  SysrootDir s;
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.write("proc/sys/kernel/osrelease", "../../etc/passwd-config\n");
+  s.write("etc/passwd-config", "CONFIG_PCI_P2PDMA=y\n");  // what "boot/config-../../etc/passwd-config" names
+  std::vector<Finding> findings;
+  Platform p = read_platform(Sysroot::open(s.str()), findings);
+  EXPECT_EQ(p.kernel_release, "");
+  EXPECT_EQ(p.config_p2pdma, Known::kUnknown);
+  EXPECT_EQ(p.kernel_config_source, "");
+}
+
+TEST(HostileSysroot, AbsoluteLinksStayInsideADirectorySysroot) {
+  // An absolute device link means the sysroot's /sys, never this machine's live sysfs.
+  SysrootDir s;
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.link("sys/bus/pci/devices/0000:00:00.0", "/sys/devices/pci0000:00/0000:00:00.0");
+  s.link("proc/cmdline", "/etc/hostname");
+  Sysroot root = Sysroot::open(s.str());
+  Topology t = read_topology(root);
+  ASSERT_EQ(t.functions.size(), 1u);
+  EXPECT_EQ(t.functions[0].device, 0x4c43);
+  EXPECT_EQ(t.platform.cmdline, "") << "the host's /etc/hostname leaked";
+  EXPECT_FALSE(root.read_text("proc/cmdline"));
+}
+
+TEST(HostileSysroot, FifoAndDeviceNodesInADirectoryAreNotRead) {
+  SysrootDir s;
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  fs::remove(s.dir() / "proc/cpuinfo");
+  ASSERT_EQ(mkfifo((s.dir() / "proc/cpuinfo").c_str(), 0600), 0);
+  s.link("proc/cmdline", "../../../../../../dev/zero");  // leaves the sysroot: refused
+  fs::remove(s.dir() / "proc/version");
+  auto start = std::chrono::steady_clock::now();
+  auto r = tool("--sysroot " + s.str() + " topology --format json", true);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15)) << "blocked on the FIFO";
+}
+
+TEST(HostileSysroot, SnapshotOfAHostileSysrootCopiesNoHostFile) {
+  SysrootDir s;
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.link("proc/cpuinfo", "/etc/passwd");
+  std::string out = temp_path("hostile-copy.tar.gz");
+  fs::remove(out);
+  ASSERT_EQ(tool("--sysroot " + s.str() + " snapshot -o " + out).status, 0);
+  auto listing = test::run_command("tar xzOf " + out + " 2>/dev/null");
+  EXPECT_EQ(listing.output.find("root:"), std::string::npos) << "/etc/passwd was copied into the snapshot";
+}
+
+// --- archives -------------------------------------------------------------------------------
+
+std::vector<TarEntry> minimal_tree() {
+  return {{"proc/sys/kernel/osrelease", AE_IFREG, "6.8.0\n"},
+          {"sys/devices/pci0000:00/0000:00:00.0/config", AE_IFREG, ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256)},
+          {"sys/bus/pci/devices/0000:00:00.0", AE_IFLNK, "", "../../../devices/pci0000:00/0000:00:00.0"}};
+}
+
+std::string open_error(const std::string& tarball, const SysrootLimits& limits = {}) {
+  try {
+    Sysroot::open(tarball, limits);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HostileArchive, HardLinkToAHostFileIsRefusedAndNothingIsWritten) {
+  std::string victim = temp_path("victim.txt");
+  std::ofstream(victim) << "untouched";
+  auto entries = minimal_tree();
+  entries.push_back({"sys/x", AE_IFREG, "overwritten", "", victim});
+  std::string tarball = temp_path("hardlink.tar.gz");
+  test::write_tarball(tarball, entries);
+  std::string err = open_error(tarball);
+  EXPECT_NE(err.find("refusing hard link 'sys/x'"), std::string::npos) << err;
+  std::ifstream in(victim);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "untouched");
+}
+
+TEST(HostileArchive, HardLinkToAnEarlierFileIsASecondName) {
+  auto entries = minimal_tree();
+  entries.push_back({"proc/cmdline", AE_IFREG, "root=/dev/sda\n"});
+  entries.push_back({"proc/cmdline2", AE_IFREG, "", "", "proc/cmdline"});
+  std::string tarball = temp_path("hardlink-inside.tar.gz");
+  test::write_tarball(tarball, entries);
+  EXPECT_EQ(Sysroot::open(tarball).read_line("proc/cmdline2"), "root=/dev/sda");
+}
+
+TEST(HostileArchive, SymlinkToAHostFileReadsNothingFromTheHost) {
+  auto entries = minimal_tree();
+  entries.push_back({"proc/cmdline", AE_IFLNK, "", "/etc/passwd"});
+  entries.push_back({"proc/cpuinfo", AE_IFLNK, "", "../../../../../../../etc/passwd"});
+  std::string tarball = temp_path("symlink-host.tar.gz");
+  test::write_tarball(tarball, entries);
+  Sysroot root = Sysroot::open(tarball);
+  EXPECT_FALSE(root.read_text("proc/cmdline"));
+  EXPECT_FALSE(root.read_text("proc/cpuinfo"));
+  auto r = tool("--sysroot " + tarball + " topology --format json");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(r.output.find("root:"), std::string::npos);
+}
+
+TEST(HostileArchive, DeviceNodesAndFifosAreRefused) {
+  for (unsigned type : {AE_IFCHR, AE_IFBLK, AE_IFIFO}) {  // tar cannot hold a socket
+    auto entries = minimal_tree();
+    entries.push_back({"proc/cmdline", type});
+    std::string tarball = temp_path("special.tar.gz");
+    test::write_tarball(tarball, entries);
+    std::string err = open_error(tarball);
+    EXPECT_NE(err.find("refusing archive entry 'proc/cmdline'"), std::string::npos) << err;
+    EXPECT_NE(err.find("only directories, regular files and symlinks"), std::string::npos) << err;
+  }
+}
+
+TEST(HostileArchive, AbsoluteAndDotDotNamesAreRefused) {
+  for (const char* name : {"/etc/evil", "sys/../../evil", "../evil"}) {
+    auto entries = minimal_tree();
+    entries.push_back({name, AE_IFREG, "x"});
+    std::string tarball = temp_path("names.tar.gz");
+    test::write_tarball(tarball, entries);
+    EXPECT_NE(open_error(tarball).find("refusing archive entry"), std::string::npos) << name;
+  }
+}
+
+TEST(HostileArchive, LimitsOnEntriesFileSizeAndTotalSize) {
+  auto entries = minimal_tree();
+  for (int i = 0; i < 50; ++i) entries.push_back({"sys/junk/" + std::to_string(i), AE_IFREG, std::string(1000, 'x')});
+  std::string tarball = temp_path("limits.tar.gz");
+  test::write_tarball(tarball, entries);
+  SysrootLimits few_entries;
+  few_entries.max_archive_entries = 20;
+  EXPECT_NE(open_error(tarball, few_entries).find("more than 20 entries"), std::string::npos);
+  SysrootLimits small_files;
+  small_files.max_file_bytes = 999;
+  EXPECT_NE(open_error(tarball, small_files).find("larger than the limit of 999 bytes"), std::string::npos);
+  SysrootLimits small_total;
+  small_total.max_archive_bytes = 20000;
+  EXPECT_NE(open_error(tarball, small_total).find("more than 20000 bytes of file data"), std::string::npos);
+  EXPECT_EQ(open_error(tarball), "");
+}
+
+TEST(HostileArchive, CompressionBombStopsAtTheTotalLimit) {
+  // 10 GiB of zeros would compress to ~10 MB; 64 MiB of zeros is enough to show the cap.
+  auto entries = minimal_tree();
+  entries.push_back({"sys/zeros", AE_IFREG, std::string(64u << 20, '\0')});
+  std::string tarball = temp_path("bomb.tar.gz");
+  test::write_tarball(tarball, entries);
+  SysrootLimits limits;
+  limits.max_file_bytes = 1u << 20;
+  EXPECT_NE(open_error(tarball, limits).find("larger than the limit"), std::string::npos);
+}
+
+TEST(HostileArchive, FifoNamedAsTheSnapshotDoesNotHang) {
+  std::string fifo = temp_path("fifo.tar.gz");
+  fs::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto r = tool("--sysroot " + fifo + " topology", true);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(fifo), std::string::npos);
+  fs::remove(fifo);
+}
+
+// --- output files ---------------------------------------------------------------------------
+
+std::string fixture() { return test::data_path("machines/h200x2-firecracker-vm/sysroot.tar.gz"); }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(SnapshotOutput, SymlinkPlantedAtTheOutputIsNeverFollowed) {
+  std::string victim = temp_path("root-owned.txt"), out = temp_path("planted.tar.gz");
+  std::ofstream(victim) << "precious";
+  fs::remove(out);
+  fs::create_symlink(victim, out);
+  for (const char* force : {"", " --force"}) {
+    auto r = tool("--sysroot " + fixture() + " snapshot -o " + out + force, true);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find("symlink"), std::string::npos) << r.output;
+    EXPECT_EQ(read_file(victim), "precious");
+  }
+  fs::remove(out);
+}
+
+TEST(SnapshotOutput, ExistingFileKeptUnlessForce) {
+  std::string out = temp_path("existing.tar.gz");
+  std::ofstream(out) << "old";
+  auto r = tool("--sysroot " + fixture() + " snapshot -o " + out, true);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("--force"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(out), "old");
+  EXPECT_EQ(tool("--sysroot " + fixture() + " snapshot --force -o " + out).status, 0);
+  EXPECT_NE(read_file(out), "old");
+  EXPECT_EQ(tool("--sysroot " + out + " topology").status, 0);
+}
+
+TEST(SnapshotOutput, FailureLeavesTheOldFileAndNoTemporary) {
+  // The devices entry is a directory, not a link: the capture fails after the output was opened.
+  SysrootDir s;
+  s.write("sys/devices/pci0000:00/0000:00:00.0/config", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  fs::create_directories(s.dir() / "sys/bus/pci/devices/0000:00:00.0");
+  s.write("sys/bus/pci/devices/0000:00:00.0/config", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  std::string dir = temp_path("failing-output");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string out = dir + "/capture.tar.gz";
+  std::ofstream(out) << "old";
+  auto r = tool("--sysroot " + s.str() + " snapshot --force -o " + out, true);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_EQ(read_file(out), "old");
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u) << "a temporary file was left behind";
+}
+
+// --- bytes that are not text ------------------------------------------------------------------
+
+TEST(HostileText, NonUtf8EverywhereStillGivesValidJson) {
+  SysrootDir s;
+  std::string bad = "\xff\xfe\x80 \x1b[31m";
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.function("pci0000:00/0000:00:02.0", ConfigBytes(0x10de, 0x2335, 0x030200, 0).bytes());
+  s.write("sys/devices/pci0000:00/0000:00:02.0/modalias", "pci:" + bad + "\n");
+  s.link("sys/devices/pci0000:00/0000:00:02.0/driver", "../../../bus/pci/drivers/nv" + bad);
+  s.write("proc/cmdline", "root=" + bad + "\n");
+  s.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: Genuine" + bad + "\nmodel name\t: " + bad + "\n");
+  s.write("proc/sys/kernel/osrelease", "6.8" + bad + "\n");
+  for (const char* cmd : {"topology", "matrix --all", "policy --all", "explain 00:02.0 00:00.0", ""}) {
+    auto r = tool("--sysroot " + s.str() + " --format json " + cmd, true);
+    EXPECT_EQ(r.status, 0) << cmd << ": " << r.output;
+    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << cmd << ": " << r.output;
+    EXPECT_NO_THROW((void)json::parse(r.output.substr(0, r.output.rfind('}') + 1))) << cmd;
+  }
+  auto topo = json::parse(tool("--sysroot " + s.str() + " topology --format json").output);
+  EXPECT_NE(topo.dump().find("\\\\xff"), std::string::npos) << "invalid bytes are shown escaped";
+}
+
+}  // namespace
+}  // namespace p2paudit
