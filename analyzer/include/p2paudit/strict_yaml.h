@@ -1,0 +1,81 @@
+// YAML from strangers (rule files, --kernel-rules) read strictly before anything is built from it.
+// yaml-cpp builds a document whatever it holds: aliases that expand a kilobyte into billions of
+// nodes, a silently ignored second document, the last of two equal keys. load_strict_yaml() walks
+// the parser's events first and refuses those, so the loaders see one small, unambiguous tree.
+// It is shared by the kernel-rules and the policy loaders, which must be equally strict.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "p2paudit/errors.h"
+
+namespace p2paudit {
+
+// A place in a text file, 1-based, as every "FILE:LINE:COLUMN: message" names it.
+struct TextPosition {
+  int line = 1;
+  int column = 1;
+};
+
+// yaml-cpp marks are 0-based and -1 when unknown (an empty document): unknown is the file's start.
+TextPosition yaml_position(const YAML::Mark& mark);
+// The line and column of a byte offset (columns count bytes, as yaml-cpp's do).
+TextPosition text_position(std::string_view text, size_t offset);
+
+// "FILE:LINE:COLUMN", the form compilers print and editors jump to; the one formatter of positions
+// in rule files. The file name is shown as escape_text() does, since it may come from a stranger.
+std::string format_position(std::string_view file, TextPosition position);
+std::string format_position(std::string_view file, const YAML::Mark& mark);
+
+// The first byte of `text` that is not valid UTF-8, or that is a character YAML does not allow in a
+// stream (C0 and C1 controls other than tab, line feed, carriage return and NEL; U+FFFE, U+FFFF).
+// yaml-cpp takes 0x04 for the end of input and reads on past invalid bytes, so both are refused.
+struct BadCharacter {
+  size_t offset = 0;
+  std::string description;  // "invalid UTF-8 byte 0xff", "control character U+0004"
+};
+std::optional<BadCharacter> find_bad_yaml_character(std::string_view text);
+// The same for JSON text: invalid UTF-8 only (JSON itself refuses control characters in strings).
+std::optional<BadCharacter> find_invalid_utf8(std::string_view text);
+
+// The first control character of a scalar's value other than tab and line feed: YAML escapes
+// ("\e[2J") can put any of them in a value that is later printed to a terminal.
+std::optional<BadCharacter> find_control_character(std::string_view value);
+
+struct YamlProblem {
+  TextPosition position;
+  std::string message;
+};
+
+// what() is "FILE:LINE:COLUMN: message" per problem, one per line.
+class YamlError : public InputError {
+ public:
+  YamlError(std::string file, std::vector<YamlProblem> problems);
+  const std::string& file() const { return file_; }
+  const std::vector<YamlProblem>& problems() const { return problems_; }
+
+ private:
+  std::string file_;
+  std::vector<YamlProblem> problems_;
+};
+
+// What one rule file may make the reader build. The rule files shipped are far below these.
+struct YamlLimits {
+  size_t max_nodes = 100000;  // every node, an alias counting as the whole node it names
+  int max_depth = 64;         // collections nested in collections
+  int max_alias_depth = 8;    // aliases to nodes that hold aliases to nodes that hold aliases...
+};
+
+// Parses `text`, the content of `file`, into its one document (a null node when the text holds
+// none). Throws YamlError when the text is not UTF-8 or not YAML, holds a second document, exceeds
+// `limits`, or has an alias to a node that contains it; and, after reading the whole document,
+// with every mapping key that repeats an earlier key of the same mapping.
+YAML::Node load_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits = {});
+
+}  // namespace p2paudit
