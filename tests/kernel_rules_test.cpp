@@ -38,7 +38,8 @@ TEST(KernelRelease, ParsesDistributionAndRcReleases) {
     ASSERT_TRUE(r) << c.text;
     EXPECT_EQ(std::tie(r->major, r->minor, r->patch, r->rc), std::tie(c.major, c.minor, c.patch, c.rc)) << c.text;
   }
-  for (const char* bad : {"", "6", "linux", "6..1", "6.1.2.3", ".6.1"}) EXPECT_FALSE(KernelRelease::parse(bad)) << bad;
+  for (const char* bad : {"", "6", "linux", "6..1", "6.1.2.3", ".6.1", "6.1x", "6.1.", "6.1.0 ", "6.1.0-../x"})
+    EXPECT_FALSE(KernelRelease::parse(bad)) << bad;
   EXPECT_EQ(*KernelRelease::parse("7.3-rc7"), *KernelRelease::parse("7.3"));
   EXPECT_LT(*KernelRelease::parse("7.1.2"), *KernelRelease::parse("7.1.3"));
 }
@@ -182,6 +183,13 @@ TEST_F(RuleFile, ErrorsNameFileLineAndColumn) {
             ":3:42: 'added' is not a kernel release: 'soon'");
   EXPECT_EQ(error_of("schema: 2\nentries: []\n"), ":1:9: unsupported schema '2' (expected 1)");
   EXPECT_EQ(error_of("schema: 1\nentries: [\n"), ":3:1: end of sequence flow not found");
+  // As strict as policy files: one document, each key once.
+  EXPECT_EQ(error_of("schema: 1\nentries:\n  - {vendor: \"8086\", device: \"2030\", device: \"2031\"}\n"),
+            ":3:38: duplicate key 'device' in entries[0] (first at line 3)");
+  EXPECT_EQ(error_of("schema: 1\nentries: []\n---\nschema: 1\n"), ":3:1: a rule file holds one YAML document; this is a second");
+  EXPECT_EQ(error_of("schema: 1\nentries:\n  - {vendor: \"8086\", device: \"1\", added: \"6.1x\"}\n"),
+            ":3:42: 'added' is not a kernel release: '6.1x'");
+  EXPECT_EQ(error_of(""), ":1:1: expected a mapping at the top level");
 }
 
 TEST(KernelRules, ShippedDataLoads) {

@@ -1,5 +1,6 @@
 #include "p2paudit/kernel_rules.h"
 
+#include <algorithm>
 #include <charconv>
 #include <set>
 #include <tuple>
@@ -8,6 +9,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
+#include "p2paudit/strict_yaml.h"
 
 namespace p2paudit {
 
@@ -29,27 +32,24 @@ std::optional<uint16_t> parse_hex16(std::string_view s) {
   return static_cast<uint16_t>(v);
 }
 
-// Reads one YAML file and reports every problem as "file:line:column: message" (1-based).
+// A value from the file as a message quotes it: escaped (YAML escapes can spell any control
+// character) and cut short, so that a stranger's file cannot rewrite the terminal it is shown on.
+std::string shown_value(std::string_view text) {
+  constexpr size_t kShown = 60;
+  std::string shown = escape_text(text.substr(0, kShown));
+  return fmt::format("'{}{}'", shown, text.size() > kShown ? "..." : "");
+}
+
+// One YAML rule file, read strictly (strict_yaml.h); every problem is "file:line:column: message".
 class YamlFile {
  public:
-  explicit YamlFile(std::filesystem::path path) : path_(std::move(path)) {
-    try {
-      root_ = YAML::LoadFile(path_.string());
-    } catch (const YAML::BadFile&) {
-      throw InputError(fmt::format("{}: cannot read the rule file", path_.string()));
-    } catch (const YAML::ParserException& e) {
-      throw InputError(fmt::format("{}:{}:{}: {}", path_.string(), e.mark.line + 1,
-                                   e.mark.column + 1, e.msg));
-    }
+  YamlFile(std::string_view text, std::string origin) : origin_(std::move(origin)) {
+    root_ = load_strict_yaml(text, origin_);
     if (!root_.IsMap()) fail(root_, "expected a mapping at the top level");
   }
 
   const YAML::Node& root() const { return root_; }
-  std::string where(const YAML::Node& n) const {
-    auto m = n.Mark();
-    if (m.line < 0) return path_.string();
-    return fmt::format("{}:{}:{}", path_.string(), m.line + 1, m.column + 1);
-  }
+  std::string where(const YAML::Node& n) const { return format_position(origin_, n.Mark()); }
   [[noreturn]] void fail(const YAML::Node& n, std::string_view message) const {
     throw InputError(fmt::format("{}: {}", where(n), message));
   }
@@ -60,7 +60,7 @@ class YamlFile {
       const auto key = kv.first.Scalar();
       bool ok = false;
       for (auto a : allowed) ok = ok || key == a;
-      if (!ok) fail(kv.first, fmt::format("unknown key '{}'", key));
+      if (!ok) fail(kv.first, fmt::format("unknown key {}", shown_value(key)));
     }
   }
   std::string scalar(const YAML::Node& map, const char* key, bool required) const {
@@ -70,6 +70,9 @@ class YamlFile {
       return {};
     }
     if (!n.IsScalar()) fail(n, fmt::format("'{}' must be a scalar", key));
+    // Comments and commits are printed by explain and matrix.
+    if (auto bad = find_control_character(n.Scalar()))
+      fail(n, fmt::format("'{}' holds a {}: write plain text", key, bad->description));
     return n.Scalar();
   }
   bool boolean(const YAML::Node& map, const char* key) const {
@@ -81,14 +84,14 @@ class YamlFile {
   uint16_t hex_id(const YAML::Node& map, const char* key) const {
     auto text = scalar(map, key, true);
     auto v = parse_hex16(text);
-    if (!v) fail(map[key], fmt::format("'{}' must be a 16-bit hex ID, got '{}'", key, text));
+    if (!v) fail(map[key], fmt::format("'{}' must be a 16-bit hex ID, got {}", key, shown_value(text)));
     return *v;
   }
   std::optional<KernelRelease> release(const YAML::Node& map, const char* key, bool required) const {
     auto text = scalar(map, key, required);
     if (text.empty()) return std::nullopt;
     auto r = KernelRelease::parse(text);
-    if (!r) fail(map[key], fmt::format("'{}' is not a kernel release: '{}'", key, text));
+    if (!r) fail(map[key], fmt::format("'{}' is not a kernel release: {}", key, shown_value(text)));
     return r;
   }
   ReleaseRange releases(const YAML::Node& map, bool required) const {
@@ -108,13 +111,13 @@ class YamlFile {
   }
 
  private:
-  std::filesystem::path path_;
+  std::string origin_;
   YAML::Node root_;
 };
 
 void check_schema(const YamlFile& f) {
   auto v = f.scalar(f.root(), "schema", true);
-  if (v != "1") f.fail(f.root()["schema"], fmt::format("unsupported schema '{}' (expected 1)", v));
+  if (v != "1") f.fail(f.root()["schema"], fmt::format("unsupported schema {} (expected 1)", shown_value(v)));
 }
 
 std::vector<WhitelistEntry> read_entries(const YamlFile& f, bool releases_required) {
@@ -151,32 +154,40 @@ constexpr std::string_view kKnownFeatures[] = {
 }  // namespace
 
 std::optional<KernelRelease> KernelRelease::parse(std::string_view text) {
+  // uname's release field holds at most 64 bytes; what follows the version is the distribution's
+  // (CONFIG_LOCALVERSION, packaging), kept for display and notes, so it is held to the characters
+  // real releases use: never '/', spaces, control characters or bytes that are not UTF-8.
+  constexpr size_t kMaxReleaseLength = 64;
+  if (text.empty() || text.size() > kMaxReleaseLength) return std::nullopt;
   KernelRelease r;
   r.text = std::string(text);
-  // Numbers up to the first character that is neither a digit nor a dot belong to the version.
-  size_t end = 0;
-  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
-    ++end;
-  std::string_view ver = text.substr(0, end);
   int parts[3] = {0, 0, 0};
   int n = 0;
-  while (!ver.empty()) {
-    auto dot = ver.find('.');
-    auto v = parse_int(ver.substr(0, dot));
-    if (!v || n == 3) return std::nullopt;
+  size_t pos = 0;
+  for (;;) {  // "X.Y" or "X.Y.Z", every part digits
+    size_t digits = pos;
+    while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+    auto v = parse_int(text.substr(pos, digits - pos));
+    if (!v) return std::nullopt;
     parts[n++] = *v;
-    if (dot == std::string_view::npos) break;
-    ver.remove_prefix(dot + 1);
-    if (ver.empty()) return std::nullopt;
+    pos = digits;
+    if (n == 3 || pos == text.size() || text[pos] != '.') break;
+    ++pos;
   }
   if (n < 2) return std::nullopt;
+  std::string_view suffix = text.substr(pos);
+  auto suffix_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == '+' || c == '~';
+  };
+  // "6.1x" or "6.1.2.3" is not a release with a suffix but a mistyped release.
+  if (!suffix.empty() && suffix[0] != '-' && suffix[0] != '+' && suffix[0] != '~') return std::nullopt;
+  if (!std::all_of(suffix.begin(), suffix.end(), suffix_char)) return std::nullopt;
   std::tie(r.major, r.minor, r.patch) = std::tie(parts[0], parts[1], parts[2]);
-  std::string_view rest = text.substr(end);
-  if (rest.starts_with("-rc")) {
-    rest.remove_prefix(3);
+  if (suffix.starts_with("-rc")) {
+    suffix.remove_prefix(3);
     size_t d = 0;
-    while (d < rest.size() && std::isdigit(static_cast<unsigned char>(rest[d]))) ++d;
-    if (auto v = parse_int(rest.substr(0, d))) r.rc = *v;
+    while (d < suffix.size() && std::isdigit(static_cast<unsigned char>(suffix[d]))) ++d;
+    if (auto v = parse_int(suffix.substr(0, d))) r.rc = *v;
   }
   return r;
 }
@@ -218,19 +229,24 @@ const char* to_string(RootDeviceRule r) {
   return "";
 }
 
-std::vector<WhitelistEntry> load_whitelist_file(const std::filesystem::path& path) {
-  YamlFile f(path);
+std::vector<WhitelistEntry> parse_whitelist_file(std::string_view text, const std::string& origin) {
+  YamlFile f(text, origin);
   return read_entries(f, false);
 }
 
-KernelRuleData load_kernel_rule_data(const std::filesystem::path& dir) {
+std::vector<WhitelistEntry> load_whitelist_file(const std::filesystem::path& path) {
+  return parse_whitelist_file(read_input_file(path.string(), kMaxRuleFileBytes), path.string());
+}
+
+KernelRuleData parse_kernel_rule_data(std::string_view whitelist_text, const std::string& whitelist_origin,
+                                      std::string_view eras_text, const std::string& eras_origin) {
   KernelRuleData data;
   {
-    YamlFile f(dir / "whitelist.yaml");
+    YamlFile f(whitelist_text, whitelist_origin);
     data.whitelist = read_entries(f, true);
-    data.files.push_back((dir / "whitelist.yaml").string());
+    data.files.push_back(whitelist_origin);
   }
-  YamlFile f(dir / "eras.yaml");
+  YamlFile f(eras_text, eras_origin);
   f.check_keys(f.root(), {"schema", "newest_known_release", "features"});
   check_schema(f);
   auto newest = f.release(f.root(), "newest_known_release", true);
@@ -243,14 +259,20 @@ KernelRuleData load_kernel_rule_data(const std::filesystem::path& dir) {
                        f.scalar(item, "commit", false), f.releases(item, true)};
     bool known = false;
     for (auto k : kKnownFeatures) known = known || feat.id == k;
-    if (!known) f.fail(item["id"], fmt::format("unknown feature '{}'", feat.id));
+    if (!known) f.fail(item["id"], fmt::format("unknown feature {}", shown_value(feat.id)));
     if (data.find_feature(feat.id)) f.fail(item, fmt::format("duplicate feature '{}'", feat.id));
     data.features.push_back(std::move(feat));
   }
   for (auto k : kKnownFeatures)
     if (!data.find_feature(k)) f.fail(list, fmt::format("feature '{}' is missing", k));
-  data.files.push_back((dir / "eras.yaml").string());
+  data.files.push_back(eras_origin);
   return data;
+}
+
+KernelRuleData load_kernel_rule_data(const std::filesystem::path& dir) {
+  const std::string whitelist = (dir / "whitelist.yaml").string(), eras = (dir / "eras.yaml").string();
+  return parse_kernel_rule_data(read_input_file(whitelist, kMaxRuleFileBytes), whitelist,
+                                read_input_file(eras, kMaxRuleFileBytes), eras);
 }
 
 WhitelistEntry parse_assumed_whitelisted(std::string_view spec) {
@@ -288,14 +310,17 @@ KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& plat
   if (!options.kernel.empty()) {
     release = KernelRelease::parse(options.kernel);
     if (!release)
-      throw InputError(fmt::format("--kernel '{}': expected a release like 6.1 or 6.1.192", options.kernel));
+      throw InputError(fmt::format(
+          "--kernel '{}': expected X.Y or X.Y.Z in digits, optionally followed by a distribution suffix "
+          "that starts with '-', '+' or '~' (6.1, 6.1.192, 6.8.0-31-generic)",
+          escape_text(options.kernel)));
     rules.release_source = "--kernel";
   } else if (!platform.kernel_release.empty()) {
     release = KernelRelease::parse(platform.kernel_release);
     if (!release)
       throw InputError(fmt::format(
           "cannot parse the kernel release '{}' (proc/sys/kernel/osrelease); pass --kernel X.Y[.Z]",
-          platform.kernel_release));
+          escape_text(platform.kernel_release)));
     rules.release_source = "proc/sys/kernel/osrelease";
   }
   if (!release) {
@@ -354,7 +379,7 @@ KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& plat
   rules.rule_files = data.files;
   std::vector<WhitelistEntry> extra;
   for (const auto& file : options.kernel_rules) {
-    rules.rule_files.push_back(file);
+    rules.rule_files.push_back(escape_text(file));  // shown and put in JSON: a name need not be UTF-8
     for (auto& e : load_whitelist_file(file))
       if (e.releases.contains(r)) extra.push_back(std::move(e));
   }
@@ -376,7 +401,7 @@ KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& plat
   }
 
   rules.config_p2pdma = platform.config_p2pdma;
-  rules.config_source = platform.kernel_config_source;
+  rules.config_source = escape_text(platform.kernel_config_source);  // named after the sysroot's release
   auto running = KernelRelease::parse(platform.kernel_release);
   if (!options.kernel.empty() && rules.config_p2pdma != Known::kUnknown &&
       (!running || !(*running == *release))) {
@@ -384,7 +409,7 @@ KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& plat
     rules.notes.push_back(fmt::format(
         "the sysroot's kernel config ({}) belongs to {}, not to --kernel {}: assuming "
         "CONFIG_PCI_P2PDMA=y", rules.config_source.empty() ? "unknown source" : rules.config_source,
-        platform.kernel_release.empty() ? "another kernel" : platform.kernel_release, options.kernel));
+        platform.kernel_release.empty() ? "another kernel" : escape_text(platform.kernel_release), options.kernel));
     rules.config_p2pdma = Known::kYes;
   } else if (rules.config_p2pdma == Known::kUnknown)
     rules.notes.push_back(

@@ -19,7 +19,10 @@ struct KernelRelease {
   int rc = 0;                 // release candidate number, 0 for a release
   std::string text;           // as given ("5.15.0-25-generic")
 
-  // Accepts "6.1.192", "6.18.44-cloud", "5.15.0-25-generic", "7.3-rc7", "7.3.0-rc7+", "6.1".
+  // X.Y or X.Y.Z (digits), then optionally a distribution suffix that starts with '-', '+' or '~'
+  // and holds only letters, digits and . _ - + ~; at most 64 bytes, as uname's release field.
+  // Accepts "6.1.192", "6.18.44-cloud", "5.15.0-25-generic", "7.3-rc7", "7.3.0-rc7+", "6.1";
+  // refuses "6.1x", "6.1.2.3", "6.1.0-../../x" and anything that is not ASCII.
   static std::optional<KernelRelease> parse(std::string_view text);
   std::string version() const;  // "6.1.192", "7.3-rc7"
   // Rules compare (major, minor, patch); an -rc is taken as its release, as the data keys rc trees.
@@ -79,9 +82,17 @@ struct KernelRuleData {
 };
 
 // Loads DIR/whitelist.yaml and DIR/eras.yaml; throws InputError "file:line:column: message".
+// Rule files are read as strictly as policy files (strict_yaml.h): one document, no duplicate
+// keys, bounded aliases and nesting, UTF-8 only.
 KernelRuleData load_kernel_rule_data(const std::filesystem::path& dir);
+// The same for the two files' text already in memory; the origins name them in messages.
+KernelRuleData parse_kernel_rule_data(std::string_view whitelist_text, const std::string& whitelist_origin,
+                                      std::string_view eras_text, const std::string& eras_origin);
 // A user rule file (--kernel-rules): the whitelist.yaml schema; release fields are optional.
+// Only a regular file of at most kMaxRuleFileBytes is read (input_file.h).
 std::vector<WhitelistEntry> load_whitelist_file(const std::filesystem::path& path);
+// The same for text already in memory; `origin` names it in messages.
+std::vector<WhitelistEntry> parse_whitelist_file(std::string_view text, const std::string& origin);
 // "VVVV:DDDD[:same-host-bridge]" (DDDD may be "any"); throws InputError.
 WhitelistEntry parse_assumed_whitelisted(std::string_view spec);
 
