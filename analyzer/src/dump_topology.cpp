@@ -4,11 +4,14 @@
 #include <array>
 #include <cctype>
 #include <charconv>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <tuple>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -87,29 +90,47 @@ std::optional<Bdf> dump_header(std::string_view line) {
              static_cast<uint8_t>(fn - '0')};
 }
 
+// The file as a regular file of at most kMaxDumpBytes, opened without blocking (a FIFO swapped in
+// after the decoder read it is refused, not waited on); nullopt otherwise.
+std::optional<std::string> read_regular_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uintmax_t>(st.st_size) > kMaxDumpBytes)
+    return std::nullopt;
+  std::string text;
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 || text.size() + static_cast<size_t>(n) > kMaxDumpBytes) return std::nullopt;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  return text;
+}
+
 std::vector<RawBusNumbers> read_raw_bus_numbers(const std::string& dump_file) {
   std::vector<RawBusNumbers> out;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(dump_file, ec)) return out;
-  auto size = std::filesystem::file_size(dump_file, ec);
-  if (ec || size > kMaxDumpBytes) return out;
-  std::ifstream in(dump_file, std::ios::binary);
+  auto text = read_regular_file(dump_file);
+  if (!text) return out;
+  std::istringstream in(*text);
   std::string line;
-  RawBusNumbers* dev = nullptr;
-  uintmax_t consumed = 0;
-  while (consumed <= kMaxDumpBytes && std::getline(in, line)) {
-    consumed += line.size() + 1;
+  constexpr size_t kNone = SIZE_MAX;
+  size_t dev = kNone;  // the function whose bytes follow, as libpci's dump_init() tracks it
+  while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (auto bdf = dump_header(line)) {
+      dev = out.size();
       out.push_back({*bdf, {}});
-      dev = &out.back();
       continue;
     }
     if (line.empty()) {
-      dev = nullptr;
+      dev = kNone;
       continue;
     }
-    if (!dev) continue;
+    if (dev == kNone) continue;
     size_t colon = line.find(": ");
     if (colon == std::string::npos || colon < 2 || colon > 8 ||
         !std::all_of(line.begin(), line.begin() + static_cast<long>(colon),
@@ -121,7 +142,7 @@ std::vector<RawBusNumbers> read_raw_bus_numbers(const std::string& dump_file) {
     while (pos < 4096 && z + 2 <= line.size() && hex_digit(z) && hex_digit(z + 1) &&
            (z + 2 == line.size() || line[z + 2] == ' ')) {
       if (pos >= 0x18 && pos <= 0x1a)
-        dev->bytes[pos - 0x18] = static_cast<uint8_t>(hex_value(std::string_view(line).substr(z, 2)));
+        out[dev].bytes[pos - 0x18] = static_cast<uint8_t>(hex_value(std::string_view(line).substr(z, 2)));
       ++pos;
       z += 2;
       if (z < line.size()) ++z;
@@ -176,10 +197,19 @@ class TreeBuilder {
     check_acyclic();
     assign_host_bridges(a);
     place();
+    for (const auto& [kind, n] : noted_)
+      if (n > kPerKind) t_.findings.push_back({file_, fmt::format("{} more findings of this kind: {}", n - kPerKind, kind)});
   }
 
  private:
-  void note(std::string message) { t_.findings.push_back({file_, std::move(message)}); }
+  // A hostile dump can hold tens of thousands of broken bridges: the first kPerKind findings of a
+  // kind are listed, the rest counted.
+  static constexpr size_t kPerKind = 64;
+  void note(const char* kind, std::string message) {
+    if (++noted_[kind] <= kPerKind) t_.findings.push_back({file_, std::move(message)});
+  }
+  // Comparisons the checks that name partners may spend, so that no dump makes them quadratic.
+  size_t budget_ = size_t{1} << 24;
   const Function& fn(size_t i) const { return t_.functions[i]; }
   std::string who(size_t i) const { return fn(i).bdf.str(); }
 
@@ -191,21 +221,21 @@ class TreeBuilder {
       const Function& f = fn(i);
       if (!f.is_bridge()) continue;
       if ((f.class_code >> 16) != 0x06) {
-        note(fmt::format("{}: header type {} but class {:06x} is no bridge class: like `lspci -t`, nothing is "
+        note("bridge headers without a bridge class", fmt::format("{}: header type {} but class {:06x} is no bridge class: like `lspci -t`, nothing is "
                          "placed below it", who(i), f.header_type, f.class_code));
         continue;
       }
       if (!f.secondary_bus || !f.subordinate_bus) {
-        note(fmt::format("{}: a bridge whose bus numbers are not in the dump ({} bytes of config space): nothing "
+        note("bridges without bus numbers in the dump", fmt::format("{}: a bridge whose bus numbers are not in the dump ({} bytes of config space): nothing "
                          "is placed below it", who(i), f.config_readable));
         continue;
       }
       uint8_t sec = *f.secondary_bus, sub = *f.subordinate_bus, bus = f.bdf.bus;
       if (sec == 0 && sub == 0) {
-        note(fmt::format("{}: bridge without bus numbers (secondary and subordinate bus 00): nothing is placed "
+        note("bridges without bus numbers", fmt::format("{}: bridge without bus numbers (secondary and subordinate bus 00): nothing is placed "
                          "below it", who(i)));
       } else if (sub < sec) {
-        note(fmt::format("{}: bridge bus range {} is empty (subordinate below secondary): nothing is placed below it",
+        note("empty bridge ranges", fmt::format("{}: bridge bus range {} is empty (subordinate below secondary): nothing is placed below it",
                          who(i), range_text(sec, sub)));
       } else if (sec <= bus) {
         rejected.push_back({i, sec, sub});
@@ -217,33 +247,36 @@ class TreeBuilder {
     // A secondary bus at or below the bridge's own bus would make the bridge its own ancestor, or
     // the ancestor of a bridge upstream of it: the kernel reconfigures such a bridge ("bridge
     // configuration invalid"); here it holds nothing.
+    std::map<std::pair<uint32_t, uint8_t>, std::vector<BridgeRange>> on_bus;  // valid bridges by their own bus
+    for (const auto& v : valid_) on_bus[{fn(v.index).bdf.domain, fn(v.index).bdf.bus}].push_back(v);
     for (const auto& r : rejected) {
       const Function& x = fn(r.index);
       uint8_t bus = x.bdf.bus;
       if (bus <= r.sub) {
-        note(fmt::format("{}: bridge bus range {} includes its own bus {:02x}: ignored, nothing is placed below it",
+        note("bridge ranges holding their own bus", fmt::format("{}: bridge bus range {} includes its own bus {:02x}: ignored, nothing is placed below it",
                          who(r.index), range_text(r.sec, r.sub), bus));
         continue;
       }
+      // Partners: bridges on a bus of the rejected range whose own range holds its bus again.
       std::vector<std::string> partners;
-      size_t more = 0;
-      for (const auto& v : valid_) {
-        const Function& y = fn(v.index);
-        if (y.bdf.domain != x.bdf.domain || y.bdf.bus < r.sec || y.bdf.bus > r.sub || bus < v.sec || bus > v.sub)
-          continue;
-        if (partners.size() < kListed)
-          partners.push_back(fmt::format("{} (on bus {:02x}, range {})", who(v.index), y.bdf.bus,
-                                         range_text(v.sec, v.sub)));
-        else
-          ++more;
+      bool more = false;
+      for (unsigned b = r.sec; b <= r.sub && !more && budget_; ++b) {
+        auto it = on_bus.find({x.bdf.domain, static_cast<uint8_t>(b)});
+        if (it == on_bus.end()) continue;
+        for (const auto& v : it->second) {
+          if (!budget_ || (more = partners.size() == kListed)) break;
+          --budget_;
+          if (bus >= v.sec && bus <= v.sub)
+            partners.push_back(fmt::format("{} (on bus {:02x}, range {})", who(v.index), b, range_text(v.sec, v.sub)));
+        }
       }
-      if (more) partners.push_back(fmt::format("{} more", more));
+      if (more) partners.push_back("others");
       if (!partners.empty())
-        note(fmt::format("bus-range cycle: {} (on bus {:02x}) claims buses {}, which hold {}, whose range holds bus "
+        note("bus-range cycles", fmt::format("bus-range cycle: {} (on bus {:02x}) claims buses {}, which hold {}, whose range holds bus "
                          "{:02x} again; {}'s range is ignored, nothing is placed below it",
                          who(r.index), bus, range_text(r.sec, r.sub), fmt::join(partners, ", "), bus, who(r.index)));
       else
-        note(fmt::format("{}: bridge bus range {} lies below its own bus {:02x}: ignored, nothing is placed below it",
+        note("bridge ranges below their own bus", fmt::format("{}: bridge bus range {} lies below its own bus {:02x}: ignored, nothing is placed below it",
                          who(r.index), range_text(r.sec, r.sub), bus));
     }
     for (const auto& v : valid_) by_domain_[fn(v.index).bdf.domain].push_back(v);
@@ -292,14 +325,14 @@ class TreeBuilder {
                         return x.index < y.index;
                       })->index;
       if (exact.size() > 1)
-        note(fmt::format("bus {} is the secondary bus of {} bridges: {}; its functions are placed below {}, the "
+        note("buses shared by bridges", fmt::format("bus {} is the secondary bus of {} bridges: {}; its functions are placed below {}, the "
                          "lowest address, as the kernel keeps the first bridge that reaches a bus",
                          bus_name(domain, bus), exact.size(), list(exact), who(chosen)));
       return chosen;
     }
     if (!holding.empty()) {
       size_t chosen = narrowest(holding);
-      note(fmt::format("bus {} is no bridge's secondary bus but lies in the range of {}: its functions are placed "
+      note("buses behind bridges missing from the dump", fmt::format("bus {} is no bridge's secondary bus but lies in the range of {}: its functions are placed "
                        "below {}, as `lspci -t` does (the bridge above them is not in the dump)",
                        bus_name(domain, bus), list(holding), who(chosen)));
       return chosen;
@@ -313,33 +346,37 @@ class TreeBuilder {
     std::set<std::pair<uint32_t, uint8_t>> occupied;
     for (const Function& f : t_.functions) occupied.insert({f.bdf.domain, f.bdf.bus});
     for (const auto& [domain, bridges] : by_domain_) {
-      if (bridges.size() > 4096) {
-        note(fmt::format("domain {:04x} has {} bridges: their ranges are not checked for overlaps", domain,
-                         bridges.size()));
-        continue;
-      }
-      size_t reported = 0;
       for (const auto& b : bridges) {
         std::set<size_t> ancestors;
         std::optional<size_t> p = fn(b.index).parent;
         for (size_t steps = 0; p && steps <= t_.functions.size(); ++steps, p = fn(*p).parent) ancestors.insert(*p);
         for (const auto& o : bridges) {
+          if (!budget_) {
+            note("unchecked overlaps", "the dump holds too many bridges to check every pair of bus ranges for "
+                                       "overlaps: the check stopped early");
+            return;
+          }
+          --budget_;
           if (o.index == b.index || ancestors.count(o.index) || b.sec < o.sec || b.sec > o.sub) continue;
           if (o.sec == b.sec) {
             // Two bridges naming one secondary bus: reported with the placement when a function sits on it.
-            if (b.index < o.index && !occupied.count({domain, b.sec}) && ++reported <= 16)
-              note(fmt::format("bus {} is the secondary bus of both {} (range {}) and {} (range {})",
+            if (b.index < o.index && !occupied.count({domain, b.sec}))
+              note("buses shared by bridges",
+                   fmt::format("bus {} is the secondary bus of both {} (range {}) and {} (range {})",
                                bus_name(domain, b.sec), who(b.index), range_text(b.sec, b.sub), who(o.index),
                                range_text(o.sec, o.sub)));
             continue;
           }
-          if (++reported <= 16)
-            note(fmt::format("bridge bus ranges overlap: {}'s secondary bus {:02x} also lies in the range {} of {}, "
-                             "which is not upstream of it",
-                             who(b.index), b.sec, range_text(o.sec, o.sub), who(o.index)));
+          if (noted_["overlapping bridge ranges"] >= kPerKind) {  // counted without formatting a message
+            ++noted_["overlapping bridge ranges"];
+            continue;
+          }
+          note("overlapping bridge ranges",
+               fmt::format("bridge bus ranges overlap: {}'s secondary bus {:02x} also lies in the range {} of {}, "
+                           "which is not upstream of it",
+                           who(b.index), b.sec, range_text(o.sec, o.sub), who(o.index)));
         }
       }
-      if (reported > 16) note(fmt::format("{} more overlapping bridge ranges in domain {:04x}", reported - 16, domain));
     }
   }
 
@@ -352,7 +389,7 @@ class TreeBuilder {
       size_t steps = 0;
       while (p && steps <= n) p = fn(*p).parent, ++steps;
       if (p) {
-        note(fmt::format("{}: its chain of parents does not end: placed on a root bus", who(i)));
+        note("endless parent chains", fmt::format("{}: its chain of parents does not end: placed on a root bus", who(i)));
         t_.functions[i].parent.reset();
       }
     }
@@ -386,7 +423,7 @@ class TreeBuilder {
       if (it != by_domain_.end())
         for (const auto& b : it->second)
           if (rb->second >= b.sec && rb->second <= b.sub) {
-            note(fmt::format("--dump-host-bridge {}: bus {:02x} lies below bridge {} (range {}), so it is no root "
+            note("--dump-host-bridge buses behind bridges", fmt::format("--dump-host-bridge {}: bus {:02x} lies below bridge {} (range {}), so it is no root "
                              "bus: ignored", spec, rb->second, who(b.index), range_text(b.sec, b.sub)));
             behind = true;
             break;
@@ -400,7 +437,7 @@ class TreeBuilder {
         if (h.first == rb.first && h.second <= rb.second) host = h;
       if (!host) {
         if (!a.host_bridges.empty())
-          note(fmt::format("root bus {} lies below every --dump-host-bridge of domain {:04x}: taken as its own host "
+          note("root buses below every --dump-host-bridge", fmt::format("root bus {} lies below every --dump-host-bridge of domain {:04x}: taken as its own host "
                            "bridge {}", bus_name(rb.first, rb.second), rb.first, hb_name(rb.first, rb.second)));
         host = rb;
         hosts.insert(rb);
@@ -441,13 +478,18 @@ class TreeBuilder {
     for (size_t i = 0; i < n; ++i)
       if (auto p = fn(i).parent) t_.functions[*p].children.push_back(i);
     // The kernel's root bus list is in devfn order; root buses joined to a named host bridge follow.
-    for (auto& hb : t_.host_bridges) {
-      std::vector<size_t> own, joined;
-      for (size_t i = 0; i < n; ++i)
-        if (!fn(i).parent && fn(i).host_bridge == hb.name)
-          (fn(i).bdf.bus == hb.bus && fn(i).bdf.domain == hb.domain ? own : joined).push_back(i);
-      own.insert(own.end(), joined.begin(), joined.end());
-      hb.root_bus_devices = std::move(own);
+    std::map<std::string, size_t> host_index;
+    for (size_t h = 0; h < t_.host_bridges.size(); ++h) host_index[t_.host_bridges[h].name] = h;
+    std::vector<std::vector<size_t>> joined(t_.host_bridges.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (fn(i).parent) continue;
+      HostBridge& hb = t_.host_bridges[host_index.at(fn(i).host_bridge)];
+      if (fn(i).bdf.bus == hb.bus && fn(i).bdf.domain == hb.domain) hb.root_bus_devices.push_back(i);
+      else joined[host_index.at(fn(i).host_bridge)].push_back(i);
+    }
+    for (size_t h = 0; h < t_.host_bridges.size(); ++h) {
+      auto& devs = t_.host_bridges[h].root_bus_devices;
+      devs.insert(devs.end(), joined[h].begin(), joined[h].end());
     }
   }
 
@@ -456,6 +498,7 @@ class TreeBuilder {
   std::vector<BridgeRange> valid_;
   std::map<uint32_t, std::vector<BridgeRange>> by_domain_;
   std::map<std::pair<uint32_t, uint8_t>, std::pair<uint32_t, uint8_t>> host_of_root_;
+  std::map<std::string, size_t> noted_;  // findings by kind
 };
 
 // `lspci -xxxx` prints what the kernel exposes: 4096 bytes for a function with extended config
@@ -620,6 +663,11 @@ std::vector<std::string> dump_assumption_notes(const std::string& dump_file, con
     std::string joined;
     for (uint8_t b : buses) joined += fmt::format("{}{:02x}", joined.empty() ? " (also root bus " : ", ", b);
     hbs.push_back(hb.name + joined + (joined.empty() ? "" : ", through bridges the dump does not show)"));
+  }
+  if (hbs.size() > 16) {
+    size_t more = hbs.size() - 16;
+    hbs.resize(16);
+    hbs.push_back(fmt::format("{} more", more));
   }
   if (a.host_bridges.empty())
     out.push_back(fmt::format("host bridges: a dump does not show them; each root bus is taken as its own host "
