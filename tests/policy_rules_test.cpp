@@ -402,9 +402,13 @@ TEST(Lint, DuplicateIdsAndKeys) {
                        "- {id: a, when: always, action: warn, reason: y}\n"),
             "t.yaml:4:8: duplicate rule id 'a' (first at line 3)");
   EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: always\n  action: warn\n  reason: x\n  action: peer\n"),
-            "t.yaml:7:3: duplicate key 'action' in a rule (first at line 5)");
+            "t.yaml:7:3: duplicate key 'action' in rules[0] (first at line 5)");
   EXPECT_EQ(only_error(rule_with("{kernel.allowed: true, kernel.allowed: false}")),
-            "t.yaml:3:32: duplicate key 'kernel.allowed' in a condition (first at line 3)");
+            "t.yaml:3:32: duplicate key 'kernel.allowed' in rules[0].when (first at line 3)");
+  // The strict reader (strict_yaml.h) finds them all before the rules are read.
+  EXPECT_EQ(lint_errors("version: 1\nversion: 1\nrules:\n- {id: a, id: b, when: always, action: warn, reason: x}\n"),
+            (std::vector<std::string>{"t.yaml:2:1: duplicate key 'version' at the top level (first at line 1)",
+                                      "t.yaml:4:11: duplicate key 'id' in rules[0] (first at line 4)"}));
 }
 
 TEST(Lint, UnknownFactsAndOperators) {

@@ -2,16 +2,15 @@
 // thrown one at a time, so that `p2paudit rules lint` shows all of a file's mistakes at once.
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <map>
 #include <span>
-#include <sstream>
 
 #include <fmt/format.h>
-#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "p2paudit/input_file.h"
 #include "p2paudit/policy/rules.h"
+#include "p2paudit/strict_yaml.h"
 
 namespace p2paudit::policy {
 
@@ -102,20 +101,6 @@ Template::Piece literal_piece(std::string text) {
   return p;
 }
 
-// Records where each document starts; the events themselves are of no interest.
-struct DocumentStarts : YAML::EventHandler {
-  std::vector<YAML::Mark> starts;
-  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
-
 class Loader {
  public:
   Loader(std::string_view text, std::string file) : text_(text), file_(std::move(file)) {}
@@ -124,13 +109,13 @@ class Loader {
     RuleFile out;
     out.path = file_;
     try {
-      if (auto problem = check_single_document()) {
-        errors_.push_back(std::move(*problem));
-      } else {
-        YAML::Node doc = YAML::Load(std::string(text_));
-        if (doc.IsNull()) error(YAML::Mark(), "empty rule file: expected 'version: 1' and 'rules:'");
-        else read_file(doc, out);
-      }
+      // One shared strict reader (strict_yaml.h): one document, no duplicate keys, bounded aliases
+      // and nesting, UTF-8 only. Duplicate keys come all at once, like the rest of the findings.
+      YAML::Node doc = load_strict_yaml(text_, file_);
+      if (doc.IsNull()) error(YAML::Mark(), "empty rule file: expected 'version: 1' and 'rules:'");
+      else read_file(doc, out);
+    } catch (const YamlError& e) {
+      for (const auto& problem : e.problems()) errors_.push_back(at(problem.position, problem.message));
     } catch (const YAML::Exception& e) {
       error(e.mark, e.msg);
     }
@@ -144,27 +129,12 @@ class Loader {
   std::vector<Diagnostic> errors_;
   std::map<std::string, YAML::Mark> rule_ids_;
 
-  // Walks the documents with the parser rather than YAML::LoadAll, which never returns when a
-  // stray ',' stands at the top level: the parser then reports the same document start forever.
-  std::optional<Diagnostic> check_single_document() const {
-    std::istringstream in{std::string(text_)};
-    YAML::Parser parser(in);
-    DocumentStarts documents;
-    while (documents.starts.size() < 2 && parser.HandleNextDocument(documents)) {
-    }
-    if (documents.starts.size() < 2) return std::nullopt;
-    const YAML::Mark& first = documents.starts[0];
-    const YAML::Mark& second = documents.starts[1];
-    if (second.pos == first.pos && static_cast<size_t>(first.pos) < text_.size())
-      return at(first, fmt::format("unexpected '{}'", text_[first.pos]));
-    return at(second, "a rule file holds one YAML document; this is a second");
+  // Messages quote the file's own scalars, which YAML escapes can fill with control characters.
+  Diagnostic at(TextPosition position, std::string_view message) const {
+    return Diagnostic{file_, position.line, position.column, escape_text(message)};
   }
-
-  Diagnostic at(const YAML::Mark& m, std::string message) const {
-    // yaml-cpp marks are 0-based and -1 when unknown (an empty document).
-    return Diagnostic{file_, std::max(m.line, 0) + 1, std::max(m.column, 0) + 1, std::move(message)};
-  }
-  void error(const YAML::Mark& m, std::string message) { errors_.push_back(at(m, std::move(message))); }
+  Diagnostic at(const YAML::Mark& m, std::string_view message) const { return at(yaml_position(m), message); }
+  void error(const YAML::Mark& m, std::string message) { errors_.push_back(at(m, message)); }
 
   // An empty value (`when:`) has the position of whatever follows it; point at its key instead.
   static YAML::Mark value_mark(const YAML::Node& key, const YAML::Node& value) {
@@ -172,10 +142,9 @@ class Loader {
   }
 
   // Calls visit(key, value) for each entry with a scalar key that appears in `allowed` (all keys
-  // when allowed is empty), reporting the rest and duplicates.
+  // when allowed is empty), reporting the rest. load_strict_yaml() has refused duplicate keys.
   template <typename Visit>
   void for_each_entry(const YAML::Node& map, std::span<const std::string_view> allowed, std::string_view what, Visit visit) {
-    std::map<std::string, YAML::Mark> seen;
     for (auto it = map.begin(); it != map.end(); ++it) {
       // Copies: the iterator hands out a temporary pair, so references into it would dangle.
       YAML::Node key = it->first, value = it->second;
@@ -184,10 +153,6 @@ class Loader {
         continue;
       }
       const std::string& name = key.Scalar();
-      if (auto [first, inserted] = seen.emplace(name, key.Mark()); !inserted) {
-        error(key.Mark(), fmt::format("duplicate key '{}' in {} (first at line {})", name, what, first->second.line + 1));
-        continue;
-      }
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
         error(key.Mark(), fmt::format("unknown key '{}' in {} (expected one of: {})", name, what, fmt::join(allowed, ", ")));
         continue;
@@ -197,7 +162,14 @@ class Loader {
   }
 
   std::optional<std::string> scalar(const YAML::Node& key, const YAML::Node& value) {
-    if (value.IsScalar()) return value.Scalar();
+    if (value.IsScalar()) {
+      // Reasons, remedies and descriptions end up on terminals.
+      if (auto bad = find_control_character(value.Scalar())) {
+        error(value.Mark(), fmt::format("'{}' holds a {}: write plain text", key.Scalar(), bad->description));
+        return std::nullopt;
+      }
+      return value.Scalar();
+    }
     error(value_mark(key, value), fmt::format("'{}' must be a single value, not {}", key.Scalar(), node_kind(value)));
     return std::nullopt;
   }
@@ -600,7 +572,7 @@ class Loader {
 
 }  // namespace
 
-std::string Diagnostic::str() const { return fmt::format("{}:{}:{}: {}", file, line, column, message); }
+std::string Diagnostic::str() const { return fmt::format("{}: {}", format_position(file, TextPosition{line, column}), message); }
 
 namespace {
 std::string join_diagnostics(const std::vector<Diagnostic>& diagnostics) {
@@ -615,12 +587,6 @@ RuleFileError::RuleFileError(std::vector<Diagnostic> diagnostics)
 
 RuleFile parse_rule_file(std::string_view text, const std::string& file) { return Loader(text, file).load(); }
 
-RuleFile load_rule_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot read the rule file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_rule_file(text.str(), path);
-}
+RuleFile load_rule_file(const std::string& path) { return parse_rule_file(read_input_file(path, kMaxRuleFileBytes), path); }
 
 }  // namespace p2paudit::policy

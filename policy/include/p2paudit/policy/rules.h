@@ -112,7 +112,9 @@ class RuleFileError : public InputError {
   std::vector<Diagnostic> diagnostics_;
 };
 
-// Read and check a rule file. Throws RuleFileError for bad content, InputError when unreadable.
+// Read and check a rule file. Throws RuleFileError for bad content, InputError when unreadable,
+// not a regular file (a FIFO, a directory, /dev/zero) or larger than kMaxRuleFileBytes. The YAML
+// is read strictly (strict_yaml.h): one document, no duplicate keys, bounded aliases and nesting.
 RuleFile load_rule_file(const std::string& path);
 // The same for text already in memory; `file` names it in diagnostics.
 RuleFile parse_rule_file(std::string_view text, const std::string& file);
