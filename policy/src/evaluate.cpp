@@ -29,14 +29,33 @@ void derive_facts(FactSet& facts) {
   }
 }
 
-PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
-                         const VendorFacts* vendor, size_t provider, size_t client) {
+namespace {
+
+// `add_vendor_facts` lays facts from outside the sysroot over the analyzer's, before derived facts.
+template <typename AddVendorFacts>
+PairDecision decide_pair_with(const Topology& topo, const KernelRules& kernel, const RuleSet& rules, size_t provider,
+                              size_t client, AddVendorFacts add_vendor_facts) {
   PairDecision d{pci_p2pdma_distance(topo, kernel, provider, client), {}, {}};
   d.facts = pair_facts(topo, kernel, d.verdict);
-  if (vendor) vendor->apply(topo.functions[provider].bdf, topo.functions[client].bdf, d.facts);
+  add_vendor_facts(topo.functions[provider].bdf, topo.functions[client].bdf, d.facts);
   derive_facts(d.facts);
   d.decision = rules.decide(d.facts);
   return d;
+}
+
+}  // namespace
+
+PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
+                         const VendorFacts* vendor, size_t provider, size_t client) {
+  return decide_pair_with(topo, kernel, rules, provider, client, [&](const Bdf& p, const Bdf& c, FactSet& facts) {
+    if (vendor) vendor->apply(p, c, facts);
+  });
+}
+
+PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
+                         const VendorFactsDocument& vendor, size_t provider, size_t client) {
+  return decide_pair_with(topo, kernel, rules, provider, client,
+                          [&](const Bdf& p, const Bdf& c, FactSet& facts) { vendor.apply(p, c, facts); });
 }
 
 nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecision& d) {

@@ -15,8 +15,28 @@ namespace {
 using enum FactType;
 
 FactSpec fact(std::string name, FactType type, std::string description, std::vector<std::string> allowed = {}) {
-  return FactSpec{std::move(name), type, std::move(allowed), std::move(description)};
+  FactSpec f;
+  f.name = std::move(name);
+  f.type = type;
+  f.allowed = std::move(allowed);
+  f.description = std::move(description);
+  return f;
 }
+
+// A fact only vendor tools can tell, and so one a vendor facts file may set.
+FactSpec from_vendor(FactSpec f) {
+  f.source = FactSource::kVendor;
+  return f;
+}
+
+FactSpec in_range(FactSpec f, double minimum, double maximum) {
+  f.minimum = minimum;
+  f.maximum = maximum;
+  return f;
+}
+
+// Device memory beyond this is a typo or an attack, not a device (today's largest carry ~0.2 TiB).
+constexpr double kMaxDeviceMemory = double(std::int64_t{1} << 50);
 
 // Facts every device of a pair has; the catalogue lists each under "provider." and "client.".
 std::vector<FactSpec> device_facts() {
@@ -39,7 +59,8 @@ std::vector<FactSpec> device_facts() {
            "the Resizable BAR control asks for more than the BAR was given: resized, but no address space was "
            "found until a (warm) reboot (XRT's \"no iomem\")"),
       fact("bar_covers_memory", kBool, "the largest BAR is at least memory_size (known when memory_size is)"),
-      fact("memory_size", kInteger, "device memory in bytes as the vendor reports it (VRAM, HBM, DDR); often unknown"),
+      from_vendor(in_range(fact("memory_size", kInteger, "device memory in bytes as the vendor reports it (VRAM, HBM, DDR); often unknown"),
+                           0, kMaxDeviceMemory)),
   };
 }
 
@@ -87,9 +108,9 @@ std::vector<FactSpec> build_catalog() {
       // What the vendor stack that owns the pair would decide; see docs/vendor-p2p-gates.
       fact("vendor.authority", kEnum, "whose peer logic governs the pair: the kernel's P2PDMA or a vendor driver's",
            {"kernel", "nvidia", "amdgpu", "xe", "xrt", "unknown"}),
-      fact("vendor.nvlink", kBool, "an NVLink connects the two GPUs"),
-      fact("vendor.xgmi", kBool, "both AMD GPUs are in the same XGMI hive"),
-      fact("vendor.peer_supported", kBool, "the vendor stack reports peer access between the two as supported"),
+      from_vendor(fact("vendor.nvlink", kBool, "an NVLink connects the two GPUs")),
+      from_vendor(fact("vendor.xgmi", kBool, "both AMD GPUs are in the same XGMI hive")),
+      from_vendor(fact("vendor.peer_supported", kBool, "the vendor stack reports peer access between the two as supported")),
       fact("vendor.nvidia_vm_clique", kBool,
            "both NVIDIA GPUs carry the hypervisor's peer-clique capability with the same clique ID "
            "(in a VM, NVIDIA's driver then approves PCIe peer access without its chipset check)"),
@@ -97,8 +118,8 @@ std::vector<FactSpec> build_catalog() {
            "NVIDIA's own topology walk finds a PCIe switch it recognises above both GPUs (PLX 87xx/97xx, "
            "PMC 85xx/40xx, NVIDIA BR03/BR04, Mellanox 1976); the rest of its decision is in GSP firmware"),
 
-      fact("runtime.level_zero_version", kString, "Level Zero loader version"),
-      fact("runtime.compute_runtime_version", kString, "Intel compute-runtime release (\"26.09.37435.1\")"),
+      from_vendor(fact("runtime.level_zero_version", kString, "Level Zero loader version")),
+      from_vendor(fact("runtime.compute_runtime_version", kString, "Intel compute-runtime release (\"26.09.37435.1\")")),
   };
   for (const char* role : {"provider", "client"})
     for (FactSpec f : device_facts()) {
@@ -132,6 +153,8 @@ std::string type_text(const FactSpec& f) {
 }
 
 }  // namespace
+
+const char* to_string(FactSource s) { return s == FactSource::kVendor ? "vendor" : "analyzer"; }
 
 const char* to_string(FactType t) {
   switch (t) {
@@ -189,14 +212,16 @@ std::string fact_catalog_text() {
   for (const auto& f : fact_catalog()) width = std::max(width, f.name.size());
   std::string out;
   for (const auto& f : fact_catalog())
-    out += fmt::format("{:<{}}  {}\n{:<{}}  {}\n", f.name, width, type_text(f), "", width, f.description);
+    out += fmt::format("{:<{}}  {}{}\n{:<{}}  {}\n", f.name, width, type_text(f),
+                       f.source == FactSource::kVendor ? " (vendor facts file)" : "", "", width, f.description);
   return out;
 }
 
 nlohmann::json fact_catalog_json() {
   auto facts = nlohmann::json::array();
   for (const auto& f : fact_catalog()) {
-    nlohmann::json j = {{"name", f.name}, {"type", to_string(f.type)}, {"description", f.description}};
+    nlohmann::json j = {{"name", f.name}, {"type", to_string(f.type)}, {"description", f.description},
+                        {"source", to_string(f.source)}};
     if (f.type == kEnum) j["values"] = f.allowed;
     facts.push_back(std::move(j));
   }

@@ -1,10 +1,14 @@
 #include <algorithm>
+#include <cmath>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
 #include "p2paudit/policy/facts.h"
+#include "p2paudit/strict_yaml.h"
 
 namespace p2paudit::policy {
 
@@ -123,7 +127,11 @@ FactSet FactSet::from_json(const nlohmann::json& j, const std::string& origin) {
     }
     FactValue value;
     if (v.is_boolean()) value = v.get<bool>();
+    else if (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX))
+      throw InputError(fmt::format("{}: fact '{}': {} is out of range (at most {})", origin, name, v.dump(), INT64_MAX));
     else if (v.is_number_integer()) value = v.get<std::int64_t>();
+    else if (v.is_number() && !std::isfinite(v.get<double>()))
+      throw InputError(fmt::format("{}: fact '{}': {} is not a finite number", origin, name, v.dump()));
     else if (v.is_number()) value = v.get<double>();
     else if (v.is_string()) value = v.get<std::string>();
     else if (v.is_array() && std::all_of(v.begin(), v.end(), [](const auto& e) { return e.is_string(); }))
@@ -134,6 +142,216 @@ FactSet FactSet::from_json(const nlohmann::json& j, const std::string& origin) {
     facts.values_.insert_or_assign(name, std::move(checked.value));
   }
   return facts;
+}
+
+// ---- vendor facts files ----
+
+namespace {
+
+constexpr int kMaxVendorJsonDepth = 8;            // the format nests four deep
+constexpr size_t kMaxVendorJsonValues = 200000;   // a 16-GPU host's every pair has a few dozen
+constexpr size_t kMaxVendorStringBytes = 1024;    // version strings and the like
+
+std::string json_kind(const nlohmann::json& v) {
+  switch (v.type()) {
+    case nlohmann::json::value_t::null: return "null";
+    case nlohmann::json::value_t::boolean: return v.get<bool>() ? "true" : "false";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned: return "the integer " + v.dump();
+    case nlohmann::json::value_t::number_float: return "the number " + v.dump();
+    case nlohmann::json::value_t::string: {
+      const auto& text = v.get_ref<const std::string&>();
+      constexpr size_t kShown = 40;
+      return fmt::format("the string \"{}{}\"", escape_text(text.substr(0, kShown)), text.size() > kShown ? "..." : "");
+    }
+    case nlohmann::json::value_t::array: return "a list";
+    case nlohmann::json::value_t::object: return "an object";
+    default: return "something else";
+  }
+}
+
+std::string vendor_fact_names() {
+  std::string out;
+  for (const auto& f : fact_catalog())
+    if (f.source == FactSource::kVendor) out += (out.empty() ? "" : ", ") + f.name;
+  return out;
+}
+
+// Reads one document; every error is "ORIGIN: ENTRY: problem".
+class VendorFactsReader {
+ public:
+  explicit VendorFactsReader(const std::string& origin) : origin_(escape_text(origin)) {}
+
+  [[noreturn]] void refuse(std::string_view entry, std::string_view problem) const {
+    throw InputError(fmt::format("{}: {}: {}", origin_, entry, problem));
+  }
+
+  nlohmann::json parse(std::string_view text) const {
+    if (auto bad = find_invalid_utf8(text))
+      throw InputError(fmt::format("{}: {} (byte {}) (a JSON file is UTF-8 text)",
+                                   format_position(origin_, text_position(text, bad->offset)), bad->description, bad->offset));
+    // Bounded while parsing, so that a deep or huge document is refused before it is built.
+    size_t values = 0;
+    std::vector<std::set<std::string>> keys;  // of each object being read
+    auto bound = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      using Event = nlohmann::json::parse_event_t;
+      if (depth > kMaxVendorJsonDepth)
+        throw InputError(fmt::format("{}: nested deeper than {} levels", origin_, kMaxVendorJsonDepth));
+      if ((event == Event::value || event == Event::object_start || event == Event::array_start) && ++values > kMaxVendorJsonValues)
+        throw InputError(fmt::format("{}: more than {} values", origin_, kMaxVendorJsonValues));
+      if (event == Event::object_start) keys.emplace_back();
+      if (event == Event::object_end && !keys.empty()) keys.pop_back();
+      if (event == Event::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+        throw InputError(fmt::format("{}: duplicate key \"{}\" in one object: which one is meant?", origin_,
+                                     escape_text(parsed.get<std::string>())));
+      return true;
+    };
+    try {
+      return nlohmann::json::parse(text.begin(), text.end(), bound);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InputError(fmt::format("{}: byte {}: not JSON: {}", origin_, e.byte, escape_text(e.what())));
+    }
+  }
+
+  VendorFactsDocument read(const nlohmann::json& j) const {
+    if (!j.is_object()) refuse("the document", fmt::format("expected an object with \"schema_version\": 1, got {}", json_kind(j)));
+    for (const auto& [key, value] : j.items())
+      if (key != "schema_version" && key != "all" && key != "pairs")
+        refuse(fmt::format("\"{}\"", escape_text(key)), "unknown key (expected schema_version, all, pairs)");
+    if (!j.contains("schema_version")) refuse("schema_version", "missing (expected \"schema_version\": 1)");
+    const auto& version = j["schema_version"];
+    if (!version.is_number_integer() || version != 1)
+      refuse("schema_version", fmt::format("expected 1 (the only version this p2paudit reads), got {}", json_kind(version)));
+    VendorFactsDocument doc;
+    if (j.contains("all")) doc.all = facts(j["all"], "all");
+    if (!j.contains("pairs")) return doc;
+    const auto& pairs = j["pairs"];
+    if (!pairs.is_array()) refuse("pairs", fmt::format("expected a list of {{provider, client, facts}}, got {}", json_kind(pairs)));
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const auto& entry = pairs[i];
+      std::string where = fmt::format("pairs[{}]", i);
+      if (!entry.is_object()) refuse(where, fmt::format("expected an object with provider, client and facts, got {}", json_kind(entry)));
+      for (const auto& [key, value] : entry.items())
+        if (key != "provider" && key != "client" && key != "facts" && key != "symmetric")
+          refuse(where, fmt::format("unknown key \"{}\" (expected provider, client, facts, symmetric)", escape_text(key)));
+      for (const char* key : {"provider", "client", "facts"})
+        if (!entry.contains(key)) refuse(where, fmt::format("needs provider, client and facts; \"{}\" is missing", key));
+      Bdf provider = bdf(entry["provider"], where + ".provider");
+      Bdf client = bdf(entry["client"], where + ".client");
+      bool symmetric = false;
+      if (entry.contains("symmetric")) {
+        if (!entry["symmetric"].is_boolean()) refuse(where + ".symmetric", fmt::format("expected true or false, got {}", json_kind(entry["symmetric"])));
+        symmetric = entry["symmetric"].get<bool>();
+      }
+      FactSet set = facts(entry["facts"], where + ".facts");
+      if (symmetric) doc.pairs[{client, provider}] = set;
+      doc.pairs[{provider, client}] = std::move(set);
+    }
+    return doc;
+  }
+
+ private:
+  std::string origin_;
+
+  Bdf bdf(const nlohmann::json& v, const std::string& where) const {
+    auto parsed = v.is_string() ? Bdf::parse(v.get<std::string>()) : std::nullopt;
+    if (!parsed) refuse(where, fmt::format("expected a PCI address DDDD:BB:DD.F, got {}", json_kind(v)));
+    return *parsed;
+  }
+
+  FactSet facts(const nlohmann::json& j, const std::string& where) const {
+    if (!j.is_object()) refuse(where, fmt::format("expected an object of \"fact\": value, got {}", json_kind(j)));
+    FactSet out;
+    for (const auto& [name, v] : j.items()) {
+      const FactSpec* spec = find_fact(name);
+      if (!spec) refuse(where, escape_text(unknown_fact_message(name)));
+      if (spec->source != FactSource::kVendor)
+        refuse(where, fmt::format("fact '{}' is computed by the analyzer from the machine, so a vendor facts file may "
+                                  "not set it (it may set: {})", name, vendor_fact_names()));
+      if (v.is_null()) {
+        out.set_unknown(name);
+        continue;
+      }
+      auto value = fact_value(*spec, v, where);
+      auto checked = check_fact_value(*spec, std::move(value));
+      if (!checked.value) refuse(where, fmt::format("fact '{}': {}", name, escape_text(checked.error)));
+      out.set(name, std::move(*checked.value));
+    }
+    return out;
+  }
+
+  FactValue fact_value(const FactSpec& spec, const nlohmann::json& v, const std::string& where) const {
+    auto wrong = [&](std::string_view expected) {
+      refuse(where, fmt::format("fact '{}': expected {}, got {}", spec.name, expected, json_kind(v)));
+    };
+    auto text = [&](const nlohmann::json& s) {
+      const auto& str = s.get_ref<const std::string&>();
+      // Strings end up in terminals and reasons: no control characters, nothing very long.
+      if (!is_clean_text(str) || str.size() > kMaxVendorStringBytes)
+        refuse(where, fmt::format("fact '{}': {} must be printable text of at most {} bytes", spec.name, json_kind(s),
+                                  kMaxVendorStringBytes));
+      return str;
+    };
+    switch (spec.type) {
+      case FactType::kBool:
+        if (!v.is_boolean()) wrong("true or false");
+        return v.get<bool>();
+      case FactType::kInteger: {
+        if (!v.is_number_integer()) wrong("an integer");
+        bool fits = !v.is_number_unsigned() || v.get<std::uint64_t>() <= std::uint64_t(INT64_MAX);
+        auto i = fits ? v.get<std::int64_t>() : INT64_MAX;
+        if (!fits || (spec.minimum && double(i) < *spec.minimum) || (spec.maximum && double(i) > *spec.maximum))
+          refuse(where, fmt::format("fact '{}': {} is out of range ({} to {})", spec.name, v.dump(),
+                                    spec.minimum ? *spec.minimum : double(INT64_MIN), spec.maximum ? *spec.maximum : double(INT64_MAX)));
+        return i;
+      }
+      case FactType::kNumber: {
+        if (!v.is_number()) wrong("a number");
+        double d = v.get<double>();
+        if (!std::isfinite(d) || (spec.minimum && d < *spec.minimum) || (spec.maximum && d > *spec.maximum))
+          refuse(where, fmt::format("fact '{}': {} is out of range", spec.name, v.dump()));
+        return d;
+      }
+      case FactType::kString:
+        if (!v.is_string()) wrong("a string");
+        return text(v);
+      case FactType::kEnum:
+        if (!v.is_string()) wrong(fmt::format("one of {}", fmt::join(spec.allowed, ", ")));
+        return text(v);
+      case FactType::kStringList: {
+        if (!v.is_array()) wrong("a list of strings");
+        std::vector<std::string> items;
+        for (const auto& item : v) {
+          if (!item.is_string()) wrong("a list of strings");
+          items.push_back(text(item));
+        }
+        return items;
+      }
+    }
+    refuse(where, fmt::format("fact '{}': unsupported type", spec.name));
+  }
+};
+
+}  // namespace
+
+VendorFactsDocument VendorFactsDocument::parse(std::string_view json_text, const std::string& origin) {
+  VendorFactsReader reader(origin);
+  return reader.read(reader.parse(json_text));
+}
+
+VendorFactsDocument VendorFactsDocument::load(const std::string& path) {
+  return parse(read_input_file(path, kMaxVendorFactsBytes), path);
+}
+
+void VendorFactsDocument::apply(const Bdf& provider, const Bdf& client, FactSet& facts) const {
+  auto copy = [&](const FactSet& from) {
+    for (const auto& [name, value] : from.entries()) {
+      if (value) facts.set(name, *value);
+      else facts.set_unknown(name);
+    }
+  };
+  copy(all);
+  if (auto it = pairs.find({provider, client}); it != pairs.end()) copy(it->second);
 }
 
 }  // namespace p2paudit::policy

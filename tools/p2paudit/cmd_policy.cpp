@@ -28,8 +28,20 @@ struct Context {
   Topology topo;
   KernelRules kernel;
   policy::RuleSet rules;
-  std::optional<policy::VendorFacts> vendor;
+  std::optional<policy::VendorFactsDocument> vendor;
 };
+
+// Rule and facts files are refused unless they are UTF-8, but strings from a stranger's sysroot
+// (driver and module names, versions) still reach the facts: a byte that is not UTF-8 becomes
+// U+FFFD here rather than an exception halfway through the output.
+std::string dump_json(const nlohmann::ordered_json& j) {
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+policy::PairDecision decide(const Context& ctx, size_t provider, size_t client) {
+  if (ctx.vendor) return policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, *ctx.vendor, provider, client);
+  return policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, nullptr, provider, client);
+}
 
 Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
   Context ctx{load_topology(global), {}, {}, std::nullopt};
@@ -38,7 +50,8 @@ Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
   files.insert(files.end(), args.rules.begin(), args.rules.end());
   if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
   ctx.rules = policy::RuleSet::load(files);
-  if (!args.vendor_facts.empty()) ctx.vendor = policy::VendorFacts::load(args.vendor_facts);
+  // A stranger's file: only a regular file, bounded, and only the facts vendor tools supply.
+  if (!args.vendor_facts.empty()) ctx.vendor = policy::VendorFactsDocument::load(args.vendor_facts);
   return ctx;
 }
 
@@ -54,8 +67,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
   std::vector<policy::PairDecision> pairs;
   for (const auto& p : devices)
     for (const auto& c : devices)
-      pairs.push_back(policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr,
-                                          p.index, c.index));
+      pairs.push_back(decide(ctx, p.index, c.index));
   if (global.format == "env") {
     std::cout << policy::env_exports(ctx.topo, pairs);
   } else if (global.format == "json") {
@@ -67,7 +79,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     j["devices"] = devs;
     j["pairs"] = nlohmann::ordered_json::array();
     for (const auto& p : pairs) j["pairs"].push_back(policy::pair_decision_json(ctx.topo, p));
-    std::cout << j.dump(2) << "\n";
+    std::cout << dump_json(j);
   } else {
     std::cout << policy::policy_table_text(ctx.topo, devices, pairs);
   }
@@ -78,14 +90,14 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
   Context ctx = load_context(global, args);
   size_t provider = resolve_device(ctx.topo, global, args.pair[0]);
   size_t client = resolve_device(ctx.topo, global, args.pair[1]);
-  auto d = policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr, provider, client);
+  auto d = decide(ctx, provider, client);
   bool ok = args.require == "peer" ? d.decision.action == policy::Action::kPeer
                                    : d.decision.action != policy::Action::kDeny;
   if (global.format == "json") {
     auto j = policy::pair_decision_json(ctx.topo, d);
     j["require"] = args.require;
     j["satisfied"] = ok;
-    std::cout << j.dump(2) << "\n";
+    std::cout << dump_json(j);
   } else {
     std::cout << fmt::format("{}: {} -> {}: {} ({})\n", ok ? "yes" : "no", ctx.topo.functions[provider].bdf.str(),
                              ctx.topo.functions[client].bdf.str(), policy::to_string(d.decision.action),

@@ -33,6 +33,10 @@ void derive_facts(FactSet& facts);
 
 PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
                          const VendorFacts* vendor, size_t provider, size_t client);
+// The same with facts from a vendor facts file read by VendorFactsDocument (facts.h), which
+// refuses facts the analyzer computes; the command line reads --vendor-facts that way.
+PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
+                         const VendorFactsDocument& vendor, size_t provider, size_t client);
 
 nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecision& d);
 std::string policy_table_text(const Topology& topo, const std::vector<NamedFunction>& devices,

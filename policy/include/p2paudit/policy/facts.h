@@ -10,21 +10,33 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "p2paudit/topology.h"
 
 namespace p2paudit::policy {
 
 enum class FactType { kBool, kInteger, kNumber, kString, kEnum, kStringList };
 const char* to_string(FactType t);  // "bool", "integer", "number", "string", "enum", "list"
 
+// Who knows a fact. The analyzer computes most from the sysroot and the kernel's rules; a few only
+// vendor tools can tell (NVLink, XGMI, runtime versions, device memory), and only those may come
+// from a vendor facts file: a file that could set kernel.allowed would overrule the analysis.
+enum class FactSource { kAnalyzer, kVendor };
+const char* to_string(FactSource s);  // "analyzer", "vendor"
+
 struct FactSpec {
   std::string name;                  // dotted, e.g. "kernel.map_type", "provider.class"
   FactType type = FactType::kString;
   std::vector<std::string> allowed;  // kEnum only: every value the fact can take
   std::string description;           // one line, for docs and `p2paudit rules facts`
+  FactSource source = FactSource::kAnalyzer;
+  // kInteger, kNumber: the values that can be true; a vendor facts file is held to them.
+  std::optional<double> minimum, maximum;
 };
 
 // Every fact, grouped by namespace (kernel., path., iommu., platform., vendor., runtime.,
@@ -76,6 +88,26 @@ class FactSet {
 
  private:
   std::map<std::string, std::optional<FactValue>, std::less<>> values_;
+};
+
+// Facts from vendor tools (--vendor-facts FILE; docs/policy.md), as JSON:
+//   {"schema_version": 1,
+//    "all": {"runtime.compute_runtime_version": "26.09.1", ...},
+//    "pairs": [{"provider": "0000:00:06.0", "client": "0000:00:07.0", "symmetric": true,
+//               "facts": {"vendor.nvlink": true}}]}
+// Every name must be a catalogued fact whose source is kVendor, every value of its type and range.
+// The file comes from a stranger: each error names the file, the entry and what was expected.
+struct VendorFactsDocument {
+  FactSet all;                                    // for every pair
+  std::map<std::pair<Bdf, Bdf>, FactSet> pairs;   // (provider, client); a later entry replaces an earlier
+
+  // Throws InputError "ORIGIN: ENTRY: problem" (ENTRY like pairs[2].facts, schema_version).
+  static VendorFactsDocument parse(std::string_view json_text, const std::string& origin);
+  // read_input_file(path, kMaxVendorFactsBytes), then parse().
+  static VendorFactsDocument load(const std::string& path);
+
+  // Copies the facts for (provider, client) over `facts`: all's, then the pair's own.
+  void apply(const Bdf& provider, const Bdf& client, FactSet& facts) const;
 };
 
 // Converts `value` to the representation `spec` asks for (integer → number) or says why it cannot;
