@@ -210,6 +210,8 @@ class VendorFactsReader {
       return nlohmann::json::parse(text.begin(), text.end(), bound);
     } catch (const nlohmann::json::parse_error& e) {
       throw InputError(fmt::format("{}: byte {}: not JSON: {}", origin_, e.byte, escape_text(e.what())));
+    } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double: 1e999
+      throw InputError(fmt::format("{}: not JSON this reader takes: {}", origin_, escape_text(e.what())));
     }
   }
 

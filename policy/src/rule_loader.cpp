@@ -89,6 +89,55 @@ std::optional<double> parse_number(std::string_view s) {
   return v;
 }
 
+// A long value quoted in a message, cut to what a person reads.
+std::string shortened(std::string_view text) {
+  constexpr size_t kShown = 60;
+  return text.size() > kShown ? std::string(text.substr(0, kShown)) + "..." : std::string(text);
+}
+
+// libstdc++'s std::regex compiles and matches by recursion and backtracking: a deeply nested
+// pattern overflows the stack while compiling (a crash, not an error), and a repeated group that
+// itself repeats or alternates ("(a+)+", "(a|a)*") can take exponential time on a short fact.
+// Rule files come from strangers, so such patterns are refused; the shipped ones need none of it.
+std::optional<std::string> regex_hazard(std::string_view pattern) {
+  constexpr size_t kMaxLength = 512;
+  constexpr size_t kMaxGroupDepth = 8;
+  constexpr long kMaxRepeatCount = 1000;
+  if (pattern.size() > kMaxLength) return fmt::format("longer than {} characters", kMaxLength);
+  auto quantifier_at = [&](size_t i) {
+    return i < pattern.size() && (pattern[i] == '*' || pattern[i] == '+' || pattern[i] == '?' || pattern[i] == '{');
+  };
+  std::vector<bool> group_repeats_inside;  // per open group: it holds a quantifier or an alternative
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '\\') {
+      ++i;  // an escaped character stands for itself
+    } else if (c == '[') {
+      for (++i; i < pattern.size() && pattern[i] != ']'; ++i)
+        if (pattern[i] == '\\') ++i;
+    } else if (c == '(') {
+      if (group_repeats_inside.size() == kMaxGroupDepth) return fmt::format("groups nested deeper than {}", kMaxGroupDepth);
+      group_repeats_inside.push_back(false);
+      if (i + 2 < pattern.size() && pattern[i + 1] == '?') i += 2;  // (?: (?= (?! are not quantifiers
+    } else if (c == ')' && !group_repeats_inside.empty()) {
+      bool inner = group_repeats_inside.back();
+      group_repeats_inside.pop_back();
+      if (inner && quantifier_at(i + 1))
+        return std::string("a repeated group that itself repeats or alternates can take exponential time; write it without");
+    } else if (c == '|' || quantifier_at(i)) {
+      if (!group_repeats_inside.empty()) group_repeats_inside.back() = true;
+      if (c == '{') {
+        long count = 0;
+        for (size_t k = i + 1; k < pattern.size() && (std::isdigit(static_cast<unsigned char>(pattern[k])) || pattern[k] == ','); ++k)
+          if (pattern[k] == ',') count = 0;
+          else if ((count = count * 10 + (pattern[k] - '0')) > kMaxRepeatCount)
+            return fmt::format("a repeat count above {}", kMaxRepeatCount);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 Condition of_kind(Condition::Kind kind) {
   Condition c;
   c.kind = kind;
@@ -430,6 +479,8 @@ class Loader {
     auto v = read_value(spec, key, value);
     if (!v) return std::nullopt;
     if (op == Operator::kRegex) {
+      if (auto hazard = regex_hazard(std::get<std::string>(*v)))
+        return fail(fmt::format("regex '{}': {}", shortened(std::get<std::string>(*v)), *hazard));
       try {
         c.regex = std::make_shared<const std::regex>(std::get<std::string>(*v), std::regex::ECMAScript);
       } catch (const std::regex_error& e) {
