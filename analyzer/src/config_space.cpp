@@ -31,7 +31,7 @@ namespace {
 thread_local std::jmp_buf* g_error_jump = nullptr;
 thread_local char g_error_message[512];
 
-[[noreturn]] void on_pci_error(char* msg, ...) {
+__attribute__((noreturn)) void on_pci_error(char* msg, ...) {  // the attribute libpci's callback type carries
   va_list args;
   va_start(args, msg);
   std::vsnprintf(g_error_message, sizeof g_error_message, msg, args);
@@ -402,18 +402,77 @@ void cross_check_id(const Sysroot& root, const std::string& dir, const char* nam
   }
 }
 
+// One function decoded by libpci from bytes we hold (its config cache on a dump-method device).
+template <typename FillBars>
+Function decode_cached(struct pci_access* a, const Bdf& bdf, std::vector<uint8_t>& bytes, const Source& source,
+                       std::vector<Finding>& findings, FillBars fill_bars) {
+  struct pci_dev* d = pci_get_dev(a, static_cast<int>(bdf.domain), bdf.bus, bdf.dev, bdf.fn);
+  pci_setup_cache(d, bytes.data(), static_cast<int>(source.readable));
+  unsigned fill = PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_CLASS_EXT | PCI_FILL_SUBSYS | PCI_FILL_CAPS | PCI_FILL_EXT_CAPS;
+  bool ok = guarded([&] { pci_fill_info(d, static_cast<int>(fill)); });
+  if (ok && !fill_bars(d)) ok = guarded([&] { pci_fill_info(d, PCI_FILL_BASES); });
+  if (!ok) {
+    pci_free_dev(d);
+    throw InputError(fmt::format("{}: {}", source.where, g_error_message));
+  }
+  Function f = decode_function(a, d, findings, source);
+  pci_free_dev(d);
+  return f;
+}
+
+// libpci opens its dump by name: it gets a private in-memory copy (a memfd), so neither a FIFO, a
+// device nor a file swapped in meanwhile can reach it; and no device node is opened either.
+class PrivateCopy {
+ public:
+  PrivateCopy(const std::string& origin, std::string_view bytes) : fd_(::memfd_create("p2paudit-dump", MFD_CLOEXEC)) {
+    if (fd_ < 0) throw InputError(fmt::format("{}: cannot hold a private copy: {}", origin, std::strerror(errno)));
+    for (size_t done = 0; done < bytes.size();) {
+      ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+      if (n <= 0) {
+        ::close(fd_);
+        throw InputError(fmt::format("{}: cannot hold a private copy: {}", origin, std::strerror(errno)));
+      }
+      done += static_cast<size_t>(n);
+    }
+    name_ = fmt::format("/proc/self/fd/{}", fd_);
+  }
+  ~PrivateCopy() { ::close(fd_); }
+  PrivateCopy(const PrivateCopy&) = delete;
+  PrivateCopy& operator=(const PrivateCopy&) = delete;
+  std::string& name() { return name_; }
+
+ private:
+  int fd_;
+  std::string name_;
+};
+
+// libpci set up to decode bytes we hand it: the dump method's fill_info decodes from config space
+// alone; its dump is empty.
+void init_for_cached_bytes(PciAccess& access, PrivateCopy& empty_dump, const std::string& origin) {
+  struct pci_access* a = access.get();
+  a->method = PCI_ACCESS_DUMP;
+  pci_set_param(a, const_cast<char*>("dump.name"), empty_dump.name().data());
+  if (!guarded([&] { pci_init(a); })) throw InputError(fmt::format("{}: libpci: {}", origin, g_error_message));
+}
+
 }  // namespace
+
+Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings) {
+  size_t readable = whole_regions(bytes.size());
+  if (readable < 64) throw InputError(fmt::format("{}: {} bytes of config space cannot identify a function", bdf.str(), bytes.size()));
+  PrivateCopy empty(bdf.str(), "");
+  PciAccess access;
+  init_for_cached_bytes(access, empty, bdf.str());
+  return decode_cached(access.get(), bdf, bytes, Source{bdf.str(), 0, readable}, findings, [](struct pci_dev*) { return false; });
+}
 
 std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings) {
   // libpci decodes bytes we read through the sysroot (its config cache); it is never given a
-  // path into a sysroot, so it cannot follow a stranger's link out of it. The dump method is
-  // used only because its fill_info decodes from config space alone; it reads no dump here.
+  // path into a sysroot, so it cannot follow a stranger's link out of it.
+  PrivateCopy empty(root.origin(), "");
   PciAccess access;
+  init_for_cached_bytes(access, empty, root.origin());
   struct pci_access* a = access.get();
-  a->method = PCI_ACCESS_DUMP;
-  std::string no_dump = "/dev/null";
-  pci_set_param(a, const_cast<char*>("dump.name"), no_dump.data());
-  if (!guarded([&] { pci_init(a); })) throw InputError(fmt::format("{}: libpci: {}", root.origin(), g_error_message));
 
   std::vector<Function> out;
   for (const auto& name : root.list("sys/bus/pci/devices")) {
@@ -436,17 +495,9 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
     if (root.is_live())
       if (auto size = root.file_size(dir + "/config"); size && (*size == 256 || *size == 4096)) source.config_size = *size;
 
-    struct pci_dev* d = pci_get_dev(a, static_cast<int>(bdf->domain), bdf->bus, bdf->dev, bdf->fn);
-    pci_setup_cache(d, bytes->data(), static_cast<int>(readable));
-    unsigned fill = PCI_FILL_IDENT | PCI_FILL_CLASS | PCI_FILL_CLASS_EXT | PCI_FILL_SUBSYS | PCI_FILL_CAPS | PCI_FILL_EXT_CAPS;
-    bool ok = guarded([&] { pci_fill_info(d, static_cast<int>(fill)); });
-    if (ok && !fill_bars_from_resource(root, dir, d, findings)) ok = guarded([&] { pci_fill_info(d, PCI_FILL_BASES); });
-    if (!ok) {
-      pci_free_dev(d);
-      throw InputError(fmt::format("{}: {}: {}", root.origin(), dir, g_error_message));
-    }
-    out.push_back(decode_function(a, d, findings, source));
-    pci_free_dev(d);
+    out.push_back(decode_cached(a, *bdf, *bytes, source, findings, [&](struct pci_dev* d) {
+      return fill_bars_from_resource(root, dir, d, findings);
+    }));
     cross_check_id(root, dir, "vendor", out.back().vendor, 4, findings);
     cross_check_id(root, dir, "device", out.back().device, 4, findings);
     cross_check_id(root, dir, "class", out.back().class_code, 6, findings);
@@ -503,25 +554,11 @@ void settle_config_sizes(Topology& t) {
 }
 
 std::vector<Function> read_config_dump(const std::string& dump_file, std::vector<Finding>& findings) {
-  // libpci opens the dump by name; give it a private copy of bytes read as a regular file with a
-  // size cap, so a FIFO, a device or a file swapped in meanwhile cannot reach it.
-  std::string text = read_input_file(dump_file, kMaxDumpFileBytes);
-  int fd = ::memfd_create("p2paudit-lspci-dump", MFD_CLOEXEC);
-  if (fd < 0) throw InputError(fmt::format("{}: cannot hold a private copy: {}", dump_file, std::strerror(errno)));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  for (size_t done = 0; done < text.size();) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n <= 0) throw InputError(fmt::format("{}: cannot hold a private copy: {}", dump_file, std::strerror(errno)));
-    done += static_cast<size_t>(n);
-  }
+  PrivateCopy copy(dump_file, read_input_file(dump_file, kMaxDumpFileBytes));
   PciAccess access;
   struct pci_access* a = access.get();
   a->method = PCI_ACCESS_DUMP;
-  std::string name = fmt::format("/proc/self/fd/{}", fd);
-  pci_set_param(a, const_cast<char*>("dump.name"), name.data());
+  pci_set_param(a, const_cast<char*>("dump.name"), copy.name().data());
   return scan(access, dump_file, [&](const Bdf&) { return Source{dump_file}; }, findings);
 }
 

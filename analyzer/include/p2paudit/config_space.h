@@ -14,6 +14,8 @@ namespace p2paudit {
 // (parents, drivers, IOMMU groups) are left to the topology reader. Throws InputError.
 std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings);
 std::vector<Function> read_config_dump(const std::string& dump_file, std::vector<Finding>& findings);
+// One function's config space as held in memory (64, 256 or 4096 bytes count); BAR sizes unknown.
+Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings);
 
 // Once parents are known: the config size the kernel gives each function whose size no record
 // states (pci_cfg_space_size()), and extended capabilities absent only where the kernel gives 256
