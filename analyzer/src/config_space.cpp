@@ -525,11 +525,11 @@ void settle_config_sizes(Topology& t) {
   };
   for (size_t i = 0; i < t.functions.size(); ++i) {
     Function& f = t.functions[i];
-    if (f.config_readable < 256) continue;  // the header's capabilities were not seen
     size_t kernel_size;
     if (f.config_size) {
-      kernel_size = f.config_size;
+      kernel_size = f.config_size;  // the kernel said so (live sysfs, capture record)
     } else {
+      if (f.config_readable < 256) continue;  // the header's capabilities were not seen
       int reach = reaches_ext(i);
       // The kernel also probes a conventional host bridge's extended space (class 0x0600); a copy
       // cannot tell what that probe found, and only pairs with the host bridge itself depend on
