@@ -8,6 +8,7 @@
 
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/policy/evaluate.h"
+#include "p2paudit/policy/facts.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "synthetic_tree.h"
@@ -239,7 +240,7 @@ TEST(PairFacts, BarStatesAndAssumedWhitelist) {
 
 class H200 : public ::testing::Test {
  protected:
-  std::vector<PairDecision> gpu_pairs(const VendorFacts* vendor) {
+  std::vector<PairDecision> gpu_pairs(const VendorFactsDocument* vendor) {
     Sysroot root = Sysroot::open(test::data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz"));
     topo = read_topology(root);
     KernelRules kernel = load_kernel_rules(std::filesystem::path(kRules) / "kernel", topo.platform, {});
@@ -269,7 +270,7 @@ TEST_F(H200, WithoutVendorDataTheNvidiaDriverDecidesAndItIsUnknown) {
 }
 
 TEST_F(H200, WithNvlinkVendorFactsTheDecisionIsPeer) {
-  VendorFacts vendor = VendorFacts::load(test::data_path("machines/h200x4-firecracker-vm/vendor-facts.json"));
+  VendorFactsDocument vendor = VendorFactsDocument::load(test::data_path("machines/h200x4-firecracker-vm/vendor-facts.json"));
   for (const auto& p : gpu_pairs(&vendor)) {
     EXPECT_EQ(p.decision.action, Action::kPeer);
     EXPECT_EQ(p.decision.rule, "nvlink");
@@ -282,7 +283,7 @@ TEST(VendorFactsFile, BadInputNamesFileAndPlace) {
   auto expect_error = [&](const std::string& text, const std::string& needle) {
     std::ofstream(path) << text;
     try {
-      VendorFacts::load(path);
+      VendorFactsDocument::load(path);
       ADD_FAILURE() << "no error for " << text;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();

@@ -46,16 +46,10 @@ PairDecision decide_pair_with(const Topology& topo, const KernelRules& kernel, c
 }  // namespace
 
 PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
-                         const VendorFacts* vendor, size_t provider, size_t client) {
+                         const VendorFactsDocument* vendor, size_t provider, size_t client) {
   return decide_pair_with(topo, kernel, rules, provider, client, [&](const Bdf& p, const Bdf& c, FactSet& facts) {
     if (vendor) vendor->apply(p, c, facts);
   });
-}
-
-PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
-                         const VendorFactsDocument& vendor, size_t provider, size_t client) {
-  return decide_pair_with(topo, kernel, rules, provider, client,
-                          [&](const Bdf& p, const Bdf& c, FactSet& facts) { vendor.apply(p, c, facts); });
 }
 
 nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecision& d) {

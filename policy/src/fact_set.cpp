@@ -110,7 +110,8 @@ nlohmann::json FactSet::to_json() const {
       j[name] = nullptr;
       continue;
     }
-    std::visit([&](const auto& v) { j[name] = v; }, *value);
+    auto& slot = j[name];  // clang 14 cannot capture a structured binding
+    std::visit([&slot](const auto& v) { slot = v; }, *value);
   }
   return j;
 }

@@ -1,7 +1,6 @@
 #include "p2paudit/policy/pair_facts.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -260,48 +259,5 @@ FactSet pair_facts(const Topology& t, const KernelRules& rules, const PairVerdic
   return facts;
 }
 
-VendorFacts VendorFacts::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(fmt::format("{}: cannot read", path));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: byte {}: not JSON: {}", path, e.byte, e.what()));
-  }
-  if (!j.is_object() || j.value("schema_version", 0) != 1)
-    throw InputError(fmt::format("{}: expected an object with \"schema_version\": 1", path));
-  for (const auto& [key, value] : j.items())
-    if (key != "schema_version" && key != "all" && key != "pairs")
-      throw InputError(fmt::format("{}: unknown key \"{}\" (expected schema_version, all, pairs)", path, key));
-  VendorFacts vf;
-  if (j.contains("all")) vf.all_ = FactSet::from_json(j["all"], path + ": all");
-  if (!j.contains("pairs")) return vf;
-  if (!j["pairs"].is_array()) throw InputError(fmt::format("{}: \"pairs\" must be a list", path));
-  for (size_t i = 0; i < j["pairs"].size(); ++i) {
-    const auto& entry = j["pairs"][i];
-    std::string where = fmt::format("{}: pairs[{}]", path, i);
-    if (!entry.is_object() || !entry.contains("provider") || !entry.contains("client") || !entry.contains("facts"))
-      throw InputError(where + ": needs provider, client and facts");
-    auto provider = entry["provider"].is_string() ? Bdf::parse(entry["provider"].get<std::string>()) : std::nullopt;
-    auto client = entry["client"].is_string() ? Bdf::parse(entry["client"].get<std::string>()) : std::nullopt;
-    if (!provider || !client) throw InputError(where + ": provider and client must be PCI addresses (DDDD:BB:DD.F)");
-    FactSet facts = FactSet::from_json(entry["facts"], where);
-    if (entry.value("symmetric", false)) vf.pairs_[{*client, *provider}] = facts;
-    vf.pairs_[{*provider, *client}] = std::move(facts);
-  }
-  return vf;
-}
-
-void VendorFacts::apply(const Bdf& provider, const Bdf& client, FactSet& facts) const {
-  auto copy = [&](const FactSet& from) {
-    for (const auto& [name, value] : from.entries()) {
-      if (value) facts.set(name, *value);
-      else facts.set_unknown(name);
-    }
-  };
-  copy(all_);
-  if (auto it = pairs_.find({provider, client}); it != pairs_.end()) copy(it->second);
-}
 
 }  // namespace p2paudit::policy

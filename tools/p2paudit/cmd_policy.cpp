@@ -39,8 +39,7 @@ std::string dump_json(const nlohmann::ordered_json& j) {
 }
 
 policy::PairDecision decide(const Context& ctx, size_t provider, size_t client) {
-  if (ctx.vendor) return policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, *ctx.vendor, provider, client);
-  return policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, nullptr, provider, client);
+  return policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr, provider, client);
 }
 
 Context load_context(const GlobalOptions& global, const PolicyArgs& args) {

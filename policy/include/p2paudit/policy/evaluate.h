@@ -31,12 +31,10 @@ struct PairDecision {
 // Facts that follow from others once vendor facts are in (bar_covers_memory).
 void derive_facts(FactSet& facts);
 
+// Facts from a vendor facts file (VendorFactsDocument, facts.h, which refuses facts the analyzer
+// computes) are laid over the analyzer's; nullptr: none.
 PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
-                         const VendorFacts* vendor, size_t provider, size_t client);
-// The same with facts from a vendor facts file read by VendorFactsDocument (facts.h), which
-// refuses facts the analyzer computes; the command line reads --vendor-facts that way.
-PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
-                         const VendorFactsDocument& vendor, size_t provider, size_t client);
+                         const VendorFactsDocument* vendor, size_t provider, size_t client);
 
 nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecision& d);
 std::string policy_table_text(const Topology& topo, const std::vector<NamedFunction>& devices,
