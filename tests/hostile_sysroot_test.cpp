@@ -64,7 +64,8 @@ TEST(HostileSysroot, RootPortConfigCutTo255BytesIsUnknownNotNoAcs) {
   EXPECT_NE(tool("--sysroot " + s.str() + " check 01:00.0 01:00.1").status, 0) << "a cut file must never answer peer";
   auto topo = tool("--sysroot " + s.str() + " topology --format json");
   ASSERT_EQ(topo.status, 0);
-  for (const auto& f : json::parse(topo.output)["functions"])
+  json functions = json::parse(topo.output)["functions"];  // a temporary's member would dangle in the loop
+  for (const auto& f : functions)
     if (f["bdf"] == "0000:00:01.0") EXPECT_EQ(f["acs"], "unknown");
 }
 

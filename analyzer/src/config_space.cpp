@@ -460,9 +460,11 @@ void init_for_cached_bytes(PciAccess& access, PrivateCopy& empty_dump, const std
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings) {
   size_t readable = whole_regions(bytes.size());
   if (readable < 64) throw InputError(fmt::format("{}: {} bytes of config space cannot identify a function", bdf.str(), bytes.size()));
-  PrivateCopy empty(bdf.str(), "");
-  PciAccess access;
-  init_for_cached_bytes(access, empty, bdf.str());
+  // One libpci context for all calls: each new one would parse pci.ids again for the names.
+  static PrivateCopy empty("libpci", "");
+  static PciAccess access;
+  static bool ready = (init_for_cached_bytes(access, empty, "libpci"), true);
+  (void)ready;
   return decode_cached(access.get(), bdf, bytes, Source{bdf.str(), 0, readable}, findings, [](struct pci_dev*) { return false; });
 }
 
