@@ -1,0 +1,74 @@
+// Runtime probes: ask the runtime that would carry a peer transfer (Level Zero, NVML/CUDA, HIP)
+// what it says about each pair of its devices. Every runtime call runs in a child process with a
+// time limit (isolate.h): a driver that crashes or hangs is reported, and the parent carries on.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/topology.h"
+
+namespace p2paudit::probe {
+
+struct ProbeOptions {
+  int timeout_seconds = 20;     // per isolated phase
+};
+
+// A raw answer of one runtime call: the code as the runtime returned it and its name.
+struct CallResult {
+  long long code = 0;
+  std::string name;             // "NVML_SUCCESS", "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", ...
+  bool ok() const { return code == 0; }
+};
+
+struct RuntimeDevice {
+  int index = 0;                // the runtime's own device index
+  std::optional<Bdf> bdf;       // the PCI function it drives, when the runtime says
+  std::string name;             // the runtime's device name
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // runtime-specific facts
+};
+
+// The runtime's answers for one ordered pair (indices into RuntimeReport::devices). Each answer
+// is a name ("read", "write", "nvlink", "atomics", "can_access_peer"...) and a value: "ok",
+// "not_supported", "unknown", or the failing call's code name.
+struct PairAnswer {
+  int provider = 0;
+  int client = 0;
+  nlohmann::ordered_json answers = nlohmann::ordered_json::object();
+};
+
+// What one runtime said. status: "ok"; "absent" (its library is not installed, exit 0);
+// "failed" (a call failed: see error); "crashed" or "hung" (in `phase`, with the signal or the
+// time limit in error).
+struct RuntimeReport {
+  std::string runtime;          // "level_zero", "nvml", "cuda", "hip"
+  std::string status = "absent";
+  std::string phase;            // the step that failed, crashed or hung
+  std::string error;
+  std::string library;          // the library file loaded (or tried)
+  std::string driver_version;
+  std::vector<RuntimeDevice> devices;
+  std::vector<PairAnswer> pairs;
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // runtime-wide facts
+
+  // {"runtime", "status", "phase"?, "error"?, "library", "driver_version", ...extra,
+  //  "devices": [{"index", "bdf" (or null), "name", ...device extra}],
+  //  "pairs": [{"provider", "client", "answers": {...}}]} (docs/probe.md)
+  nlohmann::ordered_json to_json() const;
+};
+
+// Each backend: dlopen()s its runtime at run time (no build dependency on CUDA or ROCm), runs
+// every call in an isolated child, and never throws for the runtime's own failures.
+// A runtime's PCI bus id as a Bdf: "00000000:06:00.0" (NVML's 8-digit domain), "0000:06:00.0"
+// or "06:00.0", hex, any case; nullopt when it is not one.
+std::optional<Bdf> parse_runtime_bus_id(std::string_view text);
+
+RuntimeReport probe_nvml(const ProbeOptions& options);
+RuntimeReport probe_cuda(const ProbeOptions& options);
+RuntimeReport probe_level_zero(const ProbeOptions& options);
+
+}  // namespace p2paudit::probe

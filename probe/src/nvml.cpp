@@ -1,0 +1,239 @@
+// NVML backend: libnvidia-ml.so.1 opened with dlopen() in an isolated child (docs/probe.md).
+// The few NVML types and prototypes used are declared here: no build dependency on CUDA.
+#include <dlfcn.h>
+
+#include <fmt/format.h>
+
+#include "p2paudit/probe/isolate.h"
+#include "p2paudit/probe/probe.h"
+#include "session.h"
+
+namespace p2paudit::probe {
+
+namespace {
+
+using nvmlReturn_t = int;
+using nvmlDevice_t = struct nvmlDevice_st*;
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];
+  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+};
+constexpr nvmlReturn_t kNvmlSuccess = 0;
+constexpr nvmlReturn_t kNvmlErrorInvalidArgument = 2;
+constexpr nvmlReturn_t kNvmlErrorNotSupported = 3;
+constexpr unsigned kMaxNvLinks = 18;
+
+const char* nvml_error_name(nvmlReturn_t code) {
+  switch (code) {
+    case 0: return "NVML_SUCCESS";
+    case 1: return "NVML_ERROR_UNINITIALIZED";
+    case 2: return "NVML_ERROR_INVALID_ARGUMENT";
+    case 3: return "NVML_ERROR_NOT_SUPPORTED";
+    case 4: return "NVML_ERROR_NO_PERMISSION";
+    case 5: return "NVML_ERROR_ALREADY_INITIALIZED";
+    case 6: return "NVML_ERROR_NOT_FOUND";
+    case 7: return "NVML_ERROR_INSUFFICIENT_SIZE";
+    case 8: return "NVML_ERROR_INSUFFICIENT_POWER";
+    case 9: return "NVML_ERROR_DRIVER_NOT_LOADED";
+    case 10: return "NVML_ERROR_TIMEOUT";
+    case 11: return "NVML_ERROR_IRQ_ISSUE";
+    case 12: return "NVML_ERROR_LIBRARY_NOT_FOUND";
+    case 13: return "NVML_ERROR_FUNCTION_NOT_FOUND";
+    case 14: return "NVML_ERROR_CORRUPTED_INFOROM";
+    case 15: return "NVML_ERROR_GPU_IS_LOST";
+    case 16: return "NVML_ERROR_RESET_REQUIRED";
+    case 17: return "NVML_ERROR_OPERATING_SYSTEM";
+    case 18: return "NVML_ERROR_LIB_RM_VERSION_MISMATCH";
+    case 19: return "NVML_ERROR_IN_USE";
+    case 20: return "NVML_ERROR_MEMORY";
+    case 21: return "NVML_ERROR_NO_DATA";
+    case 22: return "NVML_ERROR_VGPU_ECC_NOT_ENABLED";
+    case 23: return "NVML_ERROR_INSUFFICIENT_RESOURCES";
+    case 24: return "NVML_ERROR_FREQ_NOT_SUPPORTED";
+    case 25: return "NVML_ERROR_ARGUMENT_VERSION_MISMATCH";
+    case 26: return "NVML_ERROR_DEPRECATED";
+    case 27: return "NVML_ERROR_NOT_READY";
+    case 28: return "NVML_ERROR_GPU_NOT_FOUND";
+    case 29: return "NVML_ERROR_INVALID_STATE";
+    case 999: return "NVML_ERROR_UNKNOWN";
+    default: return "NVML_ERROR_UNRECOGNIZED";
+  }
+}
+
+// nvmlGpuP2PStatus_t as the answer: "ok", "not_supported" or the status name (NVML's spelling).
+std::string p2p_status_answer(int status) {
+  switch (status) {
+    case 0: return "ok";
+    case 1: return "NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED";
+    case 2: return "NVML_P2P_STATUS_GPU_NOT_SUPPORTED";
+    case 3: return "NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED";
+    case 4: return "NVML_P2P_STATUS_DISABLED_BY_REGKEY";
+    case 5: return "not_supported";
+    case 6: return "unknown";
+    default: return fmt::format("NVML_P2P_STATUS_{}", status);
+  }
+}
+
+// nvmlGpuP2PCapsIndex_t: the answer names, in NVML's index order.
+const std::vector<std::string>& caps() {
+  static const std::vector<std::string> names = {"read", "write", "nvlink", "atomics", "prop"};
+  return names;
+}
+
+struct Nvml {
+  nvmlReturn_t (*init)() = nullptr;
+  nvmlReturn_t (*shutdown)() = nullptr;
+  const char* (*error_string)(nvmlReturn_t) = nullptr;
+  nvmlReturn_t (*driver_version)(char*, unsigned) = nullptr;
+  nvmlReturn_t (*count)(unsigned*) = nullptr;
+  nvmlReturn_t (*handle)(unsigned, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*pci)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;
+  nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned) = nullptr;
+  nvmlReturn_t (*p2p)(nvmlDevice_t, nvmlDevice_t, int, int*) = nullptr;
+  nvmlReturn_t (*link_state)(nvmlDevice_t, unsigned, int*) = nullptr;
+  nvmlReturn_t (*link_remote)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
+
+  nlohmann::json failure(const std::string& phase, nvmlReturn_t code) const {
+    nlohmann::json f = {{"phase", phase}, {"code", code}, {"name", nvml_error_name(code)}};
+    if (error_string)
+      if (const char* s = error_string(code)) f["description"] = s;
+    return {{"failed", f}};
+  }
+};
+
+template <typename F>
+bool load(void* lib, const char* symbol, F& out) {
+  out = reinterpret_cast<F>(dlsym(lib, symbol));
+  return out != nullptr;
+}
+
+std::string fixed_string(const char* s, size_t max) {
+  size_t n = 0;
+  while (n < max && s[n]) ++n;
+  return std::string(s, n);
+}
+
+// The child's whole conversation with NVML (session.h's protocol).
+nlohmann::json nvml_session(const std::string& library, size_t first_pair) {
+  isolated_phase("dlopen");
+  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* e = dlerror();
+    return {{"absent", e ? e : "dlopen failed"}};
+  }
+  Nvml n;
+  isolated_phase("dlsym");
+  const char* missing = nullptr;
+  if (!load(lib, "nvmlInit_v2", n.init)) missing = "nvmlInit_v2";
+  else if (!load(lib, "nvmlSystemGetDriverVersion", n.driver_version)) missing = "nvmlSystemGetDriverVersion";
+  else if (!load(lib, "nvmlDeviceGetCount_v2", n.count)) missing = "nvmlDeviceGetCount_v2";
+  else if (!load(lib, "nvmlDeviceGetHandleByIndex_v2", n.handle)) missing = "nvmlDeviceGetHandleByIndex_v2";
+  else if (!load(lib, "nvmlDeviceGetP2PStatus", n.p2p)) missing = "nvmlDeviceGetP2PStatus";
+  if (missing)
+    return {{"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", missing}}}};
+  load(lib, "nvmlShutdown", n.shutdown);
+  load(lib, "nvmlErrorString", n.error_string);
+  load(lib, "nvmlDeviceGetPciInfo_v3", n.pci);
+  load(lib, "nvmlDeviceGetName", n.name);
+  load(lib, "nvmlDeviceGetNvLinkState", n.link_state);
+  load(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", n.link_remote);
+
+  isolated_phase("nvmlInit_v2");
+  if (auto rc = n.init(); rc != kNvmlSuccess) return n.failure("nvmlInit_v2", rc);
+  isolated_phase("nvmlSystemGetDriverVersion");
+  char version[96] = {};
+  if (auto rc = n.driver_version(version, sizeof version); rc != kNvmlSuccess)
+    return n.failure("nvmlSystemGetDriverVersion", rc);
+  isolated_phase("nvmlDeviceGetCount_v2");
+  unsigned count = 0;
+  if (auto rc = n.count(&count); rc != kNvmlSuccess) return n.failure("nvmlDeviceGetCount_v2", rc);
+  if (count > 1024) count = 1024;
+
+  std::vector<nvmlDevice_t> handles(count, nullptr);
+  nlohmann::json devices = nlohmann::json::array();
+  for (unsigned i = 0; i < count; ++i) {
+    isolated_phase(fmt::format("nvmlDeviceGetHandleByIndex_v2({})", i));
+    if (auto rc = n.handle(i, &handles[i]); rc != kNvmlSuccess)
+      return n.failure(fmt::format("nvmlDeviceGetHandleByIndex_v2({})", i), rc);
+    nlohmann::json d = {{"index", i}, {"name", ""}, {"extra", nlohmann::json::object()}};
+    auto& extra = d["extra"];
+    if (n.pci) {
+      isolated_phase(fmt::format("nvmlDeviceGetPciInfo_v3({})", i));
+      nvmlPciInfo_t pci{};
+      if (auto rc = n.pci(handles[i], &pci); rc == kNvmlSuccess) {
+        std::string bus_id = fixed_string(pci.busId, sizeof pci.busId);
+        extra["bus_id"] = bus_id;
+        if (auto bdf = parse_runtime_bus_id(bus_id)) d["bdf"] = bdf->str();
+        extra["pci_device_id"] = fmt::format("{:08x}", pci.pciDeviceId);
+      } else {
+        extra["pci_error"] = nvml_error_name(rc);
+      }
+    }
+    if (n.name) {
+      isolated_phase(fmt::format("nvmlDeviceGetName({})", i));
+      char name[96] = {};
+      if (auto rc = n.name(handles[i], name, sizeof name); rc == kNvmlSuccess) d["name"] = fixed_string(name, sizeof name);
+      else extra["name_error"] = nvml_error_name(rc);
+    }
+    if (n.link_state) {
+      nlohmann::json links = nlohmann::json::array();
+      for (unsigned link = 0; link < kMaxNvLinks; ++link) {
+        isolated_phase(fmt::format("nvmlDeviceGetNvLinkState({}, {})", i, link));
+        int active = 0;
+        auto rc = n.link_state(handles[i], link, &active);
+        if (rc == kNvmlErrorNotSupported || rc == kNvmlErrorInvalidArgument) break;
+        nlohmann::json l = {{"link", link}};
+        if (rc != kNvmlSuccess) {
+          l["state"] = nvml_error_name(rc);
+        } else {
+          l["state"] = active ? "active" : "inactive";
+          if (active && n.link_remote) {
+            isolated_phase(fmt::format("nvmlDeviceGetNvLinkRemotePciInfo_v2({}, {})", i, link));
+            nvmlPciInfo_t remote{};
+            if (auto rc2 = n.link_remote(handles[i], link, &remote); rc2 == kNvmlSuccess) {
+              std::string bus_id = fixed_string(remote.busId, sizeof remote.busId);
+              auto bdf = parse_runtime_bus_id(bus_id);
+              l["remote_bdf"] = bdf ? bdf->str() : bus_id;
+            } else {
+              l["remote_error"] = nvml_error_name(rc2);
+            }
+          }
+        }
+        links.push_back(std::move(l));
+      }
+      extra["nvlink"] = std::move(links);
+    }
+    devices.push_back(std::move(d));
+  }
+  isolated_partial({{"driver_version", fixed_string(version, sizeof version)}, {"devices", devices}});
+
+  int nd = static_cast<int>(count);
+  size_t total = nd > 1 ? static_cast<size_t>(nd) * static_cast<size_t>(nd - 1) : 0;
+  for (size_t k = first_pair; k < total; ++k) {
+    auto [a, b] = detail::ordered_pair(k, nd);
+    nlohmann::json answers = nlohmann::json::object();
+    for (size_t c = 0; c < caps().size(); ++c) {
+      isolated_phase(fmt::format("nvmlDeviceGetP2PStatus({}, {}, {})", a, b, caps()[c]));
+      int status = 0;
+      auto rc = n.p2p(handles[static_cast<size_t>(a)], handles[static_cast<size_t>(b)], static_cast<int>(c), &status);
+      answers[caps()[c]] = rc == kNvmlSuccess ? p2p_status_answer(status) : std::string(nvml_error_name(rc));
+    }
+    isolated_partial({{"pair", k}, {"provider", a}, {"client", b}, {"answers", answers}});
+  }
+  if (n.shutdown) {
+    isolated_phase("nvmlShutdown");
+    n.shutdown();
+  }
+  return {{"done", true}};
+}
+
+}  // namespace
+
+RuntimeReport probe_nvml(const ProbeOptions& options) {
+  std::string library = detail::library_path("P2PAUDIT_NVML_LIBRARY", "libnvidia-ml.so.1");
+  return detail::run_session("nvml", library, options, caps(),
+                             [&](size_t first) { return nvml_session(library, first); });
+}
+
+}  // namespace p2paudit::probe
