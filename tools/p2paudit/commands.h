@@ -62,6 +62,7 @@ void add_matrix_command(CLI::App& app, const GlobalOptions& global, int* status)
 void add_explain_command(CLI::App& app, const GlobalOptions& global, int* status);
 void add_rules_command(CLI::App& app, const GlobalOptions& global, int* status);
 void add_policy_command(CLI::App& app, const GlobalOptions& global, int* status);  // policy and check
+void add_probe_command(CLI::App& app, const GlobalOptions& global, int* status);   // docs/probe.md
 
 // Exit statuses scripts can rely on.
 inline constexpr int kExitOk = 0;

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   add_explain_command(app, global, &status);
   add_rules_command(app, global, &status);
   add_policy_command(app, global, &status);
+  add_probe_command(app, global, &status);
 
   // Checked once parsing is done and before any command runs.
   app.parse_complete_callback([&, sysroot, dump, dump_cpu, dump_iommu, dump_host_bridge] {

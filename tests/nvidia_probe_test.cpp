@@ -1,0 +1,192 @@
+// `p2paudit probe` against fake NVML and CUDA libraries (tests/fakes) emulating the two H200 of
+// tests/data/machines/h200x2-firecracker-vm at 0000:00:06.0 and 0000:00:07.0: one scenario each.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/probe/probe.h"
+#include "test_support.h"
+
+namespace p2paudit {
+namespace {
+
+using json = nlohmann::json;
+
+std::string fixture() { return test::data_path("machines/h200x2-firecracker-vm/sysroot.tar.gz"); }
+
+struct Run {
+  int status = -1;
+  std::string output;
+  double seconds = 0;
+};
+
+Run probe(const std::string& scenario, const std::string& extra_args = "", const std::string& nvml = FAKE_NVML_LIBRARY,
+          const std::string& cuda = FAKE_CUDA_LIBRARY) {
+  std::string cmd = "env P2PAUDIT_PROBE_ALLOW_SYSROOT=1 FAKE_NVIDIA_SCENARIO=" + scenario +
+                    " FAKE_NVIDIA_BDFS=0000:00:06.0,0000:00:07.0 P2PAUDIT_NVML_LIBRARY=" + test::shell_quote(nvml) +
+                    " P2PAUDIT_CUDA_LIBRARY=" + test::shell_quote(cuda) + " " + P2PAUDIT_TOOL + " --sysroot " +
+                    test::shell_quote(fixture()) + " " + extra_args + " 2>/dev/null";
+  auto start = std::chrono::steady_clock::now();
+  auto r = test::run_command(cmd);
+  Run out{r.status, r.output, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  return out;
+}
+
+json probe_json(const std::string& scenario, const std::string& extra = "", double* seconds = nullptr) {
+  auto r = probe(scenario, "probe --format json " + extra);
+  EXPECT_EQ(r.status, 0) << r.output;
+  if (seconds) *seconds = r.seconds;
+  return json::parse(r.output);
+}
+
+const json& runtime(const json& j, const std::string& name) {
+  for (const auto& r : j["runtimes"])
+    if (r["runtime"] == name) return r;
+  static const json none;
+  ADD_FAILURE() << "no runtime " << name;
+  return none;
+}
+
+const json& pair(const json& rt, int provider, int client) {
+  for (const auto& p : rt["pairs"])
+    if (p["provider"] == provider && p["client"] == client) return p["answers"];
+  static const json none;
+  ADD_FAILURE() << "no pair " << provider << "->" << client;
+  return none;
+}
+
+TEST(NvidiaProbe, NoLibraryIsAbsentAndExitsZero) {
+  auto r = probe("ok", "probe --format json", "/nonexistent/libnvidia-ml.so.1", "/nonexistent/libcuda.so.1");
+  ASSERT_EQ(r.status, 0);
+  auto j = json::parse(r.output);
+  EXPECT_EQ(j["schema_version"], 1);
+  for (const char* name : {"nvml", "cuda"}) {
+    const auto& rt = runtime(j, name);
+    EXPECT_EQ(rt["status"], "absent") << name;
+    EXPECT_NE(rt["library"].get<std::string>().find("/nonexistent/"), std::string::npos);
+    EXPECT_TRUE(rt["devices"].empty());
+  }
+  auto text = probe("ok", "probe", "/nonexistent/libnvidia-ml.so.1", "/nonexistent/libcuda.so.1");
+  EXPECT_EQ(text.status, 0);
+  EXPECT_NE(text.output.find("nvml: absent"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("cuda: absent"), std::string::npos) << text.output;
+}
+
+TEST(NvidiaProbe, AllOkMapsBdfsToTopologyNames) {
+  auto j = probe_json("ok");
+  const auto& nvml = runtime(j, "nvml");
+  EXPECT_EQ(nvml["status"], "ok");
+  EXPECT_EQ(nvml["driver_version"], "580.159.04");
+  ASSERT_EQ(nvml["devices"].size(), 2u);
+  EXPECT_EQ(nvml["devices"][0]["bdf"], "0000:00:06.0");  // NVML's "00000000:00:06.0"
+  EXPECT_EQ(nvml["devices"][0]["bus_id"], "00000000:00:06.0");
+  EXPECT_EQ(nvml["devices"][0]["function"], "gpu0");
+  EXPECT_EQ(nvml["devices"][1]["function"], "gpu1");
+  EXPECT_EQ(nvml["devices"][0]["name"], "NVIDIA H200");
+  ASSERT_EQ(nvml["devices"][0]["nvlink"].size(), 18u);
+  EXPECT_EQ(nvml["devices"][0]["nvlink"][17]["state"], "active");
+  EXPECT_EQ(nvml["devices"][0]["nvlink"][17]["remote_bdf"], "0000:00:07.0");
+  ASSERT_EQ(nvml["pairs"].size(), 2u);
+  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}})
+    for (const char* cap : {"read", "write", "nvlink", "atomics", "prop"}) EXPECT_EQ(pair(nvml, a, b)[cap], "ok") << cap;
+
+  const auto& cuda = runtime(j, "cuda");
+  EXPECT_EQ(cuda["status"], "ok");
+  EXPECT_EQ(cuda["driver_version"], "13.0");
+  EXPECT_EQ(cuda["devices"][1]["bdf"], "0000:00:07.0");
+  EXPECT_EQ(cuda["devices"][1]["function"], "gpu1");
+  EXPECT_EQ(pair(cuda, 0, 1)["can_access_peer"], "ok");
+  EXPECT_EQ(pair(cuda, 1, 0)["access_supported"], "ok");
+  EXPECT_EQ(pair(cuda, 1, 0)["performance_rank"], 0);
+
+  auto text = probe("ok", "probe");
+  EXPECT_EQ(text.status, 0);
+  EXPECT_NE(text.output.find("0000:00:06.0 gpu0"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("NVLink: 18 of 18 links active (to gpu1 x18)"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("    gpu0   X      OK   \n    gpu1   OK     X    \n"), std::string::npos) << text.output;
+}
+
+TEST(NvidiaProbe, P2pNotSupportedIsNS) {
+  auto j = probe_json("p2p_not_supported");
+  const auto& nvml = runtime(j, "nvml");
+  EXPECT_EQ(nvml["status"], "ok");
+  EXPECT_EQ(pair(nvml, 0, 1)["read"], "not_supported");
+  EXPECT_EQ(pair(nvml, 1, 0)["nvlink"], "not_supported");
+  EXPECT_TRUE(nvml["devices"][0]["nvlink"].empty());
+  EXPECT_EQ(pair(runtime(j, "cuda"), 0, 1)["can_access_peer"], "not_supported");
+  auto text = probe("p2p_not_supported", "probe");
+  EXPECT_NE(text.output.find("    gpu0   X      NS   \n    gpu1   NS     X    \n"), std::string::npos) << text.output;
+}
+
+TEST(NvidiaProbe, InitFailureGivesRawCodeAndName) {
+  auto j = probe_json("init_fails");
+  const auto& nvml = runtime(j, "nvml");
+  EXPECT_EQ(nvml["status"], "failed");
+  EXPECT_EQ(nvml["phase"], "nvmlInit_v2");
+  EXPECT_EQ(nvml["error_code"], 9);
+  EXPECT_EQ(nvml["error_name"], "NVML_ERROR_DRIVER_NOT_LOADED");
+  EXPECT_EQ(nvml["error"], "NVML_ERROR_DRIVER_NOT_LOADED (9): Driver Not Loaded");
+  const auto& cuda = runtime(j, "cuda");
+  EXPECT_EQ(cuda["status"], "failed");
+  EXPECT_EQ(cuda["phase"], "cuInit");
+  EXPECT_EQ(cuda["error_code"], 100);
+  EXPECT_EQ(cuda["error_name"], "CUDA_ERROR_NO_DEVICE");
+  auto text = probe("init_fails", "probe");
+  EXPECT_EQ(text.status, 0);
+  EXPECT_NE(text.output.find("nvml: failed in nvmlInit_v2: NVML_ERROR_DRIVER_NOT_LOADED (9)"), std::string::npos)
+      << text.output;
+}
+
+TEST(NvidiaProbe, HangIsReportedWithPhaseWithinTheTimeLimit) {
+  double seconds = 0;
+  auto j = probe_json("hang", "--timeout 1", &seconds);
+  // Every ordered pair hangs: two per runtime, one second each, and the command still answers.
+  EXPECT_LT(seconds, 15.0);
+  const auto& nvml = runtime(j, "nvml");
+  EXPECT_EQ(nvml["status"], "hung");
+  EXPECT_EQ(nvml["phase"], "nvmlDeviceGetP2PStatus(0, 1, read)");
+  EXPECT_EQ(nvml["devices"].size(), 2u);  // what was learnt before the hang is kept
+  EXPECT_EQ(pair(nvml, 0, 1)["read"], "hung");
+  EXPECT_EQ(pair(nvml, 1, 0)["read"], "hung");  // the next pair was asked in a new child
+  EXPECT_EQ(pair(nvml, 1, 0)["phase"], "nvmlDeviceGetP2PStatus(1, 0, read)");
+  const auto& cuda = runtime(j, "cuda");
+  EXPECT_EQ(cuda["status"], "hung");
+  EXPECT_EQ(cuda["phase"], "cuDeviceCanAccessPeer(0, 1)");
+}
+
+TEST(NvidiaProbe, CrashIsReportedWithSignal) {
+  auto j = probe_json("crash");
+  const auto& nvml = runtime(j, "nvml");
+  EXPECT_EQ(nvml["status"], "crashed");
+  EXPECT_EQ(nvml["error"], "SIGSEGV");
+  EXPECT_EQ(nvml["phase"], "nvmlDeviceGetP2PStatus(0, 1, read)");
+  EXPECT_EQ(pair(nvml, 1, 0)["write"], "crashed");
+  const auto& cuda = runtime(j, "cuda");
+  EXPECT_EQ(cuda["status"], "crashed");
+  EXPECT_EQ(cuda["error"], "SIGABRT");
+  auto text = probe("crash", "probe");
+  EXPECT_EQ(text.status, 0);
+  EXPECT_NE(text.output.find("nvml: crashed in nvmlDeviceGetP2PStatus(0, 1, read): SIGSEGV"), std::string::npos)
+      << text.output;
+  EXPECT_NE(text.output.find("CRASH"), std::string::npos);
+}
+
+TEST(NvidiaProbe, ANonLiveSysrootIsRefused) {
+  auto r = test::run_command("env -u P2PAUDIT_PROBE_ALLOW_SYSROOT " + std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(fixture()) +
+                             " probe 2>&1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("the runtimes describe this machine"), std::string::npos) << r.output;
+}
+
+TEST(NvidiaProbe, RuntimeBusIds) {
+  EXPECT_EQ(probe::parse_runtime_bus_id("00000000:06:00.0")->str(), "0000:06:00.0");
+  EXPECT_EQ(probe::parse_runtime_bus_id("0001:C1:00.1")->str(), "0001:c1:00.1");
+  EXPECT_EQ(probe::parse_runtime_bus_id("06:1f.7")->str(), "0000:06:1f.7");
+  EXPECT_EQ(probe::parse_runtime_bus_id("00010000:06:00.0")->str(), "10000:06:00.0");
+  EXPECT_FALSE(probe::parse_runtime_bus_id("0000:06:20.0"));
+  EXPECT_FALSE(probe::parse_runtime_bus_id("garbage"));
+}
+
+}  // namespace
+}  // namespace p2paudit
