@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/probe/probe.h"
@@ -186,6 +189,60 @@ TEST(NvidiaProbe, RuntimeBusIds) {
   EXPECT_EQ(probe::parse_runtime_bus_id("00010000:06:00.0")->str(), "10000:06:00.0");
   EXPECT_FALSE(probe::parse_runtime_bus_id("0000:06:20.0"));
   EXPECT_FALSE(probe::parse_runtime_bus_id("garbage"));
+}
+
+}  // namespace
+}  // namespace p2paudit
+
+namespace p2paudit {
+namespace {
+
+// nvidia-smi topo -p2p K as a map (row GPU, column GPU) -> "OK"/"NS"/...; "X" on the diagonal.
+std::map<std::pair<int, int>, std::string> nvidia_smi_p2p(const std::string& text, char kind) {
+  std::map<std::pair<int, int>, std::string> out;
+  auto start = text.find(std::string("== topo -p2p ") + kind);
+  EXPECT_NE(start, std::string::npos) << kind;
+  std::istringstream in(text.substr(start));
+  std::string line;
+  std::getline(in, line);  // the "== topo" header
+  std::getline(in, line);  // the column header
+  for (int row = 0; std::getline(in, line) && line.rfind(" GPU", 0) == 0; ++row) {
+    std::istringstream cells(line);
+    std::string gpu, cell;
+    cells >> gpu;
+    for (int col = 0; cells >> cell; ++col) out[{row, col}] = cell;
+  }
+  return out;
+}
+
+// Recorded on a lent 2x H200 VM (NVLink NV18) in one run: `p2paudit probe --format json` and
+// `nvidia-smi topo -p2p r/w/n/a`. The probe's NVML matrix must say what nvidia-smi says.
+TEST(NvidiaProbeRecording, H200PairMatrixEqualsNvidiaSmi) {
+  std::string dir = test::data_path("machines/h200x2-firecracker-vm/probe-2026-11-22/");
+  std::ifstream pj(dir + "probe.json"), topo(dir + "nvidia-smi-topo.txt");
+  ASSERT_TRUE(pj && topo);
+  nlohmann::json probe = nlohmann::json::parse(pj);
+  std::string smi((std::istreambuf_iterator<char>(topo)), std::istreambuf_iterator<char>());
+  const nlohmann::json* nvml = nullptr;
+  for (const auto& r : probe["runtimes"])
+    if (r["runtime"] == "nvml") nvml = &r;
+  ASSERT_NE(nvml, nullptr);
+  ASSERT_EQ((*nvml)["status"], "ok");
+  ASSERT_EQ((*nvml)["devices"].size(), 2u);
+  const std::map<std::string, std::string> smi_word = {{"ok", "OK"}, {"not_supported", "NS"}};
+  int compared = 0;
+  for (auto [kind, answer] : {std::pair{'r', "read"}, {'w', "write"}, {'n', "nvlink"}, {'a', "atomics"}}) {
+    auto expected = nvidia_smi_p2p(smi, kind);
+    for (const auto& pair : (*nvml)["pairs"]) {
+      int p = pair["provider"], c = pair["client"];
+      std::string ours = pair["answers"][answer];
+      ASSERT_TRUE(smi_word.count(ours)) << ours;
+      std::string theirs = expected[std::make_pair(p, c)];
+      EXPECT_EQ(smi_word.at(ours), theirs) << answer << " " << p << "->" << c;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 8);
 }
 
 }  // namespace
