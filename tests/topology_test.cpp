@@ -3,11 +3,17 @@
 
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "p2paudit/errors.h"
 #include "p2paudit/platform.h"
+#include "p2paudit/snapshot.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology.h"
 #include "p2paudit/topology_reader.h"
+#include "p2paudit/topology_report.h"
+#include "p2paudit/vendor_memory.h"
+#include "sysroot_builder.h"
 #include "test_support.h"
 
 namespace p2paudit {
@@ -139,6 +145,174 @@ TEST(Sysroot, ArchiveIsReadInMemoryWithoutTouchingDisk) {
   }
   unsetenv("TMPDIR");
   fs::remove_all(tmp);
+}
+
+// --- device memory the vendor drivers publish in sysfs (vendor_memory.h) ----------------------
+
+using test::ConfigBytes;
+using test::SysrootDir;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
+const std::string kGpuDir = "pci0000:00/0000:00:02.0";
+const std::string kGpuSys = "sys/devices/" + kGpuDir;
+
+// A host bridge and one GPU on the root bus, bound to `driver`, with a BAR 0 of bar0 bytes.
+void gpu_machine(SysrootDir& s, const std::string& driver, uint64_t bar0, uint16_t vendor = 0x1002) {
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x1022, 0x14d8, 0x060000, 0).bytes());
+  test::gpu_with_bar(s, kGpuDir, vendor, 0x744c, driver, bar0 > 4 * kGiB ? uint64_t{1} << 40 : 0xc0000000, bar0);
+}
+
+std::string findings_text(const Topology& t) {
+  std::string all;
+  for (const auto& f : t.findings) all += f.path + ": " + f.message + "\n";
+  return all;
+}
+
+TEST(VendorMemory, AmdgpuVramAndVisibleVramFromSysfs) {
+  SysrootDir s;
+  gpu_machine(s, "amdgpu", 256 * kMiB);
+  s.write(kGpuSys + "/mem_info_vram_total", "17179869184\n");
+  s.write(kGpuSys + "/mem_info_vis_vram_total", "268435456\n");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  const Function& gpu = t.functions[1];
+  EXPECT_EQ(gpu.memory_size, 16 * kGiB);
+  EXPECT_EQ(gpu.memory_size_source, kGpuSys + "/mem_info_vram_total");
+  EXPECT_EQ(gpu.memory_visible_size, 256 * kMiB);
+  EXPECT_EQ(findings_text(t), "");
+  auto j = topology_to_json(t)["functions"][1];
+  EXPECT_EQ(j["memory_size"], 16 * kGiB);
+  EXPECT_EQ(j["memory_size_source"], kGpuSys + "/mem_info_vram_total");
+  EXPECT_EQ(j["memory_visible_size"], 256 * kMiB);
+  EXPECT_EQ(topology_to_json(t)["functions"][0]["memory_size"], nullptr);
+  EXPECT_NE(topology_tree_text(t).find("driver amdgpu, memory 16 GiB"), std::string::npos) << topology_tree_text(t);
+}
+
+TEST(VendorMemory, OnlyTheBoundDriversOwnFilesAreRead) {
+  SysrootDir s;
+  gpu_machine(s, "nvidia", 256 * kMiB, 0x10de);
+  s.write(kGpuSys + "/mem_info_vram_total", "17179869184\n");  // not nvidia's: ignored, not a finding
+  s.write(kGpuSys + "/drm/card0/lmem_total_bytes", "17179869184\n");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  EXPECT_FALSE(t.functions[1].memory_size);
+  EXPECT_EQ(findings_text(t), "");
+  EXPECT_TRUE(vendor_memory_files(Sysroot::open(s.str()), t.functions[1]).empty());
+}
+
+TEST(VendorMemory, XeHasNoVramSizeInSysfs) {
+  SysrootDir s;
+  gpu_machine(s, "xe", 256 * kMiB, 0x8086);
+  s.write(kGpuSys + "/tile0/physical_vram_size_bytes", "17179869184\n");  // pre-merge xe only: not read
+  Topology t = read_topology(Sysroot::open(s.str()));
+  EXPECT_FALSE(t.functions[1].memory_size);
+  EXPECT_EQ(findings_text(t), "");
+}
+
+TEST(VendorMemory, I915BackportLmemOnItsDrmCard) {
+  SysrootDir s;
+  gpu_machine(s, "i915", 256 * kMiB, 0x8086);
+  s.write(kGpuSys + "/drm/card1/lmem_total_bytes", "17179869184\n");
+  s.write(kGpuSys + "/drm/renderD128/dev", "226:128\n");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  EXPECT_EQ(t.functions[1].memory_size, 16 * kGiB);
+  EXPECT_EQ(t.functions[1].memory_size_source, kGpuSys + "/drm/card1/lmem_total_bytes");
+  EXPECT_FALSE(t.functions[1].memory_visible_size);
+  s.write(kGpuSys + "/drm/card2/lmem_total_bytes", "8589934592\n");  // two cards for one device: which?
+  t = read_topology(Sysroot::open(s.str()));
+  EXPECT_FALSE(t.functions[1].memory_size);
+  EXPECT_NE(findings_text(t).find("2 DRM cards publish lmem_total_bytes"), std::string::npos) << findings_text(t);
+}
+
+struct Junk {
+  std::string name, text;
+};
+
+class VendorMemoryJunk : public ::testing::TestWithParam<Junk> {};
+
+TEST_P(VendorMemoryJunk, IsUnknownAndAFinding) {
+  SysrootDir s;
+  gpu_machine(s, "amdgpu", 256 * kMiB);
+  s.write(kGpuSys + "/mem_info_vram_total", GetParam().text);
+  Topology t = read_topology(Sysroot::open(s.str()));
+  EXPECT_FALSE(t.functions[1].memory_size);
+  EXPECT_EQ(t.functions[1].memory_size_source, "");
+  EXPECT_NE(findings_text(t).find(kGpuSys + "/mem_info_vram_total: "), std::string::npos) << findings_text(t);
+  EXPECT_NO_THROW((void)topology_to_json(t).dump());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Text, VendorMemoryJunk,
+    ::testing::Values(Junk{"trailing_letters", "12abc\n"}, Junk{"hex", "0x400000000\n"}, Junk{"negative", "-1\n"},
+                      Junk{"plus", "+17179869184\n"}, Junk{"empty", ""}, Junk{"newline_only", "\n"},
+                      Junk{"leading_space", " 17179869184\n"}, Junk{"leading_zero", "017179869184\n"},
+                      Junk{"two_lines", "17179869184\n1\n"}, Junk{"nul", std::string("1717\0" "9869184\n", 13)},
+                      Junk{"above_a_pebibyte", "1125899906842625\n"}, Junk{"u64_max", "18446744073709551615\n"},
+                      Junk{"overflows_u64", "99999999999999999999999\n"}, Junk{"long", std::string(100000, '7') + "\n"},
+                      Junk{"not_utf8", "\xff\xfe\n"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(VendorMemory, DirectoryOrLinkOutOfTheSysrootIsUnknownAndAFinding) {
+  SysrootDir s;
+  gpu_machine(s, "amdgpu", 256 * kMiB);
+  fs::create_directories(s.dir() / kGpuSys / "mem_info_vram_total");
+  s.link(kGpuSys + "/mem_info_vis_vram_total", "../../../../../../../../../../proc/meminfo");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  EXPECT_FALSE(t.functions[1].memory_size);
+  EXPECT_FALSE(t.functions[1].memory_visible_size);
+  std::string all = findings_text(t);
+  EXPECT_NE(all.find("mem_info_vram_total: not a regular file"), std::string::npos) << all;
+  EXPECT_NE(all.find("mem_info_vis_vram_total: not a regular file"), std::string::npos) << all;
+  s.link(kGpuSys + "/mem_info_vis_vram_total", "/etc/passwd");  // absolute: the sysroot's /etc, absent
+  EXPECT_FALSE(read_topology(Sysroot::open(s.str())).functions[1].memory_visible_size);
+}
+
+TEST(VendorMemory, ZeroAndTheLimitAreNumbers) {
+  SysrootDir s;
+  gpu_machine(s, "amdgpu", 256 * kMiB);
+  s.write(kGpuSys + "/mem_info_vram_total", "1125899906842624");  // 2^50, no newline
+  s.write(kGpuSys + "/mem_info_vis_vram_total", "0\n");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  EXPECT_EQ(t.functions[1].memory_size, kMaxDeviceMemoryBytes);
+  EXPECT_EQ(t.functions[1].memory_visible_size, 0u);
+}
+
+TEST(VendorMemory, InconsistentAmdgpuSizesAreFindings) {
+  SysrootDir s;
+  gpu_machine(s, "amdgpu", 32 * kGiB);
+  s.write(kGpuSys + "/mem_info_vram_total", "17179869184\n");
+  s.write(kGpuSys + "/mem_info_vis_vram_total", "34359738368\n");  // more visible than there is: not amdgpu
+  Topology t = read_topology(Sysroot::open(s.str()));
+  EXPECT_EQ(t.functions[1].memory_size, 16 * kGiB);
+  EXPECT_FALSE(t.functions[1].memory_visible_size);
+  EXPECT_NE(findings_text(t).find("exceed the 17179869184 bytes"), std::string::npos) << findings_text(t);
+  // The BAR holds all VRAM but less is visible (amdgpu.vis_vramlimit): amdgpu is not large-BAR.
+  s.write(kGpuSys + "/mem_info_vis_vram_total", "268435456\n");
+  t = read_topology(Sysroot::open(s.str()));
+  EXPECT_EQ(t.functions[1].memory_visible_size, 256 * kMiB);
+  EXPECT_NE(findings_text(t).find("only 256 MiB of 16 GiB VRAM is CPU-visible although the largest BAR is 32 GiB"),
+            std::string::npos)
+      << findings_text(t);
+}
+
+TEST(VendorMemory, SnapshotKeepsTheFilesAndReadsBackTheSame) {
+  SysrootDir s;
+  gpu_machine(s, "amdgpu", 256 * kMiB);
+  s.write(kGpuSys + "/mem_info_vram_total", "17179869184\n");
+  s.write(kGpuSys + "/mem_info_vis_vram_total", "268435456\n");
+  s.write(kGpuSys + "/mem_info_vram_used", "1\n");  // not read, so not captured
+  Sysroot root = Sysroot::open(s.str());
+  Topology live = read_topology(root);
+  std::string out = ::testing::TempDir() + "/vendor-memory-" + std::to_string(::getpid()) + ".tar.gz";
+  fs::remove(out);
+  write_snapshot(root, live, out, {});
+  Sysroot archive = Sysroot::open(out);
+  EXPECT_EQ(archive.read_line(kGpuSys + "/mem_info_vram_total"), "17179869184");
+  EXPECT_EQ(archive.read_line(kGpuSys + "/mem_info_vis_vram_total"), "268435456");
+  EXPECT_FALSE(archive.exists(kGpuSys + "/mem_info_vram_used"));
+  Topology back = read_topology(archive);
+  EXPECT_EQ(back.functions[1].memory_size, 16 * kGiB);
+  EXPECT_EQ(back.functions[1].memory_visible_size, 256 * kMiB);
+  EXPECT_EQ(topology_to_json(back)["functions"], topology_to_json(live)["functions"]);
+  fs::remove(out);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "p2paudit/input_file.h"
 #include "p2paudit/platform.h"
 #include "p2paudit/snapshot.h"
+#include "p2paudit/vendor_memory.h"
 
 namespace p2paudit {
 
@@ -226,6 +227,7 @@ Topology read_topology(const Sysroot& root) {
   for (size_t i = 0; i < t.functions.size(); ++i) {
     Function& f = t.functions[i];
     read_sysfs_attributes(root, f, t.findings);
+    read_vendor_memory(root, f, t.findings);
     if (f.parent) t.functions[*f.parent].children.push_back(i);
     if (f.physfn) t.functions[*f.physfn].virtfns.push_back(i);
     // Cut short of what the kernel exposes, or of the standard header's capabilities.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "p2paudit/vendor_memory.h"
+
 namespace p2paudit {
 
 namespace {
@@ -34,6 +36,7 @@ std::string function_line(const Function& f) {
   if (f.iommu_group) notes.push_back(fmt::format("group {}", *f.iommu_group));
   if (!f.driver.empty()) notes.push_back("driver " + f.driver);
   if (f.numa_node >= 0) notes.push_back(fmt::format("node {}", f.numa_node));
+  if (f.memory_size) notes.push_back("memory " + memory_size_text(*f.memory_size));
   std::string joined;
   for (const auto& n : notes) joined += (joined.empty() ? "" : ", ") + n;
   return line + "  {" + joined + "}";
@@ -123,6 +126,9 @@ nlohmann::ordered_json function_to_json(const Topology& t, const Function& f) {
   j["iommu_group_type"] = f.iommu_group_type.empty() ? json(nullptr) : json(f.iommu_group_type);
   j["enabled"] = f.enabled;
   j["p2pmem"] = f.has_p2pmem;
+  j["memory_size"] = f.memory_size ? json(*f.memory_size) : json(nullptr);
+  j["memory_size_source"] = f.memory_size_source.empty() ? json(nullptr) : json(f.memory_size_source);
+  j["memory_visible_size"] = f.memory_visible_size ? json(*f.memory_visible_size) : json(nullptr);
   return j;
 }
 

@@ -156,6 +156,15 @@ struct Function {
   bool enabled = false;
   bool has_p2pmem = false;
 
+  // Device-local memory (VRAM, LMEM) in bytes as the bound driver publishes it in sysfs: amdgpu's
+  // mem_info_vram_total, the i915 backport's drm/cardN/lmem_total_bytes (vendor_memory.h).
+  // nullopt when the driver publishes none (xe, nvidia, ...) or the file was not a plain number.
+  std::optional<uint64_t> memory_size;
+  std::string memory_size_source;               // the sysroot path memory_size came from, "" when unknown
+  // The part of memory_size the CPU, and so a peer, reaches through the driver's aperture
+  // (amdgpu's mem_info_vis_vram_total); amdgpu calls the device large-BAR when it is all of it.
+  std::optional<uint64_t> memory_visible_size;
+
   bool is_bridge() const { return header_type == 1 || header_type == 2; }
   // What dev_driver_string() would print for this device: the driver, or the bus name "pci".
   const std::string& log_name() const;
