@@ -9,9 +9,11 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/policy/facts.h"
+#include "p2paudit/snapshot.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "synthetic_tree.h"
+#include "sysroot_builder.h"
 #include "test_support.h"
 
 namespace p2paudit::policy {
@@ -56,6 +58,9 @@ std::vector<RuleCase> cases() {
       {"different-numa-nodes", with(base(), {{"path.same_numa_node", false}}), with(base(), {{"path.same_numa_node", true}})},
       {"resizable-bar-not-at-max", with(base(), {{"client.rebar_at_max", false}}), with(base(), {{"client.rebar_at_max", true}})},
       {"vm-guest", with(base(), {{"platform.vm_guest", true}}), with(base(), {{"platform.vm_guest", false}})},
+      {"copy-corrupt", with(base(), {{"vendor.copy_result", "corrupt"}, {"vendor.nvlink", true}}),
+       with(base(), {{"vendor.copy_result", "verified"}})},
+      {"copy-failed", with(base(), {{"vendor.copy_result", "failed"}}), with(base(), {{"vendor.copy_result", "not_run"}})},
       {"nvlink", {{"vendor.authority", "nvidia"}, {"vendor.nvlink", true}}, {{"vendor.authority", "nvidia"}, {"vendor.nvlink", false}}},
       {"xgmi", {{"vendor.authority", "amdgpu"}, {"vendor.xgmi", true}}, with(base(), {{"vendor.xgmi", false}})},
       {"nvidia-driver-allows", {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", true}},
@@ -78,6 +83,25 @@ std::vector<RuleCase> cases() {
        with(base(), {{"provider.bar_above_4g", true}, {"path.bridges_64bit_prefetch", true}})},
       {"bar-smaller-than-memory", with(base(), {{"provider.class", "fpga"}, {"provider.bar_covers_memory", false}}),
        with(base(), {{"provider.class", "fpga"}, {"provider.bar_covers_memory", true}})},
+      {"copy-verified", with(base(), {{"vendor.copy_verified", true}}), with(base(), {{"vendor.copy_verified", false}})},
+      {"xe-peer-on-amd-family-17h",
+       with(with(base(), kXe), {{"platform.cpu_vendor", "AuthenticAMD"}, {"platform.cpu_family", 23}}),
+       with(with(base(), kXe), {{"platform.cpu_vendor", "AuthenticAMD"}, {"platform.cpu_family", 26}})},
+      {"peer-across-intel-sockets",
+       with(base(), {{"platform.cpu_vendor", "GenuineIntel"}, {"path.same_numa_node", false},
+                     {"kernel.map_type", "THRU_HOST_BRIDGE"}}),
+       with(base(), {{"platform.cpu_vendor", "GenuineIntel"}, {"path.same_numa_node", true},
+                     {"kernel.map_type", "THRU_HOST_BRIDGE"}})},
+      {"amdgpu-vega20-peer-through-skylake-e-host-bridge",
+       with(base(), {{"provider.driver", "amdgpu"}, {"client.driver", "amdgpu"}, {"provider.device", "66a1"},
+                     {"client.device", "66a1"}, {"platform.cpu_vendor", "GenuineIntel"}, {"platform.cpu_family", 6},
+                     {"platform.cpu_model", 85}, {"kernel.map_type", "THRU_HOST_BRIDGE"}}),
+       with(base(), {{"provider.driver", "amdgpu"}, {"client.driver", "amdgpu"}, {"provider.device", "6860"},
+                     {"client.device", "6860"}, {"platform.cpu_vendor", "GenuineIntel"}, {"platform.cpu_family", 6},
+                     {"platform.cpu_model", 85}, {"kernel.map_type", "THRU_HOST_BRIDGE"}})},
+      {"amdgpu-peer-between-gpu-generations",
+       with(base(), {{"provider.driver", "amdgpu"}, {"client.driver", "amdgpu"}, {"path.same_model", false}}),
+       with(base(), {{"provider.driver", "amdgpu"}, {"client.driver", "amdgpu"}, {"path.same_model", true}})},
       {"same-switch", base(), with(base(), {{"kernel.map_type", "THRU_HOST_BRIDGE"}})},
       {"hypothetical-whitelist-entry",
        with(base(), {{"kernel.map_type", "THRU_HOST_BRIDGE"}, {"kernel.whitelist_assumed", true}}),
@@ -296,6 +320,105 @@ TEST(VendorFactsFile, BadInputNamesFileAndPlace) {
   expect_error(R"({"schema_version": 1, "pairs": [{"provider": "0000:00:06.0", "client": "0000:00:07.0",
                    "facts": {"vendor.nvlnk": true}}]})", "vendor.nvlnk");
   expect_error(R"({"schema_version": 1, "extra": 1})", "extra");
+}
+
+// --- memory sizes from vendor sysfs (amdgpu mem_info_vram_total) through to the decision -------
+
+constexpr uint64_t kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
+
+// An AMD Zen host (the kernel allows P2PDMA through its host bridge) with two amdgpu GPUs on the
+// root bus: 00:02.0 with a 256 MiB BAR and 00:03.0 with a 32 GiB one, each with 16 GiB of VRAM.
+class SysfsVram : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    s.function("pci0000:00/0000:00:00.0", test::ConfigBytes(0x1022, 0x14d8, 0x060000, 0).bytes());
+    test::gpu_with_bar(s, "pci0000:00/0000:00:02.0", 0x1002, 0x744c, "amdgpu", 0xc0000000, 256 * kMiB);
+    test::gpu_with_bar(s, "pci0000:00/0000:00:03.0", 0x1002, 0x744c, "amdgpu", uint64_t{1} << 40, 32 * kGiB);
+    vram("0000:00:02.0", "17179869184\n", "268435456\n");
+    vram("0000:00:03.0", "17179869184\n", "17179869184\n");
+  }
+  void vram(const std::string& bdf, const std::string& total, const std::string& visible) {
+    s.write("sys/devices/pci0000:00/" + bdf + "/mem_info_vram_total", total);
+    s.write("sys/devices/pci0000:00/" + bdf + "/mem_info_vis_vram_total", visible);
+  }
+  PairDecision decide(const std::string& sysroot, const std::string& p, const std::string& c,
+                      const VendorFactsDocument* vendor = nullptr) {
+    Topology t = read_topology(Sysroot::open(sysroot));
+    KernelRules kernel = load_kernel_rules(std::filesystem::path(kRules) / "kernel", t.platform, {});
+    return decide_pair(t, kernel, default_rules(), vendor, *t.index_of(*Bdf::parse(p)), *t.index_of(*Bdf::parse(c)));
+  }
+  test::SysrootDir s;
+};
+
+TEST_F(SysfsVram, SmallBarProviderIsHostStagedByBarSmallerThanMemory) {
+  PairDecision d = decide(s.str(), "00:02.0", "00:03.0");
+  EXPECT_EQ(str(d.facts, "provider.memory_size"), "17179869184");
+  EXPECT_EQ(str(d.facts, "provider.largest_bar"), "268435456");
+  EXPECT_EQ(str(d.facts, "provider.bar_covers_memory"), "false");
+  EXPECT_EQ(str(d.facts, "kernel.allowed"), "true");
+  EXPECT_EQ(d.decision.action, Action::kHostStaged);
+  EXPECT_EQ(d.decision.rule, "bar-smaller-than-memory");
+  EXPECT_EQ(d.decision.authority, Authority::kVendorDriver);
+  EXPECT_NE(d.decision.reason.find("256 MiB BAR for 16 GiB"), std::string::npos) << d.decision.reason;
+}
+
+TEST_F(SysfsVram, BarCoveringTheVramDoesNotFire) {
+  PairDecision d = decide(s.str(), "00:03.0", "00:02.0");
+  EXPECT_EQ(str(d.facts, "provider.memory_size"), "17179869184");
+  EXPECT_EQ(str(d.facts, "provider.bar_covers_memory"), "true");
+  EXPECT_FALSE(fired(d.decision, "bar-smaller-than-memory"));
+  EXPECT_EQ(d.decision.action, Action::kPeer) << d.decision.rule;
+  vram("0000:00:03.0", "34359738368\n", "34359738368\n");  // exactly the BAR
+  EXPECT_FALSE(fired(decide(s.str(), "00:03.0", "00:02.0").decision, "bar-smaller-than-memory"));
+}
+
+TEST_F(SysfsVram, VendorFactsFileOverridesTheSysfsValue) {
+  VendorFactsDocument vendor = VendorFactsDocument::parse(
+      R"({"schema_version": 1, "pairs": [{"provider": "0000:00:02.0", "client": "0000:00:03.0",
+          "facts": {"provider.memory_size": 134217728}}]})", "vf.json");
+  PairDecision d = decide(s.str(), "00:02.0", "00:03.0", &vendor);
+  EXPECT_EQ(str(d.facts, "provider.memory_size"), "134217728");
+  EXPECT_EQ(str(d.facts, "provider.bar_covers_memory"), "true");
+  EXPECT_FALSE(fired(d.decision, "bar-smaller-than-memory"));
+  VendorFactsDocument unknown = VendorFactsDocument::parse(
+      R"({"schema_version": 1, "pairs": [{"provider": "0000:00:02.0", "client": "0000:00:03.0",
+          "facts": {"provider.memory_size": null}}]})", "vf.json");
+  d = decide(s.str(), "00:02.0", "00:03.0", &unknown);
+  EXPECT_EQ(str(d.facts, "provider.memory_size"), "unknown");
+  EXPECT_FALSE(fired(d.decision, "bar-smaller-than-memory"));
+}
+
+TEST_F(SysfsVram, ApertureBeyondEveryBarIsNoBarComparison) {
+  // An APU: amdgpu makes its carve-out all CPU-visible (aper_size = VRAM) whatever BAR 0 is.
+  vram("0000:00:02.0", "2147483648\n", "2147483648\n");
+  PairDecision d = decide(s.str(), "00:02.0", "00:03.0");
+  EXPECT_EQ(str(d.facts, "provider.memory_size"), "unknown");
+  EXPECT_FALSE(fired(d.decision, "bar-smaller-than-memory"));
+  EXPECT_EQ(d.decision.action, Action::kPeer) << d.decision.rule;
+}
+
+TEST_F(SysfsVram, JunkIsUnknownAndDecidesNothing) {
+  for (const char* junk : {"12abc\n", "99999999999999999999\n", "-17179869184\n", ""}) {
+    vram("0000:00:02.0", junk, "268435456\n");
+    PairDecision d = decide(s.str(), "00:02.0", "00:03.0");
+    EXPECT_EQ(str(d.facts, "provider.memory_size"), "unknown") << junk;
+    EXPECT_FALSE(fired(d.decision, "bar-smaller-than-memory")) << junk;
+  }
+}
+
+TEST_F(SysfsVram, SnapshotGivesTheSameDecision) {
+  std::string out = ::testing::TempDir() + "/sysfs-vram-" + std::to_string(::getpid()) + ".tar.gz";
+  std::filesystem::remove(out);
+  Sysroot root = Sysroot::open(s.str());
+  write_snapshot(root, read_topology(root), out, {});
+  for (auto [p, c] : {std::pair{"00:02.0", "00:03.0"}, std::pair{"00:03.0", "00:02.0"}}) {
+    PairDecision live = decide(s.str(), p, c), captured = decide(out, p, c);
+    EXPECT_EQ(captured.decision.rule, live.decision.rule) << p;
+    EXPECT_EQ(captured.decision.action, live.decision.action) << p;
+    EXPECT_EQ(captured.facts.to_json(), live.facts.to_json()) << p;
+  }
+  EXPECT_EQ(decide(out, "00:02.0", "00:03.0").decision.rule, "bar-smaller-than-memory");
+  std::filesystem::remove(out);
 }
 
 }  // namespace

@@ -392,7 +392,7 @@ TEST(Lint, BadActionAuthorityAndId) {
   EXPECT_EQ(only_error("version: 1\nrules:\n- {id: a, when: always, action: allow, reason: x}\n"),
             "t.yaml:3:33: 'allow' is not a valid action (one of: deny, host_staged, peer, warn)");
   EXPECT_EQ(only_error("version: 1\nrules:\n- {id: a, when: always, action: warn, reason: x, authority: nvidia}\n"),
-            "t.yaml:3:61: 'nvidia' is not a valid authority (one of: kernel, platform, vendor-driver, vendor-fabric)");
+            "t.yaml:3:61: 'nvidia' is not a valid authority (one of: kernel, measurement, platform, vendor-driver, vendor-fabric)");
   EXPECT_EQ(only_error("version: 1\nrules:\n- {id: Bad_Id, when: always, action: warn, reason: x}\n"),
             "t.yaml:3:8: rule id 'Bad_Id' may only use a-z, 0-9 and '-'");
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -128,6 +129,26 @@ class SysrootDir {
  private:
   fs::path dir_;
 };
+
+// A display controller at sysfs_dir ("pci0000:00/0000:00:02.0") bound to `driver`, whose BAR 0 is
+// the kernel's `resource` line for a 64-bit prefetchable window of bar0_size at bar0_start, plus a
+// 2 MiB BAR 2 and a 512 KiB BAR 5 as amdgpu dGPUs have. Vendor files are written by the test.
+inline void gpu_with_bar(SysrootDir& s, const std::string& sysfs_dir, uint16_t vendor, uint16_t device,
+                         const std::string& driver, uint64_t bar0_start, uint64_t bar0_size) {
+  s.function(sysfs_dir, ConfigBytes(vendor, device, 0x030000, 0).bytes());
+  auto line = [](uint64_t start, uint64_t size, uint64_t flags) {
+    char buf[64];
+    uint64_t end = size ? start + size - 1 : 0;
+    std::snprintf(buf, sizeof buf, "0x%016llx 0x%016llx 0x%016llx\n", static_cast<unsigned long long>(size ? start : 0),
+                  static_cast<unsigned long long>(end), static_cast<unsigned long long>(size ? flags : 0));
+    return std::string(buf);
+  };
+  const uint64_t pref64 = 0x14220c, mem32 = 0x40200;
+  s.write("sys/devices/" + sysfs_dir + "/resource",
+          line(bar0_start, bar0_size, pref64) + line(0, 0, 0) + line(0xfc000000, 2u << 20, pref64) + line(0, 0, 0) +
+              line(0, 0, 0) + line(0xfd000000, 512u << 10, mem32) + line(0, 0, 0));
+  s.link("sys/devices/" + sysfs_dir + "/driver", "../../../bus/pci/drivers/" + driver);
+}
 
 // One entry of a hand-made archive; type is AE_IFREG, AE_IFDIR, AE_IFLNK, AE_IFCHR, AE_IFIFO...
 struct TarEntry {

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/vendor_memory.h"
 
 namespace fs = std::filesystem;
 
@@ -217,6 +218,9 @@ void capture_function(const Sysroot& root, const Function& f, TarWriter& tar, co
   if (f.has_p2pmem)
     for (const char* name : kP2pmemFiles)
       if (auto data = root.read_text(dir + "/p2pmem/" + name)) tar.file(dir + "/p2pmem/" + name, *data);
+  // The bound driver's memory-size files (amdgpu mem_info_*, i915 drm/cardN/lmem_total_bytes).
+  for (const auto& rel : vendor_memory_files(root, f))
+    if (auto data = root.read_text(rel)) tar.file(rel, *data);
 }
 
 void capture_if_present(const Sysroot& root, TarWriter& tar, const std::string& rel) {
@@ -267,6 +271,7 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
                               {"config_sizes", meta.config_sizes}, {"modules", nlohmann::ordered_json::object()}};
   for (const auto& [key, m] : meta.modules) j["modules"][key] = module_json(m);
   tar.file(kCaptureMetadataPath, j.dump(2) + "\n");
+  for (const auto& [name, text] : options.extra_files) tar.file(name, text);
   SnapshotReport report{tar.files(), meta.privileged};
   tar.close();
   output.commit();

@@ -59,7 +59,10 @@ std::vector<FactSpec> device_facts() {
            "the Resizable BAR control asks for more than the BAR was given: resized, but no address space was "
            "found until a (warm) reboot (XRT's \"no iomem\")"),
       fact("bar_covers_memory", kBool, "the largest BAR is at least memory_size (known when memory_size is)"),
-      from_vendor(in_range(fact("memory_size", kInteger, "device memory in bytes as the vendor reports it (VRAM, HBM, DDR); often unknown"),
+      from_vendor(in_range(fact("memory_size", kInteger,
+                                "device memory in bytes (VRAM, HBM, DDR): set by the analyzer from amdgpu's "
+                                "mem_info_vram_total or the i915 backport's lmem_total_bytes in sysfs where present "
+                                "(xe and nvidia publish none), or by a vendor facts file, which wins"),
                            0, kMaxDeviceMemory)),
   };
 }
@@ -90,6 +93,7 @@ std::vector<FactSpec> build_catalog() {
       fact("path.relation", kEnum, "the closest thing the two devices share",
            {"same_function", "same_device", "same_switch", "same_root_port", "same_host_bridge",
             "different_host_bridges"}),
+      fact("path.same_model", kBool, "both devices have the same PCI vendor and device ID"),
       fact("path.same_numa_node", kBool, "both devices report the same NUMA node"),
       fact("path.narrowest_link_speed_gts", kNumber, "slowest current link speed on the path, GT/s"),
       fact("path.narrowest_link_width", kInteger, "narrowest current link width on the path, lanes"),
@@ -118,8 +122,31 @@ std::vector<FactSpec> build_catalog() {
            "NVIDIA's own topology walk finds a PCIe switch it recognises above both GPUs (PLX 87xx/97xx, "
            "PMC 85xx/40xx, NVIDIA BR03/BR04, Mellanox 1976); the rest of its decision is in GSP firmware"),
 
+      from_vendor(fact("vendor.peer_runtime", kString,
+                       "the runtime whose answer set vendor.peer_supported (\"cuda\", \"nvml\", \"level_zero\", \"hip\")")),
+      from_vendor(fact("vendor.peer_answer", kString,
+                       "that runtime's raw answer when it was not a plain yes or no (\"NVML_P2P_STATUS_CHIPSET_NOT_SUPPORED\", "
+                       "\"ZE_RESULT_ERROR_...\")")),
+
+      // `probe --copy`: a peer copy of random data, compared in full (docs/probe.md).
+      from_vendor(fact("vendor.copy_result", kEnum,
+                       "the peer copy test of this pair: every byte arrived, a copy reported success with wrong data, "
+                       "or a call failed (hung and crashed count as failed); not_run without a copy test",
+                       {"verified", "corrupt", "failed", "not_run"})),
+      from_vendor(fact("vendor.copy_verified", kBool, "a peer copy of this pair was compared in full and was right every time")),
+      from_vendor(fact("vendor.copy_runtime", kString, "the runtime that ran the copy test")),
+      from_vendor(fact("vendor.copy_error", kString, "the failing call and its code, or where the copy hung or crashed")),
+      from_vendor(in_range(fact("vendor.copy_mismatched_bytes", kInteger, "bytes that differed after a copy reported success"),
+                           0, kMaxDeviceMemory)),
+      from_vendor(in_range(fact("vendor.copy_gbps", kNumber, "median peer copy bandwidth, GB/s"), 0, 1e6)),
+      from_vendor(in_range(fact("vendor.copy_staged_gbps", kNumber, "median host-staged copy bandwidth, GB/s"), 0, 1e6)),
+
       from_vendor(fact("runtime.level_zero_version", kString, "Level Zero loader version")),
       from_vendor(fact("runtime.compute_runtime_version", kString, "Intel compute-runtime release (\"26.09.37435.1\")")),
+      from_vendor(in_range(fact("runtime.host_mirror_per_byte", kNumber,
+                                "host memory the Level Zero runtime committed or pinned per byte of a device allocation "
+                                "made in a context of every GPU (`probe --mirror`; about 1: a full host mirror)"),
+                           0, 1e3)),
   };
   for (const char* role : {"provider", "client"})
     for (FactSpec f : device_facts()) {

@@ -219,14 +219,15 @@ class VendorFactsReader {
   VendorFactsDocument read(const nlohmann::json& j) const {
     if (!j.is_object()) refuse("the document", fmt::format("expected an object with \"schema_version\": 1, got {}", json_kind(j)));
     for (const auto& [key, value] : j.items())
-      if (key != "schema_version" && key != "all" && key != "pairs")
-        refuse(fmt::format("\"{}\"", escape_text(key)), "unknown key (expected schema_version, all, pairs)");
+      if (key != "schema_version" && key != "all" && key != "devices" && key != "pairs")
+        refuse(fmt::format("\"{}\"", escape_text(key)), "unknown key (expected schema_version, all, devices, pairs)");
     if (!j.contains("schema_version")) refuse("schema_version", "missing (expected \"schema_version\": 1)");
     const auto& version = j["schema_version"];
     if (!version.is_number_integer() || version != 1)
       refuse("schema_version", fmt::format("expected 1 (the only version this p2paudit reads), got {}", json_kind(version)));
     VendorFactsDocument doc;
     if (j.contains("all")) doc.all = facts(j["all"], "all");
+    if (j.contains("devices")) read_devices(j["devices"], doc);
     if (!j.contains("pairs")) return doc;
     const auto& pairs = j["pairs"];
     if (!pairs.is_array()) refuse("pairs", fmt::format("expected a list of {{provider, client, facts}}, got {}", json_kind(pairs)));
@@ -255,6 +256,34 @@ class VendorFactsReader {
 
  private:
   std::string origin_;
+
+  // "devices": [{"bdf", "facts": {"memory_size": N}}]: per-device facts without the role prefix,
+  // applied as provider.X when the device is the provider and client.X when it is the client.
+  void read_devices(const nlohmann::json& devices, VendorFactsDocument& doc) const {
+    if (!devices.is_array()) refuse("devices", fmt::format("expected a list of {{bdf, facts}}, got {}", json_kind(devices)));
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const auto& entry = devices[i];
+      std::string where = fmt::format("devices[{}]", i);
+      if (!entry.is_object() || !entry.contains("bdf") || !entry.contains("facts") || entry.size() != 2)
+        refuse(where, "expected an object with exactly bdf and facts");
+      Bdf device = bdf(entry["bdf"], where + ".bdf");
+      if (!entry["facts"].is_object()) refuse(where + ".facts", fmt::format("expected an object, got {}", json_kind(entry["facts"])));
+      nlohmann::json as_provider = nlohmann::json::object();
+      for (const auto& [name, value] : entry["facts"].items()) {
+        if (name.find('.') != std::string::npos)
+          refuse(where + ".facts", fmt::format("'{}': a device fact is named without a prefix (memory_size, not "
+                                               "provider.memory_size)", escape_text(name)));
+        as_provider["provider." + name] = value;
+      }
+      FactSet set = facts(as_provider, where + ".facts");
+      FactSet& into = doc.devices[device];
+      for (const auto& [name, value] : set.entries()) {
+        std::string bare = name.substr(std::string_view("provider.").size());
+        if (value) into.set("provider." + bare, *value);
+        else into.set_unknown("provider." + bare);
+      }
+    }
+  }
 
   Bdf bdf(const nlohmann::json& v, const std::string& where) const {
     auto parsed = v.is_string() ? Bdf::parse(v.get<std::string>()) : std::nullopt;
@@ -353,8 +382,32 @@ void VendorFactsDocument::apply(const Bdf& provider, const Bdf& client, FactSet&
       else facts.set_unknown(name);
     }
   };
+  // A device's facts are stored under "provider."; as the client they become "client.".
+  auto copy_device = [&](const Bdf& device, const char* role) {
+    auto it = devices.find(device);
+    if (it == devices.end()) return;
+    for (const auto& [name, value] : it->second.entries()) {
+      std::string as_role = role + name.substr(std::string_view("provider.").size());
+      if (value) facts.set(as_role, *value);
+      else facts.set_unknown(as_role);
+    }
+  };
   copy(all);
+  copy_device(provider, "provider.");
+  copy_device(client, "client.");
   if (auto it = pairs.find({provider, client}); it != pairs.end()) copy(it->second);
+}
+
+void VendorFactsDocument::merge(const VendorFactsDocument& over) {
+  auto lay = [](FactSet& into, const FactSet& from) {
+    for (const auto& [name, value] : from.entries()) {
+      if (value) into.set(name, *value);
+      else into.set_unknown(name);
+    }
+  };
+  lay(all, over.all);
+  for (const auto& [bdf, set] : over.devices) lay(devices[bdf], set);
+  for (const auto& [key, set] : over.pairs) lay(pairs[key], set);
 }
 
 }  // namespace p2paudit::policy

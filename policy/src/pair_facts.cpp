@@ -91,6 +91,16 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
   } else if (f.config_readable >= 64) {
     facts.set(prefix + "largest_bar", int64_t{0});
   }
+  // The memory its driver publishes in sysfs (amdgpu, i915 backport); derive_facts() compares it
+  // with largest_bar, and a vendor facts file laid over these facts may still replace it. When all
+  // of amdgpu's VRAM is CPU-visible through an aperture larger than every BAR (an APU's carve-out
+  // in system memory, or memory connected to the CPU: gmc_v*_mc_init() sets aper_size to the VRAM
+  // size there), no BAR limits peers, so the comparison would be wrong: the fact stays unknown.
+  if (f.memory_size) {
+    bool aperture_is_no_bar = f.memory_visible_size && *f.memory_visible_size == *f.memory_size && largest &&
+                              largest->size < *f.memory_visible_size;
+    if (!aperture_is_no_bar) facts.set(prefix + "memory_size", static_cast<int64_t>(*f.memory_size));
+  }
   if (f.rebar_state == CapState::kPresent) {
     bool no_room = false;
     for (const auto& r : f.rebar)
@@ -232,6 +242,10 @@ FactSet pair_facts(const Topology& t, const KernelRules& rules, const PairVerdic
   const Function& c = t.functions[v.client];
   set_kernel_facts(t, rules, v, facts);
   facts.set("path.relation", relation(t, v));
+  facts.set("path.same_model", p.vendor == c.vendor && p.device == c.device);
+  // No copy test is in the evidence until a probe's results (or a facts file) say otherwise.
+  facts.set("vendor.copy_result", std::string("not_run"));
+  facts.set("vendor.copy_verified", false);
   if (p.numa_node >= 0 && c.numa_node >= 0) facts.set("path.same_numa_node", p.numa_node == c.numa_node);
   else if (p.numa_node < 0 && c.numa_node < 0) facts.set("path.same_numa_node", true);  // no NUMA information: one node
   set_link_facts(t, v, facts);

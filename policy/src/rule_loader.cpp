@@ -30,7 +30,8 @@ const std::map<std::string_view, Action> kActions = {
 const std::map<std::string_view, Authority> kAuthorities = {{"kernel", Authority::kKernel},
                                                             {"vendor-driver", Authority::kVendorDriver},
                                                             {"vendor-fabric", Authority::kVendorFabric},
-                                                            {"platform", Authority::kPlatform}};
+                                                            {"platform", Authority::kPlatform},
+                                                            {"measurement", Authority::kMeasurement}};
 
 template <typename Map>
 std::string keys_of(const Map& m) {

@@ -21,6 +21,7 @@ const char* to_string(Authority a) {
     case Authority::kVendorDriver: return "vendor-driver";
     case Authority::kVendorFabric: return "vendor-fabric";
     case Authority::kPlatform: return "platform";
+    case Authority::kMeasurement: return "measurement";
   }
   return "?";
 }

@@ -28,7 +28,14 @@ struct SnapshotOptions {
   bool redact = false;                           // drop Device Serial Numbers and the host name
   bool force = false;                            // replace an existing output file
   std::string tool_version;
+  // Files stored as they are beside the capture (name inside the archive -> contents), such as
+  // the runtime probe's answers (kProbeResultsPath).
+  std::map<std::string, std::string> extra_files;
 };
+
+// `snapshot --probe`: the probe's JSON document (docs/probe.md), read back when the snapshot is
+// analysed.
+inline constexpr const char* kProbeResultsPath = "p2paudit-probe.json";
 
 struct SnapshotReport {
   size_t files = 0;

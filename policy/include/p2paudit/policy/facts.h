@@ -93,12 +93,14 @@ class FactSet {
 // Facts from vendor tools (--vendor-facts FILE; docs/policy.md), as JSON:
 //   {"schema_version": 1,
 //    "all": {"runtime.compute_runtime_version": "26.09.1", ...},
+//    "devices": [{"bdf": "0000:00:06.0", "facts": {"memory_size": 150754820096}}],
 //    "pairs": [{"provider": "0000:00:06.0", "client": "0000:00:07.0", "symmetric": true,
 //               "facts": {"vendor.nvlink": true}}]}
 // Every name must be a catalogued fact whose source is kVendor, every value of its type and range.
 // The file comes from a stranger: each error names the file, the entry and what was expected.
 struct VendorFactsDocument {
   FactSet all;                                    // for every pair
+  std::map<Bdf, FactSet> devices;                 // per device, stored as "provider.X"
   std::map<std::pair<Bdf, Bdf>, FactSet> pairs;   // (provider, client); a later entry replaces an earlier
 
   // Throws InputError "ORIGIN: ENTRY: problem" (ENTRY like pairs[2].facts, schema_version).
@@ -106,8 +108,10 @@ struct VendorFactsDocument {
   // read_input_file(path, kMaxVendorFactsBytes), then parse().
   static VendorFactsDocument load(const std::string& path);
 
-  // Copies the facts for (provider, client) over `facts`: all's, then the pair's own.
+  // Copies the facts for (provider, client) over `facts`: all's, each device's, then the pair's own.
   void apply(const Bdf& provider, const Bdf& client, FactSet& facts) const;
+  // Lays `over`'s facts over these (the runtime probe's first, a hand-written file over them).
+  void merge(const VendorFactsDocument& over);
 };
 
 // Converts `value` to the representation `spec` asks for (integer → number) or says why it cannot;

@@ -28,9 +28,10 @@ enum class Action { kPeer, kHostStaged, kDeny, kWarn };
 const char* to_string(Action a);  // "peer", "host_staged", "deny", "warn"
 
 // Whose logic the decision rests on: the kernel's P2PDMA, a vendor driver's own peer logic, a
-// vendor fabric that bypasses PCIe (NVLink, XGMI), or the platform (VM, CPU, firmware).
-enum class Authority { kKernel, kVendorDriver, kVendorFabric, kPlatform };
-const char* to_string(Authority a);  // "kernel", "vendor-driver", "vendor-fabric", "platform"
+// vendor fabric that bypasses PCIe (NVLink, XGMI), the platform (VM, CPU, firmware), or a
+// measurement on this machine (`probe --copy`), which outranks every prediction.
+enum class Authority { kKernel, kVendorDriver, kVendorFabric, kPlatform, kMeasurement };
+const char* to_string(Authority a);  // "kernel", "vendor-driver", "vendor-fabric", "platform", "measurement"
 
 enum class Operator { kEq, kNe, kIn, kNotIn, kLt, kLe, kGt, kGe, kRegex, kContains, kUnknown };
 const char* to_string(Operator op);  // the YAML spelling: "eq", "not_in", "unknown", ...
