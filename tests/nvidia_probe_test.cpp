@@ -25,8 +25,8 @@ struct Run {
 };
 
 Run probe(const std::string& scenario, const std::string& extra_args = "", const std::string& nvml = FAKE_NVML_LIBRARY,
-          const std::string& cuda = FAKE_CUDA_LIBRARY) {
-  std::string cmd = "env P2PAUDIT_PROBE_ALLOW_SYSROOT=1 FAKE_NVIDIA_SCENARIO=" + scenario +
+          const std::string& cuda = FAKE_CUDA_LIBRARY, const std::string& extra_env = "") {
+  std::string cmd = "env P2PAUDIT_PROBE_ALLOW_SYSROOT=1 " + extra_env + " FAKE_NVIDIA_SCENARIO=" + scenario +
                     " FAKE_NVIDIA_BDFS=0000:00:06.0,0000:00:07.0 P2PAUDIT_NVML_LIBRARY=" + test::shell_quote(nvml) +
                     " P2PAUDIT_CUDA_LIBRARY=" + test::shell_quote(cuda) + " " + P2PAUDIT_TOOL + " --sysroot " +
                     test::shell_quote(fixture()) + " " + extra_args + " 2>/dev/null";
@@ -36,8 +36,9 @@ Run probe(const std::string& scenario, const std::string& extra_args = "", const
   return out;
 }
 
-json probe_json(const std::string& scenario, const std::string& extra = "", double* seconds = nullptr) {
-  auto r = probe(scenario, "probe --format json " + extra);
+json probe_json(const std::string& scenario, const std::string& extra = "", double* seconds = nullptr,
+                const std::string& extra_env = "") {
+  auto r = probe(scenario, "probe --format json " + extra, FAKE_NVML_LIBRARY, FAKE_CUDA_LIBRARY, extra_env);
   EXPECT_EQ(r.status, 0) << r.output;
   if (seconds) *seconds = r.seconds;
   return json::parse(r.output);
@@ -175,6 +176,111 @@ TEST(NvidiaProbe, CrashIsReportedWithSignal) {
   EXPECT_NE(text.output.find("CRASH"), std::string::npos);
 }
 
+TEST(NvidiaProbe, NvmlMemoryAndBar1) {
+  auto j = probe_json("ok");
+  const auto& dev = runtime(j, "nvml")["devices"][1];
+  EXPECT_EQ(dev["memory_total_bytes"], 143771ull << 20);
+  EXPECT_EQ(dev["bar1_total_bytes"], 256ull << 30);
+  // A BAR1 smaller than the memory (a peer reaches only part of it at a time), and none at all.
+  auto small = probe_json("ok", "", nullptr, "FAKE_NVIDIA_BAR1_BYTES=268435456");
+  EXPECT_EQ(runtime(small, "nvml")["devices"][0]["bar1_total_bytes"], 268435456);
+  auto none = probe_json("ok", "", nullptr, "FAKE_NVIDIA_BAR1_BYTES=not_supported");
+  const auto& d0 = runtime(none, "nvml")["devices"][0];
+  EXPECT_FALSE(d0.contains("bar1_total_bytes"));
+  EXPECT_EQ(d0["bar1_error"], "NVML_ERROR_NOT_SUPPORTED");
+  EXPECT_TRUE(d0.contains("memory_total_bytes"));
+}
+
+// `probe --copy` (CUDA): 1 MiB, 2 timed repeats per leg. The JSON is what these tests check; the
+// exit status (1 when a copy did not verify) is the command's business, tested with it.
+json copy_json(const std::string& scenario, const std::string& extra = "", double* seconds = nullptr) {
+  auto r = probe(scenario, "probe --format json --copy --size 1048576 --repeat 2 " + extra);
+  if (scenario == "ok") EXPECT_EQ(r.status, 0) << r.output;
+  else EXPECT_TRUE(r.status == 0 || r.status == 1) << r.status << "\n" << r.output;
+  if (seconds) *seconds = r.seconds;
+  return json::parse(r.output);
+}
+
+TEST(NvidiaProbeCopy, NotRunWithoutCopy) {
+  auto j = probe_json("ok");
+  EXPECT_FALSE(pair(runtime(j, "cuda"), 0, 1).contains("copy"));
+}
+
+TEST(NvidiaProbeCopy, OkVerifiesBothLegs) {
+  auto j = copy_json("ok");
+  const auto& cuda = runtime(j, "cuda");
+  EXPECT_EQ(cuda["status"], "ok");
+  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    const auto& copy = pair(cuda, a, b)["copy"];
+    EXPECT_EQ(copy["size_bytes"], 1048576);
+    EXPECT_EQ(copy["repeat"], 2);
+    for (const char* leg : {"peer", "host_staged"}) {
+      EXPECT_EQ(copy[leg]["result"], "verified") << leg << " " << copy.dump();
+      EXPECT_GT(copy[leg]["gbps"].get<double>(), 0.0) << leg;
+      EXPECT_EQ(copy[leg]["seconds"].size(), 2u) << leg;
+    }
+  }
+  EXPECT_FALSE(pair(runtime(j, "nvml"), 0, 1).contains("copy"));  // NVML moves no data
+}
+
+TEST(NvidiaProbeCopy, CorruptPeerCopyIsCaught) {
+  auto j = copy_json("copy_corrupt");
+  const auto& copy = pair(runtime(j, "cuda"), 0, 1)["copy"];
+  EXPECT_EQ(copy["peer"]["result"], "corrupt");
+  EXPECT_EQ(copy["peer"]["mismatched_bytes"], 1048576 / 4096);  // the fake flips one byte in 4096
+  EXPECT_EQ(copy["peer"]["first_mismatch"], 0);
+  EXPECT_TRUE(copy["peer"]["gbps"].is_null());
+  EXPECT_EQ(copy["host_staged"]["result"], "verified");
+}
+
+TEST(NvidiaProbeCopy, PeerAccessRefusedFailsThePeerLegOnly) {
+  auto j = copy_json("copy_fails");
+  const auto& copy = pair(runtime(j, "cuda"), 1, 0)["copy"];
+  EXPECT_EQ(copy["peer"]["result"], "failed");
+  EXPECT_EQ(copy["peer"]["phase"], "cuCtxEnablePeerAccess");
+  EXPECT_EQ(copy["peer"]["error"], "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED");
+  EXPECT_EQ(copy["peer"]["code"], 217);
+  EXPECT_TRUE(copy["peer"]["seconds"].empty());  // never measured behind a host-staged fallback
+  EXPECT_EQ(copy["host_staged"]["result"], "verified");
+}
+
+TEST(NvidiaProbeCopy, HangInOnePairIsBounded) {
+  double seconds = 0;
+  auto j = copy_json("copy_hang", "--timeout 2", &seconds);
+  EXPECT_LT(seconds, 15.0);
+  const auto& cuda = runtime(j, "cuda");
+  EXPECT_EQ(cuda["status"], "hung");
+  const auto& hung = pair(cuda, 0, 1);
+  EXPECT_EQ(hung["copy"], "hung");
+  EXPECT_EQ(hung["phase"], "copy 0->1: cuMemcpyPeer, repeat 1 of 2");
+  EXPECT_EQ(hung["can_access_peer"], "ok");  // the questions' answers stay
+  EXPECT_EQ(pair(cuda, 1, 0)["copy"]["peer"]["result"], "verified");  // asked in a new child
+}
+
+TEST(NvidiaProbeCopy, CrashInOnePairIsSurvived) {
+  auto j = copy_json("copy_crash");
+  const auto& cuda = runtime(j, "cuda");
+  EXPECT_EQ(cuda["status"], "crashed");
+  EXPECT_EQ(cuda["error"], "SIGSEGV");
+  EXPECT_EQ(pair(cuda, 0, 1)["copy"], "crashed");
+  EXPECT_EQ(pair(cuda, 0, 1)["error"], "SIGSEGV");
+  EXPECT_EQ(pair(cuda, 1, 0)["copy"]["host_staged"]["result"], "verified");
+}
+
+#ifdef CUDA_PEER_COPY_TOOL
+// The plain CUDA peer copy (tools/cuda-peer-copy) runs against the fake too.
+TEST(CudaPeerCopy, PrintsMedianBandwidthPerDirection) {
+  auto r = test::run_command("env P2PAUDIT_CUDA_LIBRARY=" + test::shell_quote(FAKE_CUDA_LIBRARY) + " " +
+                             CUDA_PEER_COPY_TOOL + " 1048576 3 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  for (const char* line : {"peer        0->1: ", "peer        1->0: ", "host-staged 0->1: ", "host-staged 1->0: "})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  EXPECT_NE(r.output.find("GB/s (median of 3, 1048576 bytes)"), std::string::npos) << r.output;
+  auto bad = test::run_command(std::string(CUDA_PEER_COPY_TOOL) + " 0 2>&1");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+}
+#endif
+
 TEST(NvidiaProbe, ANonLiveSysrootIsRefused) {
   auto r = test::run_command("env -u P2PAUDIT_PROBE_ALLOW_SYSROOT " + std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(fixture()) +
                              " probe 2>&1");
@@ -216,10 +322,14 @@ std::map<std::pair<int, int>, std::string> nvidia_smi_p2p(const std::string& tex
 }
 
 // Recorded on a lent 2x H200 VM (NVLink NV18) in one run: `p2paudit probe --format json` and
-// `nvidia-smi topo -p2p r/w/n/a`. The probe's NVML matrix must say what nvidia-smi says.
-TEST(NvidiaProbeRecording, H200PairMatrixEqualsNvidiaSmi) {
-  std::string dir = test::data_path("machines/h200x2-firecracker-vm/probe-2026-11-22/");
-  std::ifstream pj(dir + "probe.json"), topo(dir + "nvidia-smi-topo.txt");
+// `nvidia-smi topo -p2p r/w/n/a`. The probe's NVML matrix must say what nvidia-smi says. Two
+// recordings: the first probe, and the run with the copy test (copy-2026-11-22).
+class NvidiaProbeRecording : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NvidiaProbeRecording, H200PairMatrixEqualsNvidiaSmi) {
+  std::string dir = test::data_path("machines/h200x2-firecracker-vm/");
+  std::string probe_file = GetParam() == "probe-2026-11-22" ? "probe.json" : "probe-copy.json";
+  std::ifstream pj(dir + GetParam() + "/" + probe_file), topo(dir + GetParam() + "/nvidia-smi-topo.txt");
   ASSERT_TRUE(pj && topo);
   nlohmann::json probe = nlohmann::json::parse(pj);
   std::string smi((std::istreambuf_iterator<char>(topo)), std::istreambuf_iterator<char>());
@@ -244,6 +354,9 @@ TEST(NvidiaProbeRecording, H200PairMatrixEqualsNvidiaSmi) {
   }
   EXPECT_EQ(compared, 8);
 }
+
+INSTANTIATE_TEST_SUITE_P(H200, NvidiaProbeRecording, ::testing::Values("probe-2026-11-22", "copy-2026-11-22"),
+                         [](const auto& info) { return info.param.substr(0, info.param.find('-')); });
 
 }  // namespace
 }  // namespace p2paudit

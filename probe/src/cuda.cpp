@@ -1,11 +1,17 @@
-// CUDA driver API backend: libcuda.so.1 opened with dlopen() in an isolated child (docs/probe.md).
+// CUDA driver API backend: libcuda.so.1 opened with dlopen() in an isolated child (docs/probe.md),
+// and with --copy a peer and a host-staged copy per ordered pair (probe.h, PairAnswer).
 // The few CUDA types and prototypes used are declared here: no build dependency on CUDA.
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
+#include <new>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "copy_check.h"
 #include "p2paudit/probe/isolate.h"
 #include "p2paudit/probe/probe.h"
 #include "session.h"
@@ -16,7 +22,10 @@ namespace {
 
 using CUresult = int;
 using CUdevice = int;
+using CUcontext = struct CUctx_st*;
+using CUdeviceptr = unsigned long long;  // 64-bit builds only, like the driver's own
 constexpr CUresult kCudaSuccess = 0;
+constexpr CUresult kPeerAccessAlreadyEnabled = 704;
 
 const char* cuda_error_name(CUresult code) {
   switch (code) {
@@ -31,8 +40,18 @@ const char* cuda_error_name(CUresult code) {
     case 101: return "CUDA_ERROR_INVALID_DEVICE";
     case 102: return "CUDA_ERROR_DEVICE_NOT_LICENSED";
     case 201: return "CUDA_ERROR_INVALID_CONTEXT";
+    case 214: return "CUDA_ERROR_ECC_UNCORRECTABLE";
     case 217: return "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED";
+    case 220: return "CUDA_ERROR_NVLINK_UNCORRECTABLE";
     case 304: return "CUDA_ERROR_OPERATING_SYSTEM";
+    case 400: return "CUDA_ERROR_INVALID_HANDLE";
+    case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case 704: return "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED";
+    case 705: return "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED";
+    case 708: return "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE";
+    case 709: return "CUDA_ERROR_CONTEXT_IS_DESTROYED";
+    case 711: return "CUDA_ERROR_TOO_MANY_PEERS";
+    case 719: return "CUDA_ERROR_LAUNCH_FAILED";
     case 801: return "CUDA_ERROR_NOT_SUPPORTED";
     case 802: return "CUDA_ERROR_SYSTEM_NOT_READY";
     case 803: return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
@@ -73,6 +92,19 @@ struct Cuda {
   CUresult (*p2p_attribute)(int*, int, CUdevice, CUdevice) = nullptr;
   CUresult (*error_name)(CUresult, const char**) = nullptr;
   CUresult (*error_string)(CUresult, const char**) = nullptr;
+  // probe --copy
+  CUresult (*ctx_retain)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*ctx_set)(CUcontext) = nullptr;
+  CUresult (*ctx_sync)() = nullptr;
+  CUresult (*peer_enable)(CUcontext, unsigned) = nullptr;
+  CUresult (*peer_disable)(CUcontext) = nullptr;
+  CUresult (*mem_alloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*mem_free)(CUdeviceptr) = nullptr;
+  CUresult (*host_alloc)(void**, size_t) = nullptr;
+  CUresult (*host_free)(void*) = nullptr;
+  CUresult (*htod)(CUdeviceptr, const void*, size_t) = nullptr;
+  CUresult (*dtoh)(void*, CUdeviceptr, size_t) = nullptr;
+  CUresult (*peer_copy)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t) = nullptr;
 
   std::string code_name(CUresult code) const {
     const char* s = nullptr;
@@ -93,14 +125,15 @@ bool load(void* lib, const char* symbol, F& out) {
   return out != nullptr;
 }
 
-nlohmann::json cuda_session(const std::string& library, size_t first_pair) {
+// dlopen, dlsym and cuInit: nullopt when CUDA is ready, else the session's answer
+// ({"absent": why} or {"failed": ...}).
+std::optional<nlohmann::json> open_cuda(const std::string& library, Cuda& c) {
   isolated_phase("dlopen");
   void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();
-    return {{"absent", e ? e : "dlopen failed"}};
+    return nlohmann::json{{"absent", e ? e : "dlopen failed"}};
   }
-  Cuda c;
   isolated_phase("dlsym");
   const char* missing = nullptr;
   if (!load(lib, "cuInit", c.init)) missing = "cuInit";
@@ -109,16 +142,35 @@ nlohmann::json cuda_session(const std::string& library, size_t first_pair) {
   else if (!load(lib, "cuDeviceGet", c.get)) missing = "cuDeviceGet";
   else if (!load(lib, "cuDeviceCanAccessPeer", c.can_access)) missing = "cuDeviceCanAccessPeer";
   if (missing)
-    return {{"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", missing}}}};
+    return nlohmann::json{
+        {"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", missing}}}};
   load(lib, "cuDeviceGetName", c.name);
   load(lib, "cuDeviceGetPCIBusId", c.bus_id);
   load(lib, "cuDeviceGetAttribute", c.attribute);
   load(lib, "cuDeviceGetP2PAttribute", c.p2p_attribute);
   load(lib, "cuGetErrorName", c.error_name);
   load(lib, "cuGetErrorString", c.error_string);
+  load(lib, "cuDevicePrimaryCtxRetain", c.ctx_retain);
+  load(lib, "cuCtxSetCurrent", c.ctx_set);
+  load(lib, "cuCtxSynchronize", c.ctx_sync);
+  load(lib, "cuCtxEnablePeerAccess", c.peer_enable);
+  load(lib, "cuCtxDisablePeerAccess", c.peer_disable);
+  load(lib, "cuMemAlloc_v2", c.mem_alloc);
+  load(lib, "cuMemFree_v2", c.mem_free);
+  load(lib, "cuMemAllocHost_v2", c.host_alloc);
+  load(lib, "cuMemFreeHost", c.host_free);
+  load(lib, "cuMemcpyHtoD_v2", c.htod);
+  load(lib, "cuMemcpyDtoH_v2", c.dtoh);
+  load(lib, "cuMemcpyPeer", c.peer_copy);
 
   isolated_phase("cuInit");
   if (auto rc = c.init(0); rc != kCudaSuccess) return c.failure("cuInit", rc);
+  return std::nullopt;
+}
+
+nlohmann::json cuda_session(const std::string& library, size_t first_pair) {
+  Cuda c;
+  if (auto not_ready = open_cuda(library, c)) return *not_ready;
   isolated_phase("cuDriverGetVersion");
   int version = 0;
   if (auto rc = c.driver_version(&version); rc != kCudaSuccess) return c.failure("cuDriverGetVersion", rc);
@@ -195,12 +247,215 @@ nlohmann::json cuda_session(const std::string& library, size_t first_pair) {
   return {{"done", true}};
 }
 
+
+// ---- probe --copy ----------------------------------------------------------------------------
+
+// Device or pinned host memory, freed when the pair is done (the next pair allocates its own).
+struct DeviceBuffer {
+  const Cuda& c;
+  CUcontext ctx;
+  CUdeviceptr ptr = 0;
+  ~DeviceBuffer() {
+    if (ptr && c.ctx_set(ctx) == kCudaSuccess) c.mem_free(ptr);
+  }
+};
+struct PinnedBuffer {
+  const Cuda& c;
+  void* ptr = nullptr;
+  ~PinnedBuffer() {
+    if (ptr) c.host_free(ptr);
+  }
+};
+
+using Clock = std::chrono::steady_clock;
+using detail::CopyLeg;
+
+// An idle peer link sleeps: on 2x H200 (NVLink), a 256 MiB peer copy after half a second of idling
+// (what filling and comparing the buffers take) ran at 290 GB/s, against 389 GB/s back to back,
+// and at 385 GB/s after a 4 MiB copy over the same path. So each timed peer copy follows such a
+// copy, into a buffer of its own: the bytes compared still come from the timed copy alone.
+constexpr size_t kWakeBytes = 4u << 20;
+
+// Copies one ordered pair's buffer both ways of probe.h's "copy" answer. The provider's memory is
+// read, the client's written. Each of `repeat` timed copies moves fresh random bytes and is read
+// back and compared in full, so a copy that reports success without moving the data is "corrupt",
+// never fast.
+class PairCopy {
+ public:
+  PairCopy(const Cuda& c, const CopyOptions& options, std::map<int, CUcontext>& contexts, int provider, int client)
+      : c_(c), options_(options), contexts_(contexts), provider_(provider), client_(client) {}
+
+  nlohmann::json run() {
+    try {
+      run_legs();
+    } catch (const std::exception& e) {  // the host buffers: std::bad_alloc
+      fail_both("host memory", -1, e.what());
+    }
+    return detail::copy_answer(options_, peer_, staged_);
+  }
+
+ private:
+  void phase(const std::string& what) { isolated_phase(fmt::format("copy {}->{}: {}", provider_, client_, what)); }
+
+  // True when rc is success; otherwise remembers the call and its code for the leg that failed.
+  bool step(const char* call, CUresult rc) {
+    if (rc == kCudaSuccess) return true;
+    failed_call_ = call, failed_code_ = rc;
+    return false;
+  }
+  void fail(CopyLeg& leg) { leg.fail(failed_call_, failed_code_, c_.code_name(failed_code_)); }
+  void fail_both(const char* call, long long code, const std::string& name) {
+    for (CopyLeg* leg : {&peer_, &staged_})
+      if (leg->result == "not_run") leg->fail(call, code, name);
+  }
+
+  // The device's primary context, retained once per child (creating one costs far more than a copy).
+  bool context(int index, CUcontext* out) {
+    if (auto it = contexts_.find(index); it != contexts_.end()) return *out = it->second, true;
+    CUdevice dev = 0;
+    if (!step("cuDeviceGet", c_.get(&dev, index)) || !step("cuDevicePrimaryCtxRetain", c_.ctx_retain(out, dev)))
+      return false;
+    contexts_[index] = *out;
+    return true;
+  }
+
+  void run_legs() {
+    const char* missing = !c_.ctx_retain ? "cuDevicePrimaryCtxRetain" : !c_.ctx_set ? "cuCtxSetCurrent"
+                        : !c_.ctx_sync ? "cuCtxSynchronize" : !c_.peer_enable ? "cuCtxEnablePeerAccess"
+                        : !c_.mem_alloc ? "cuMemAlloc_v2" : !c_.mem_free ? "cuMemFree_v2"
+                        : !c_.host_alloc ? "cuMemAllocHost_v2" : !c_.host_free ? "cuMemFreeHost"
+                        : !c_.htod ? "cuMemcpyHtoD_v2" : !c_.dtoh ? "cuMemcpyDtoH_v2"
+                        : !c_.peer_copy ? "cuMemcpyPeer" : nullptr;
+    if (missing) return fail_both(missing, -1, "symbol_missing");
+    if (options_.size_bytes == 0) {
+      peer_.error = staged_.error = "--size 0: nothing to copy";
+      return;
+    }
+    const size_t size = options_.size_bytes;
+
+    phase("cuDevicePrimaryCtxRetain");
+    DeviceBuffer src{c_, nullptr}, dst{c_, nullptr}, wake{c_, nullptr};
+    PinnedBuffer pinned{c_};
+    bool ready = context(provider_, &pctx_) && context(client_, &cctx_);
+    src.ctx = pctx_, dst.ctx = wake.ctx = cctx_;
+    wake_size_ = std::min<size_t>(size, kWakeBytes);
+    if (ready) phase("cuMemAlloc_v2");
+    ready = ready && step("cuCtxSetCurrent", c_.ctx_set(pctx_)) && step("cuMemAlloc_v2", c_.mem_alloc(&src.ptr, size)) &&
+            step("cuCtxSetCurrent", c_.ctx_set(cctx_)) && step("cuMemAlloc_v2", c_.mem_alloc(&dst.ptr, size)) &&
+            step("cuMemAlloc_v2", c_.mem_alloc(&wake.ptr, wake_size_)) &&
+            step("cuMemAllocHost_v2", c_.host_alloc(&pinned.ptr, size));
+    if (!ready) return fail_both(failed_call_, failed_code_, c_.code_name(failed_code_));
+    src_ = src.ptr, dst_ = dst.ptr, wake_ = wake.ptr, pinned_ = pinned.ptr;
+    expected_.resize(size);
+    actual_.resize(size);
+
+    // The client's context may read the provider's memory. Without it cuMemcpyPeer still succeeds,
+    // staged through host memory behind our back: then the peer leg fails instead of measuring that.
+    phase("cuCtxEnablePeerAccess");
+    CUresult enabled = c_.ctx_set(cctx_);
+    if (enabled == kCudaSuccess) enabled = c_.peer_enable(pctx_, 0);
+    if (enabled == kCudaSuccess || enabled == kPeerAccessAlreadyEnabled) {
+      auto peer_copy = [this](CUdeviceptr to, size_t bytes) {
+        return step("cuCtxSetCurrent", c_.ctx_set(cctx_)) && step("cuMemcpyPeer", c_.peer_copy(to, cctx_, src_, pctx_, bytes)) &&
+               synchronize_both();
+      };
+      run_leg(peer_, "cuMemcpyPeer", 1, [&] { return peer_copy(wake_, wake_size_); },
+              [&] { return peer_copy(dst_, expected_.size()); });
+      // Left as found: a device has few peer slots, and later pairs need theirs.
+      if (enabled == kCudaSuccess && c_.peer_disable && c_.ctx_set(cctx_) == kCudaSuccess) c_.peer_disable(pctx_);
+    } else {
+      step("cuCtxEnablePeerAccess", enabled);
+      fail(peer_);
+    }
+    run_leg(staged_, "host-staged copy", 1000, [] { return true; }, [this] {
+      return step("cuCtxSetCurrent", c_.ctx_set(pctx_)) && step("cuMemcpyDtoH_v2", c_.dtoh(pinned_, src_, expected_.size())) &&
+             step("cuCtxSetCurrent", c_.ctx_set(cctx_)) && step("cuMemcpyHtoD_v2", c_.htod(dst_, pinned_, expected_.size())) &&
+             synchronize_both();
+    });
+  }
+
+  // A copy between devices returns before it is done; it is ordered with the work of both
+  // contexts, so waiting for both is waiting for it.
+  bool synchronize_both() {
+    return step("cuCtxSetCurrent", c_.ctx_set(cctx_)) && step("cuCtxSynchronize", c_.ctx_sync()) &&
+           step("cuCtxSetCurrent", c_.ctx_set(pctx_)) && step("cuCtxSynchronize", c_.ctx_sync());
+  }
+
+  // `copy` is the timed part: the copy and the wait for it; `wake` runs just before, untimed.
+  template <typename Wake, typename Copy>
+  void run_leg(CopyLeg& leg, const char* what, std::uint64_t seed_base, Wake wake, Copy copy) {
+    const int repeat = std::clamp(options_.repeat, 1, 1000);
+    const size_t size = expected_.size();
+    for (int r = 1; r <= repeat; ++r) {
+      std::string which = fmt::format("repeat {} of {}", r, repeat);
+      phase(fmt::format("upload for {}, {}", what, which));
+      detail::fill_random(expected_.data(), size, seed_base + static_cast<std::uint64_t>(r));
+      if (!step("cuCtxSetCurrent", c_.ctx_set(pctx_)) || !step("cuMemcpyHtoD_v2", c_.htod(src_, expected_.data(), size)) ||
+          !step("cuCtxSynchronize", c_.ctx_sync()))
+        return fail(leg);
+      phase(fmt::format("{}, {}", what, which));
+      if (!wake()) return fail(leg);
+      auto start = Clock::now();
+      if (!copy()) return fail(leg);
+      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      phase(fmt::format("read back after {}, {}", what, which));
+      if (!step("cuCtxSetCurrent", c_.ctx_set(cctx_)) || !step("cuMemcpyDtoH_v2", c_.dtoh(actual_.data(), dst_, size)))
+        return fail(leg);
+      auto mismatch = detail::compare_buffers(expected_.data(), actual_.data(), size);
+      if (mismatch.any() && !leg.mismatch.any()) leg.mismatch = mismatch;
+      leg.seconds.push_back(seconds);
+    }
+    leg.finish();
+  }
+
+  const Cuda& c_;
+  const CopyOptions& options_;
+  std::map<int, CUcontext>& contexts_;
+  int provider_, client_;
+  CUcontext pctx_ = nullptr, cctx_ = nullptr;
+  CUdeviceptr src_ = 0, dst_ = 0, wake_ = 0;
+  size_t wake_size_ = 0;
+  void* pinned_ = nullptr;
+  std::vector<std::uint8_t> expected_, actual_;  // the bytes sent, the bytes that arrived
+  const char* failed_call_ = "";
+  CUresult failed_code_ = kCudaSuccess;
+  CopyLeg peer_, staged_;
+};
+
+// The copy child (session.h, run_pair_task): every pair of `pairs`, in order.
+nlohmann::json cuda_copy_session(const std::string& library, const CopyOptions& options,
+                                 const std::vector<std::pair<int, int>>& pairs) {
+  Cuda c;
+  std::optional<nlohmann::json> not_ready = open_cuda(library, c);
+  std::map<int, CUcontext> contexts;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    nlohmann::json answer;
+    if (not_ready) {  // CUDA answered the questions a moment ago: unlikely, but both legs say why
+      CopyLeg peer, staged;
+      const auto& f = not_ready->contains("failed") ? (*not_ready)["failed"] : nlohmann::json::object();
+      std::string name = f.value("name", not_ready->value("absent", std::string("not available")));
+      peer.fail(f.value("phase", "dlopen"), f.value("code", -1LL), name);
+      staged = peer;
+      answer = detail::copy_answer(options, peer, staged);
+    } else {
+      answer = PairCopy(c, options, contexts, pairs[i].first, pairs[i].second).run();
+    }
+    isolated_partial({{"item", i}, {"answer", answer}});
+  }
+  return {{"done", true}};
+}
+
 }  // namespace
 
 RuntimeReport probe_cuda(const ProbeOptions& options) {
   std::string library = detail::library_path("P2PAUDIT_CUDA_LIBRARY", "libcuda.so.1");
-  return detail::run_session("cuda", library, options, answer_keys(),
-                             [&](size_t first) { return cuda_session(library, first); });
+  RuntimeReport report = detail::run_session("cuda", library, options, answer_keys(),
+                                             [&](size_t first) { return cuda_session(library, first); });
+  if (options.copy.enabled)
+    detail::run_pair_task(report, "copy", options, [&](const std::vector<std::pair<int, int>>& pairs) {
+      return cuda_copy_session(library, options.copy, pairs);
+    });
+  return report;
 }
 
 }  // namespace p2paudit::probe

@@ -2,207 +2,29 @@
 // where it is not installed) for its drivers, their devices, each device's PCI function, and per
 // ordered pair of devices of one driver what zeDeviceCanAccessPeer and zeDeviceGetP2PProperties
 // say. Every runtime call runs in a child (isolate.h): the enumeration in one, each pair in its own.
-// docs/probe-level-zero.md describes what is asked and what the answers mean.
-#include <dlfcn.h>
-
+// Opt-in steps in their own files and children: --copy (level_zero_copy.cpp) and --mirror
+// (level_zero_mirror.cpp). docs/probe-level-zero.md describes what is asked and what the answers mean.
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <level_zero/loader/ze_loader.h>
-#include <level_zero/ze_api.h>
-
+#include "level_zero_api.h"
+#include "level_zero_steps.h"
 #include "p2paudit/probe/isolate.h"
 #include "p2paudit/probe/probe.h"
+#include "session.h"
 
 namespace p2paudit::probe {
 namespace {
 
+using namespace level_zero;
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-constexpr const char* kLoaderLibrary = "libze_loader.so.1";
-
-// Every ze_result_t of the Level Zero 1.4 specification (the Debian 1.8.12 headers) and the
-// later ones a newer driver may return.
-const char* ze_result_name(uint32_t code) {
-  switch (code) {
-    case 0x0: return "ZE_RESULT_SUCCESS";
-    case 0x1: return "ZE_RESULT_NOT_READY";
-    case 0x70000001: return "ZE_RESULT_ERROR_DEVICE_LOST";
-    case 0x70000002: return "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";
-    case 0x70000003: return "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY";
-    case 0x70000004: return "ZE_RESULT_ERROR_MODULE_BUILD_FAILURE";
-    case 0x70000005: return "ZE_RESULT_ERROR_MODULE_LINK_FAILURE";
-    case 0x70000006: return "ZE_RESULT_ERROR_DEVICE_REQUIRES_RESET";
-    case 0x70000007: return "ZE_RESULT_ERROR_DEVICE_IN_LOW_POWER_STATE";
-    case 0x7ff00001: return "ZE_RESULT_EXP_ERROR_DEVICE_IS_NOT_VERTEX";
-    case 0x7ff00002: return "ZE_RESULT_EXP_ERROR_VERTEX_IS_NOT_DEVICE";
-    case 0x7ff00003: return "ZE_RESULT_EXP_ERROR_REMOTE_DEVICE";
-    case 0x7ff00004: return "ZE_RESULT_EXP_ERROR_OPERANDS_INCOMPATIBLE";
-    case 0x7ff00005: return "ZE_RESULT_EXP_RTAS_BUILD_RETRY";
-    case 0x7ff00006: return "ZE_RESULT_EXP_RTAS_BUILD_DEFERRED";
-    case 0x70010000: return "ZE_RESULT_ERROR_INSUFFICIENT_PERMISSIONS";
-    case 0x70010001: return "ZE_RESULT_ERROR_NOT_AVAILABLE";
-    case 0x70020000: return "ZE_RESULT_ERROR_DEPENDENCY_UNAVAILABLE";
-    case 0x70020001: return "ZE_RESULT_WARNING_DROPPED_DATA";
-    case 0x78000001: return "ZE_RESULT_ERROR_UNINITIALIZED";
-    case 0x78000002: return "ZE_RESULT_ERROR_UNSUPPORTED_VERSION";
-    case 0x78000003: return "ZE_RESULT_ERROR_UNSUPPORTED_FEATURE";
-    case 0x78000004: return "ZE_RESULT_ERROR_INVALID_ARGUMENT";
-    case 0x78000005: return "ZE_RESULT_ERROR_INVALID_NULL_HANDLE";
-    case 0x78000006: return "ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE";
-    case 0x78000007: return "ZE_RESULT_ERROR_INVALID_NULL_POINTER";
-    case 0x78000008: return "ZE_RESULT_ERROR_INVALID_SIZE";
-    case 0x78000009: return "ZE_RESULT_ERROR_UNSUPPORTED_SIZE";
-    case 0x7800000a: return "ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT";
-    case 0x7800000b: return "ZE_RESULT_ERROR_INVALID_SYNCHRONIZATION_OBJECT";
-    case 0x7800000c: return "ZE_RESULT_ERROR_INVALID_ENUMERATION";
-    case 0x7800000d: return "ZE_RESULT_ERROR_UNSUPPORTED_ENUMERATION";
-    case 0x7800000e: return "ZE_RESULT_ERROR_UNSUPPORTED_IMAGE_FORMAT";
-    case 0x7800000f: return "ZE_RESULT_ERROR_INVALID_NATIVE_BINARY";
-    case 0x78000010: return "ZE_RESULT_ERROR_INVALID_GLOBAL_NAME";
-    case 0x78000011: return "ZE_RESULT_ERROR_INVALID_KERNEL_NAME";
-    case 0x78000012: return "ZE_RESULT_ERROR_INVALID_FUNCTION_NAME";
-    case 0x78000013: return "ZE_RESULT_ERROR_INVALID_GROUP_SIZE_DIMENSION";
-    case 0x78000014: return "ZE_RESULT_ERROR_INVALID_GLOBAL_WIDTH_DIMENSION";
-    case 0x78000015: return "ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_INDEX";
-    case 0x78000016: return "ZE_RESULT_ERROR_INVALID_KERNEL_ARGUMENT_SIZE";
-    case 0x78000017: return "ZE_RESULT_ERROR_INVALID_KERNEL_ATTRIBUTE_VALUE";
-    case 0x78000018: return "ZE_RESULT_ERROR_INVALID_MODULE_UNLINKED";
-    case 0x78000019: return "ZE_RESULT_ERROR_INVALID_COMMAND_LIST_TYPE";
-    case 0x7800001a: return "ZE_RESULT_ERROR_OVERLAPPING_REGIONS";
-    case 0x7800001b: return "ZE_RESULT_WARNING_ACTION_REQUIRED";
-    case 0x7800001c: return "ZE_RESULT_ERROR_INVALID_KERNEL_HANDLE";
-    case 0x7800001d: return "ZE_RESULT_EXT_RTAS_BUILD_RETRY";
-    case 0x7800001e: return "ZE_RESULT_EXT_RTAS_BUILD_DEFERRED";
-    case 0x7800001f: return "ZE_RESULT_EXT_ERROR_OPERANDS_INCOMPATIBLE";
-    case 0x78000020: return "ZE_RESULT_ERROR_SURVIVABILITY_MODE_DETECTED";
-    case 0x78000021: return "ZE_RESULT_ERROR_ADDRESS_NOT_FOUND";
-    case 0x7ffffffe: return "ZE_RESULT_ERROR_UNKNOWN";
-    default: return nullptr;
-  }
-}
-
-std::string hex_code(uint32_t code) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", code);
-  return buf;
-}
-
-// A call's result as the JSON the child sends: {"code": "0x70000003", "name": "ZE_RESULT_..."}.
-json call_json(const std::string& call, ze_result_t r) {
-  const auto code = static_cast<uint32_t>(r);
-  const char* name = ze_result_name(code);
-  return json{{"call", call}, {"code", hex_code(code)}, {"value", code},
-              {"name", name ? name : "unknown ze_result_t " + hex_code(code)}};
-}
-
-// The loader's functions, looked up with dlsym; a missing optional one stays null.
-struct ZeApi {
-  void* handle = nullptr;
-  decltype(&zeInit) Init = nullptr;
-  decltype(&zeDriverGet) DriverGet = nullptr;
-  decltype(&zeDriverGetProperties) DriverGetProperties = nullptr;
-  decltype(&zeDriverGetApiVersion) DriverGetApiVersion = nullptr;
-  decltype(&zeDriverGetExtensionProperties) DriverGetExtensionProperties = nullptr;
-  decltype(&zeDriverGetExtensionFunctionAddress) DriverGetExtensionFunctionAddress = nullptr;
-  decltype(&zeDeviceGet) DeviceGet = nullptr;
-  decltype(&zeDeviceGetProperties) DeviceGetProperties = nullptr;
-  decltype(&zeDevicePciGetPropertiesExt) DevicePciGetPropertiesExt = nullptr;
-  decltype(&zeDeviceCanAccessPeer) DeviceCanAccessPeer = nullptr;
-  decltype(&zeDeviceGetP2PProperties) DeviceGetP2PProperties = nullptr;
-  decltype(&zeFabricVertexGetExp) FabricVertexGetExp = nullptr;
-  decltype(&zeFabricVertexGetPropertiesExp) FabricVertexGetPropertiesExp = nullptr;
-  decltype(&zeFabricEdgeGetExp) FabricEdgeGetExp = nullptr;
-  decltype(&zeFabricEdgeGetPropertiesExp) FabricEdgeGetPropertiesExp = nullptr;
-  decltype(&zelLoaderGetVersions) LoaderGetVersions = nullptr;
-};
-
-template <typename F>
-void lookup(void* handle, F& fn, const char* name) {
-  fn = reinterpret_cast<F>(dlsym(handle, name));
-}
-
-// Opens the loader; on failure returns the dlerror() text.
-std::string open_loader(ZeApi& api) {
-  dlerror();
-  api.handle = dlopen(kLoaderLibrary, RTLD_NOW | RTLD_LOCAL);
-  if (!api.handle) {
-    const char* e = dlerror();
-    return e ? e : "dlopen failed";
-  }
-  lookup(api.handle, api.Init, "zeInit");
-  lookup(api.handle, api.DriverGet, "zeDriverGet");
-  lookup(api.handle, api.DriverGetProperties, "zeDriverGetProperties");
-  lookup(api.handle, api.DriverGetApiVersion, "zeDriverGetApiVersion");
-  lookup(api.handle, api.DriverGetExtensionProperties, "zeDriverGetExtensionProperties");
-  lookup(api.handle, api.DriverGetExtensionFunctionAddress, "zeDriverGetExtensionFunctionAddress");
-  lookup(api.handle, api.DeviceGet, "zeDeviceGet");
-  lookup(api.handle, api.DeviceGetProperties, "zeDeviceGetProperties");
-  lookup(api.handle, api.DevicePciGetPropertiesExt, "zeDevicePciGetPropertiesExt");
-  lookup(api.handle, api.DeviceCanAccessPeer, "zeDeviceCanAccessPeer");
-  lookup(api.handle, api.DeviceGetP2PProperties, "zeDeviceGetP2PProperties");
-  lookup(api.handle, api.FabricVertexGetExp, "zeFabricVertexGetExp");
-  lookup(api.handle, api.FabricVertexGetPropertiesExp, "zeFabricVertexGetPropertiesExp");
-  lookup(api.handle, api.FabricEdgeGetExp, "zeFabricEdgeGetExp");
-  lookup(api.handle, api.FabricEdgeGetPropertiesExp, "zeFabricEdgeGetPropertiesExp");
-  lookup(api.handle, api.LoaderGetVersions, "zelLoaderGetVersions");
-  if (!api.Init || !api.DriverGet || !api.DeviceGet || !api.DeviceGetProperties) {
-    return std::string(kLoaderLibrary) + " lacks zeInit, zeDriverGet, zeDeviceGet or zeDeviceGetProperties";
-  }
-  return {};
-}
-
-// Thrown inside a child when a call fails in a way that ends the phase; becomes its result.
-struct CallFailed {
-  json failure;
-};
-
-void check(const std::string& call, ze_result_t r) {
-  if (r != ZE_RESULT_SUCCESS) throw CallFailed{call_json(call, r)};
-}
-
-std::string pci_string(const ze_pci_address_ext_t& a) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", a.domain, a.bus, a.device, a.function);
-  return buf;
-}
-
-// zeInit and every driver's devices: the same walk in every child, so that the handles a pair
-// child uses are the ones the enumeration child numbered.
-struct Walk {
-  std::vector<ze_driver_handle_t> drivers;
-  std::vector<std::vector<ze_device_handle_t>> devices;  // per driver
-};
-
-Walk walk(const ZeApi& api) {
-  Walk w;
-  isolated_phase("zeInit");
-  check("zeInit", api.Init(ZE_INIT_FLAG_GPU_ONLY));
-  isolated_phase("zeDriverGet");
-  uint32_t count = 0;
-  check("zeDriverGet", api.DriverGet(&count, nullptr));
-  w.drivers.resize(count);
-  if (count) check("zeDriverGet", api.DriverGet(&count, w.drivers.data()));
-  w.drivers.resize(count);
-  for (auto* driver : w.drivers) {
-    isolated_phase("zeDeviceGet");
-    uint32_t n = 0;
-    check("zeDeviceGet", api.DeviceGet(driver, &n, nullptr));
-    std::vector<ze_device_handle_t> devs(n);
-    if (n) check("zeDeviceGet", api.DeviceGet(driver, &n, devs.data()));
-    devs.resize(n);
-    w.devices.push_back(std::move(devs));
-  }
-  return w;
-}
-
 // The driver's extension names (empty when the call is missing or fails).
-std::vector<std::string> driver_extensions(const ZeApi& api, ze_driver_handle_t driver) {
+std::vector<std::string> driver_extensions(const Api& api, ze_driver_handle_t driver) {
   std::vector<std::string> names;
   if (!api.DriverGetExtensionProperties) return names;
   uint32_t n = 0;
@@ -224,7 +46,7 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
 
 // The enumeration child's body.
 json enumerate_body() {
-  ZeApi api;
+  Api api;
   if (std::string e = open_loader(api); !e.empty()) return json{{"absent", e}};
   json out = json::object();
   Walk w;
@@ -390,7 +212,7 @@ json enumerate_body() {
 
 // The pair child's body: provider and client are (driver, device) positions of the walk.
 json pair_body(size_t driver, size_t provider, size_t client) {
-  ZeApi api;
+  Api api;
   if (std::string e = open_loader(api); !e.empty()) return json{{"absent", e}};
   Walk w;
   try {
@@ -453,17 +275,6 @@ json pair_body(size_t driver, size_t provider, size_t client) {
   return json{{"answers", answers}};
 }
 
-// A failed call as the report and the pair answers show it: "ZE_RESULT_... (0x70000003)".
-std::string failure_text(const json& f) {
-  std::string s = f.value("call", std::string());
-  if (f.contains("code")) {
-    s += " returned " + f.value("code", std::string()) + " " + f.value("name", std::string());
-  } else {
-    s += ": " + f.value("name", std::string());
-  }
-  return s;
-}
-
 // A pair answer's value: "ok"/"not_supported" as is; a failed call as its code name, with the
 // raw code beside it in "<answer>_code" (the header's convention: the value is the code's name).
 void store_answer(ordered_json& answers, const std::string& name, const json& value) {
@@ -475,9 +286,8 @@ void store_answer(ordered_json& answers, const std::string& name, const json& va
   }
 }
 
-}  // namespace
-
-RuntimeReport probe_level_zero(const ProbeOptions& options) {
+// The enumeration, then every pair (and with --copy its copy); `slots` gets the devices found.
+RuntimeReport probe_devices(const ProbeOptions& options, std::vector<DeviceSlot>& slots) {
   RuntimeReport report;
   report.runtime = "level_zero";
   report.library = kLoaderLibrary;
@@ -526,10 +336,6 @@ RuntimeReport probe_level_zero(const ProbeOptions& options) {
     if (report.driver_version.empty()) report.driver_version = version;
   }
 
-  struct Position {
-    size_t driver, device;
-  };
-  std::vector<Position> positions;
   for (size_t d = 0; d < drivers.size(); ++d) {
     const json& dj = drivers[d];
     const json& devices = dj["devices"];
@@ -554,19 +360,21 @@ RuntimeReport probe_level_zero(const ProbeOptions& options) {
       } else if (dj.contains("fabric_error")) {
         dev.extra["fabric_error"] = dj["fabric_error"];
       }
+      slots.push_back({dev.index, d, i, dev.bdf ? dev.bdf->str() : std::string()});
       report.devices.push_back(std::move(dev));
-      positions.push_back({d, i});
     }
   }
 
-  // Every ordered pair of devices of one driver, each in its own child.
-  for (size_t p = 0; p < positions.size(); ++p) {
-    for (size_t c = 0; c < positions.size(); ++c) {
-      if (p == c || positions[p].driver != positions[c].driver) continue;
+  // Every ordered pair of devices of one driver, each in its own child (and with --copy, its copy
+  // in another).
+  int copy_deaths = 0;
+  for (size_t p = 0; p < slots.size(); ++p) {
+    for (size_t c = 0; c < slots.size(); ++c) {
+      if (p == c || slots[p].driver != slots[c].driver) continue;
       PairAnswer pair;
       pair.provider = static_cast<int>(p);
       pair.client = static_cast<int>(c);
-      const size_t drv = positions[p].driver, a = positions[p].device, b = positions[c].device;
+      const size_t drv = slots[p].driver, a = slots[p].position, b = slots[c].position;
       const IsolatedResult r = run_isolated("zeInit", options.timeout_seconds, [=] { return pair_body(drv, a, b); });
       if (r.ok() && r.value.contains("answers")) {
         for (const auto& [name, value] : r.value["answers"].items()) store_answer(pair.answers, name, value);
@@ -592,9 +400,44 @@ RuntimeReport probe_level_zero(const ProbeOptions& options) {
           report.error = error;
         }
       }
+      if (options.copy.enabled) {
+        // A driver that already died on this pair's queries, or on the copies of kMaxPairFailures
+        // pairs, is not asked to copy: each death costs up to a time limit and says nothing new.
+        if (pair.answers.contains("status")) {
+          pair.answers["copy"] = "not_asked";
+        } else if (copy_deaths >= detail::kMaxPairFailures) {
+          pair.answers["copy"] = "not_asked";
+        } else {
+          CopyOutcome copy = copy_pair(slots[p], slots[c], options);
+          pair.answers["copy"] = std::move(copy.copy);
+          if (copy.status != "ok") {
+            pair.answers["phase"] = copy.phase;
+            pair.answers["error"] = copy.error;
+            if (copy.status == "crashed" || copy.status == "hung") {
+              if (++copy_deaths == detail::kMaxPairFailures)
+                add_note(report, std::to_string(copy_deaths) + " copy children crashed or hung: the remaining pairs' "
+                                 "copies were not asked");
+              if (report.status == "ok") {
+                report.status = copy.status;
+                report.phase = copy.phase;
+                report.error = copy.error;
+              }
+            }
+          }
+        }
+      }
       report.pairs.push_back(std::move(pair));
     }
   }
+  return report;
+}
+
+}  // namespace
+
+RuntimeReport probe_level_zero(const ProbeOptions& options) {
+  std::vector<DeviceSlot> slots;  // per report device: where every child finds it
+  RuntimeReport report = probe_devices(options, slots);
+  if (options.mirror) measure_mirror(report, slots, options);  // a note when there is no device
   return report;
 }
 

@@ -2,6 +2,8 @@
 // The few NVML types and prototypes used are declared here: no build dependency on CUDA.
 #include <dlfcn.h>
 
+#include <tuple>
+
 #include <fmt/format.h>
 
 #include "p2paudit/probe/isolate.h"
@@ -19,9 +21,14 @@ struct nvmlPciInfo_t {
   unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
   char busId[32];
 };
+// nvmlMemory_t and nvmlBAR1Memory_t: total, free, used bytes.
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
+};
 constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr nvmlReturn_t kNvmlErrorInvalidArgument = 2;
 constexpr nvmlReturn_t kNvmlErrorNotSupported = 3;
+constexpr nvmlReturn_t kNvmlErrorFunctionNotFound = 13;
 constexpr unsigned kMaxNvLinks = 18;
 
 const char* nvml_error_name(nvmlReturn_t code) {
@@ -93,6 +100,8 @@ struct Nvml {
   nvmlReturn_t (*p2p)(nvmlDevice_t, nvmlDevice_t, int, int*) = nullptr;
   nvmlReturn_t (*link_state)(nvmlDevice_t, unsigned, int*) = nullptr;
   nvmlReturn_t (*link_remote)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
+  nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
+  nvmlReturn_t (*bar1)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
 
   nlohmann::json failure(const std::string& phase, nvmlReturn_t code) const {
     nlohmann::json f = {{"phase", phase}, {"code", code}, {"name", nvml_error_name(code)}};
@@ -138,6 +147,8 @@ nlohmann::json nvml_session(const std::string& library, size_t first_pair) {
   load(lib, "nvmlDeviceGetName", n.name);
   load(lib, "nvmlDeviceGetNvLinkState", n.link_state);
   load(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", n.link_remote);
+  load(lib, "nvmlDeviceGetMemoryInfo", n.memory);
+  load(lib, "nvmlDeviceGetBAR1MemoryInfo", n.bar1);
 
   isolated_phase("nvmlInit_v2");
   if (auto rc = n.init(); rc != kNvmlSuccess) return n.failure("nvmlInit_v2", rc);
@@ -175,6 +186,16 @@ nlohmann::json nvml_session(const std::string& library, size_t first_pair) {
       char name[96] = {};
       if (auto rc = n.name(handles[i], name, sizeof name); rc == kNvmlSuccess) d["name"] = fixed_string(name, sizeof name);
       else extra["name_error"] = nvml_error_name(rc);
+    }
+    // The device's memory and its BAR1 aperture, through which a peer reaches that memory over
+    // PCIe: a BAR1 smaller than the memory means only part of it can be a peer's target at once.
+    for (auto [call, key, get] : {std::tuple{"nvmlDeviceGetMemoryInfo", "memory", n.memory},
+                                  std::tuple{"nvmlDeviceGetBAR1MemoryInfo", "bar1", n.bar1}}) {
+      isolated_phase(fmt::format("{}({})", call, i));
+      nvmlMemory_t info{};
+      auto rc = get ? get(handles[i], &info) : kNvmlErrorFunctionNotFound;
+      if (rc == kNvmlSuccess) extra[fmt::format("{}_total_bytes", key)] = info.total;
+      else extra[fmt::format("{}_error", key)] = nvml_error_name(rc);
     }
     if (n.link_state) {
       nlohmann::json links = nlohmann::json::array();

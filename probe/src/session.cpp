@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -22,16 +23,19 @@ std::pair<int, int> ordered_pair(size_t k, int n) {
 
 namespace {
 
+nlohmann::ordered_json ordered(const nlohmann::json& j) { return nlohmann::ordered_json::parse(j.dump()); }
+
 void take_devices(RuntimeReport& report, const nlohmann::json& piece) {
   if (piece.contains("driver_version") && piece["driver_version"].is_string())
     report.driver_version = piece["driver_version"].get<std::string>();
+  if (piece.contains("library") && piece["library"].is_string()) report.library = piece["library"].get<std::string>();
   if (!piece.contains("devices") || !piece["devices"].is_array()) return;
   for (const auto& d : piece["devices"]) {
     RuntimeDevice dev;
     dev.index = d.value("index", 0);
     if (d.contains("bdf") && d["bdf"].is_string()) dev.bdf = parse_runtime_bus_id(d["bdf"].get<std::string>());
     dev.name = d.value("name", "");
-    if (d.contains("extra") && d["extra"].is_object()) dev.extra = nlohmann::ordered_json::parse(d["extra"].dump());
+    if (d.contains("extra") && d["extra"].is_object()) dev.extra = ordered(d["extra"]);
     report.devices.push_back(std::move(dev));
   }
 }
@@ -65,9 +69,9 @@ RuntimeReport run_session(const std::string& runtime, const std::string& library
         if (piece.contains("answers") && piece["answers"].is_object()) {
           const auto& a = piece["answers"];
           for (const auto& key : answer_keys)  // the runtime's own order, not the child's sorted keys
-            if (a.contains(key)) p.answers[key] = nlohmann::ordered_json::parse(a[key].dump());
+            if (a.contains(key)) p.answers[key] = ordered(a[key]);
           for (auto it = a.begin(); it != a.end(); ++it)
-            if (!p.answers.contains(it.key())) p.answers[it.key()] = nlohmann::ordered_json::parse(it.value().dump());
+            if (!p.answers.contains(it.key())) p.answers[it.key()] = ordered(it.value());
         }
         report.pairs.push_back(std::move(p));
       }
@@ -131,6 +135,63 @@ RuntimeReport run_session(const std::string& runtime, const std::string& library
     }
     if (first >= total) return report;
   }
+}
+
+namespace {
+
+// False when the pair's questions crashed or hung (it has "phase") or were not asked.
+bool answered(const PairAnswer& p) {
+  if (p.answers.contains("phase")) return false;
+  for (const auto& value : p.answers)
+    if (value == "not_asked") return false;
+  return true;
+}
+
+}  // namespace
+
+void run_pair_task(RuntimeReport& report, const std::string& key, const ProbeOptions& options,
+                   const std::function<nlohmann::json(const std::vector<std::pair<int, int>>& pairs)>& session) {
+  std::vector<PairAnswer*> todo;
+  for (auto& p : report.pairs) {
+    if (answered(p)) todo.push_back(&p);
+    else p.answers[key] = "not_asked";
+  }
+  size_t next = 0;  // the first pair of todo not yet done
+  int failures = 0;
+  while (next < todo.size()) {
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i = next; i < todo.size(); ++i) pairs.emplace_back(todo[i]->provider, todo[i]->client);
+    IsolatedResult r = run_isolated(key, options.timeout_seconds, [&] { return session(pairs); });
+    size_t done = 0;
+    for (const auto& piece : r.partial) {
+      if (!piece.contains("item") || !piece["item"].is_number_unsigned() || !piece.contains("answer")) continue;
+      size_t item = piece["item"].get<size_t>();
+      if (item >= pairs.size()) continue;
+      todo[next + item]->answers[key] = ordered(piece["answer"]);
+      done = std::max(done, item + 1);
+    }
+    next += done;
+    if (next >= todo.size()) return;
+    if (r.ok()) break;  // the child finished without answering the rest: they stay not asked
+    // Died in pair `next`: it answers the failure, and a new child does the ones after it.
+    auto& bad = todo[next++]->answers;
+    bad[key] = r.status;
+    bad["phase"] = r.phase;
+    bad["error"] = r.error;
+    if (report.status == "ok") {
+      report.status = r.status;
+      report.phase = r.phase;
+      report.error = r.error;
+    }
+    if (++failures >= kMaxPairFailures) {
+      std::string note = fmt::format("{} pairs crashed or hung in {}: the remaining pairs were not asked", failures, key);
+      if (report.extra.contains("note") && report.extra["note"].is_string())
+        note = report.extra["note"].get<std::string>() + "; " + note;
+      report.extra["note"] = note;
+      break;
+    }
+  }
+  for (size_t i = next; i < todo.size(); ++i) todo[i]->answers[key] = "not_asked";
 }
 
 }  // namespace p2paudit::probe::detail

@@ -3,7 +3,8 @@
 // a driver crashed or hung in, so the other pairs are still asked.
 //
 // The session (run in the child, `first_pair` = the first ordered pair to ask) sends:
-//   isolated_partial({"driver_version", "devices": [{"index", "bdf"?, "name", "extra"}]}) once
+//   isolated_partial({"driver_version", "library"?, "devices": [{"index", "bdf"?, "name", "extra"}]}) once
+//     ("library": the file it loaded, when it tried several)
 //   isolated_partial({"pair": k, "provider", "client", "answers"}) per ordered pair k >= first_pair
 // and returns {"absent": "why"}, {"failed": {"phase", "code", "name", "description"?}} or
 // {"done": true}. Ordered pairs are numbered row by row: (0,1), (0,2)... (1,0), (1,2)...
@@ -24,6 +25,17 @@ inline constexpr int kMaxPairFailures = 3;  // crashed or hung pairs before the 
 RuntimeReport run_session(const std::string& runtime, const std::string& library, const ProbeOptions& options,
                           const std::vector<std::string>& answer_keys,
                           const std::function<nlohmann::json(size_t first_pair)>& session);
+
+// A second question per pair, after run_session (`probe --copy`): asked of every pair whose
+// questions were answered, in children of their own, and stored in the pair's answers[key]. The
+// session (run in the child) gets the (provider, client) pairs to do, in order, and sends
+//   isolated_partial({"item": i, "answer": ...}) per pair i of its argument;
+// its result is not used. A child that crashes or hangs in pair i: that pair's answers[key] is
+// "crashed"/"hung" with "phase"/"error", the runtime's status becomes the first such failure (when
+// it was "ok"), and a new child does the pairs after it. A pair whose questions crashed, hung or
+// were not asked gets "not_asked", like the pairs after kMaxPairFailures such failures.
+void run_pair_task(RuntimeReport& report, const std::string& key, const ProbeOptions& options,
+                   const std::function<nlohmann::json(const std::vector<std::pair<int, int>>& pairs)>& session);
 
 // The library to open: $env_var when set and not empty, else default_name.
 std::string library_path(const char* env_var, const char* default_name);

@@ -1,5 +1,6 @@
 // A fake libnvidia-ml.so.1 for the probe tests (fake_scenario.h says what it does).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "fake_scenario.h"
@@ -9,6 +10,9 @@ struct nvmlPciInfo_t {
   char busIdLegacy[16];
   unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
   char busId[32];
+};
+struct nvmlMemory_t {
+  unsigned long long total, free, used;
 };
 struct nvmlDevice_st {
   unsigned index;
@@ -78,6 +82,23 @@ int nvmlDeviceGetPciInfo_v3(nvmlDevice_st* device, nvmlPciInfo_t* pci) {
 
 int nvmlDeviceGetName(nvmlDevice_st*, char* name, unsigned length) {
   std::snprintf(name, length, "%s", "NVIDIA H200");
+  return 0;
+}
+
+// An H200 as nvidia-smi shows it: 143771 MiB of memory, a 256 GiB BAR1 (FAKE_NVIDIA_BAR1_BYTES).
+int nvmlDeviceGetMemoryInfo(nvmlDevice_st*, nvmlMemory_t* memory) {
+  memory->total = 143771ull << 20;
+  memory->used = 0;
+  memory->free = memory->total;
+  return 0;
+}
+
+int nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_st*, nvmlMemory_t* bar1) {
+  const char* v = std::getenv("FAKE_NVIDIA_BAR1_BYTES");
+  if (v && std::strcmp(v, "not_supported") == 0) return 3;  // NVML_ERROR_NOT_SUPPORTED
+  bar1->total = v && *v ? std::strtoull(v, nullptr, 0) : 256ull << 30;
+  bar1->used = 0;
+  bar1->free = bar1->total;
   return 0;
 }
 

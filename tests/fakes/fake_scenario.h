@@ -1,8 +1,15 @@
-// Shared by the fake NVML and CUDA libraries (tests only): the scenario and the emulated GPUs.
+// Shared by the fake NVML, CUDA and HIP libraries (tests only): the scenario and the emulated GPUs.
 //   FAKE_NVIDIA_SCENARIO  ok (default) | p2p_not_supported | init_fails | hang | crash
+//                         | copy_corrupt | copy_fails | copy_hang | copy_crash (probe --copy)
 //   FAKE_NVIDIA_BDFS      the GPUs' PCI functions, comma-separated (default 0000:00:06.0,0000:00:07.0)
+//   FAKE_NVIDIA_BAR1_BYTES each GPU's BAR1 size (default 256 GiB), or not_supported
 // hang and crash strike in the per-pair calls (nvmlDeviceGetP2PStatus, cuDeviceCanAccessPeer):
-// NVML crashes with SIGSEGV, CUDA with SIGABRT.
+// NVML crashes with SIGSEGV, CUDA with SIGABRT. The copy scenarios, in CUDA only:
+//   ok            copies over host memory; cuMemcpyPeer refuses (705) without cuCtxEnablePeerAccess
+//   copy_corrupt  cuMemcpyPeer succeeds and flips one byte in 4096; the host-staged copy is right
+//   copy_fails    cuCtxEnablePeerAccess returns CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (217)
+//   copy_hang, copy_crash  cuMemcpyPeer from GPU 0 hangs, or dies of SIGSEGV; from the others it works
+// The fake HIP library reads FAKE_HIP_SCENARIO and FAKE_HIP_BDFS instead (fake_hip.cpp).
 #pragma once
 
 #include <signal.h>
@@ -16,8 +23,8 @@
 
 namespace fake {
 
-inline std::string scenario() {
-  const char* s = std::getenv("FAKE_NVIDIA_SCENARIO");
+inline std::string scenario(const char* variable = "FAKE_NVIDIA_SCENARIO") {
+  const char* s = std::getenv(variable);
   return s && *s ? s : "ok";
 }
 
@@ -25,8 +32,8 @@ struct Gpu {
   unsigned domain = 0, bus = 0, device = 0, function = 0;
 };
 
-inline std::vector<Gpu> gpus() {
-  const char* s = std::getenv("FAKE_NVIDIA_BDFS");
+inline std::vector<Gpu> gpus(const char* variable = "FAKE_NVIDIA_BDFS") {
+  const char* s = std::getenv(variable);
   std::string list = s && *s ? s : "0000:00:06.0,0000:00:07.0";
   std::vector<Gpu> out;
   size_t start = 0;

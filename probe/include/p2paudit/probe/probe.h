@@ -3,6 +3,7 @@
 // time limit (isolate.h): a driver that crashes or hangs is reported, and the parent carries on.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,8 +15,18 @@
 
 namespace p2paudit::probe {
 
+// `probe --copy`: per ordered pair, a peer copy and a host-staged copy of the same random buffer,
+// compared in full and timed. Opt-in: it allocates device memory and moves data.
+struct CopyOptions {
+  bool enabled = false;
+  std::uint64_t size_bytes = 256ull << 20;  // --size
+  int repeat = 3;                           // --repeat: timed copies; the median is reported
+};
+
 struct ProbeOptions {
   int timeout_seconds = 20;     // per isolated phase
+  CopyOptions copy;
+  bool mirror = false;          // `probe --mirror` (Level Zero): host memory behind device allocations
 };
 
 // A raw answer of one runtime call: the code as the runtime returned it and its name.
@@ -35,6 +46,17 @@ struct RuntimeDevice {
 // The runtime's answers for one ordered pair (indices into RuntimeReport::devices). Each answer
 // is a name ("read", "write", "nvlink", "atomics", "can_access_peer"...) and a value: "ok",
 // "not_supported", "unknown", or the failing call's code name.
+//
+// With --copy, answers["copy"] is either "hung"/"crashed"/"failed"/"not_asked" (the copy child died; the
+// pair's "phase"/"error" say where) or an object (copy_check.h builds it):
+//   {"size_bytes": N, "repeat": R,
+//    "peer":        {"result": "verified"|"corrupt"|"failed"|"not_run", "gbps": median or null,
+//                    "seconds": [per repeat], "phase"?: the failing call, "error"?: its code name,
+//                    "code"?: the raw code, "code_hex"?: it in hex (Level Zero), "mismatched_bytes"?: n, "first_mismatch"?: offset,
+//                    "note"?: why not run},
+//    "host_staged": {the same, for provider -> host memory -> client}}
+// "verified": every repeat compared equal; "corrupt": a copy reported success and the data
+// differs (the loudest result there is); "failed": a call returned an error.
 struct PairAnswer {
   int provider = 0;
   int client = 0;
@@ -70,5 +92,6 @@ std::optional<Bdf> parse_runtime_bus_id(std::string_view text);
 RuntimeReport probe_nvml(const ProbeOptions& options);
 RuntimeReport probe_cuda(const ProbeOptions& options);
 RuntimeReport probe_level_zero(const ProbeOptions& options);
+RuntimeReport probe_hip(const ProbeOptions& options);  // AMD HIP (libamdhip64.so), "absent" without ROCm
 
 }  // namespace p2paudit::probe
