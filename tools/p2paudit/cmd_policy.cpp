@@ -4,6 +4,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "p2paudit/errors.h"
@@ -22,13 +23,15 @@ struct PolicyArgs {
   bool all = false;
   std::vector<std::string> pair;    // check: PROVIDER CLIENT
   std::string require = "peer";     // check: peer | host_staged
+  bool no_probe = false;            // --no-probe: do not ask the runtimes on a live machine
 };
 
 struct Context {
   Topology topo;
   KernelRules kernel;
   policy::RuleSet rules;
-  std::optional<policy::VendorFactsDocument> vendor;
+  std::optional<policy::VendorFactsDocument> vendor;  // the runtimes' answers, then --vendor-facts over them
+  RuntimeEvidence runtimes;
 };
 
 // Rule and facts files are refused unless they are UTF-8, but strings from a stranger's sysroot
@@ -38,26 +41,39 @@ std::string dump_json(const nlohmann::ordered_json& j) {
   return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
+nlohmann::ordered_json runtimes_json(const RuntimeEvidence& r) {
+  return {{"source", r.source}, {"note", r.note}, {"asked", r.asked}};
+}
+
 policy::PairDecision decide(const Context& ctx, size_t provider, size_t client) {
   return policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr, provider, client);
 }
 
 Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
-  Context ctx{load_topology(global), {}, {}, std::nullopt};
+  std::optional<std::string> stored_probe;
+  Context ctx{load_topology(global, &stored_probe), {}, {}, std::nullopt, {}};
   ctx.kernel = load_kernel_rules(global, ctx.topo);
   std::vector<std::string> files = args.no_default ? std::vector<std::string>{} : policy::default_rule_files(rules_dir(global));
   files.insert(files.end(), args.rules.begin(), args.rules.end());
   if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
   ctx.rules = policy::RuleSet::load(files);
   // A stranger's file: only a regular file, bounded, and only the facts vendor tools supply.
-  if (!args.vendor_facts.empty()) ctx.vendor = policy::VendorFactsDocument::load(args.vendor_facts);
+  ctx.runtimes = runtime_evidence(global, stored_probe, args.no_probe);
+  ctx.vendor = std::move(ctx.runtimes.facts);
+  ctx.runtimes.facts.reset();
+  if (!args.vendor_facts.empty()) {
+    auto file = policy::VendorFactsDocument::load(args.vendor_facts);
+    if (ctx.vendor) ctx.vendor->merge(file);
+    else ctx.vendor = std::move(file);
+  }
   return ctx;
 }
 
 void add_rule_options(CLI::App* cmd, PolicyArgs& args) {
   cmd->add_option("--rules", args.rules, "Policy or advisories YAML applied after the default (repeatable)");
   cmd->add_flag("--no-default-rules", args.no_default, "Use only the --rules files");
-  cmd->add_option("--vendor-facts", args.vendor_facts, "JSON facts from vendor tools (docs/policy-rules.md)");
+  cmd->add_option("--vendor-facts", args.vendor_facts, "JSON facts from vendor tools, laid over the runtimes' answers (docs/policy.md)");
+  cmd->add_flag("--no-probe", args.no_probe, "Do not ask the runtimes (NVML, CUDA, Level Zero, HIP) on the live machine");
 }
 
 int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
@@ -76,11 +92,15 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     nlohmann::ordered_json devs = nlohmann::ordered_json::array();
     for (const auto& d : devices) devs.push_back({{"name", d.short_name}, {"bdf", ctx.topo.functions[d.index].bdf.str()}});
     j["devices"] = devs;
+    j["runtime_probe"] = runtimes_json(ctx.runtimes);
     j["pairs"] = nlohmann::ordered_json::array();
     for (const auto& p : pairs) j["pairs"].push_back(policy::pair_decision_json(ctx.topo, p));
     std::cout << dump_json(j);
   } else {
     std::cout << policy::policy_table_text(ctx.topo, devices, pairs);
+    std::cout << "\nRuntimes: " << ctx.runtimes.note;
+    if (!ctx.runtimes.asked.empty()) std::cout << ": " << fmt::format("{}", fmt::join(ctx.runtimes.asked, ", "));
+    std::cout << "\n";
   }
   return kExitOk;
 }
@@ -95,6 +115,7 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
   if (global.format == "json") {
     auto j = policy::pair_decision_json(ctx.topo, d);
     j["require"] = args.require;
+    j["runtime_probe"] = runtimes_json(ctx.runtimes);
     j["satisfied"] = ok;
     std::cout << dump_json(j);
   } else {

@@ -11,22 +11,22 @@
 #include "p2paudit/errors.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/evaluate.h"
 #include "p2paudit/probe/probe.h"
+#include "p2paudit/probe/reality.h"
+#include "p2paudit/probe/runtime_facts.h"
 
 namespace p2paudit::cli {
 
 namespace {
 
-inline constexpr int kProbeSchemaVersion = 1;
-
 struct ProbeArgs {
   int timeout_seconds = 20;
+  bool copy = false;
+  std::string size = "256MiB";
+  int repeat = 3;
+  bool mirror = false;
 };
-
-bool sysroot_allowed_for_tests() {
-  const char* v = std::getenv("P2PAUDIT_PROBE_ALLOW_SYSROOT");
-  return v && std::string(v) == "1";
-}
 
 // The short name of a runtime device's PCI function in the topology ("gpu0"), "" when the function
 // has none, nullopt when the topology has no such function.
@@ -64,6 +64,9 @@ std::string device_label(const probe::RuntimeDevice& d, const Names& names) {
   if (d.bdf) return d.bdf->str();
   return fmt::format("dev{}", d.index);
 }
+
+void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>& labels);
+void print_mirror(const probe::RuntimeReport& r, const std::vector<std::string>& labels);
 
 void print_text(const std::vector<probe::RuntimeReport>& reports, const Names& names, const std::string& note,
                 int timeout) {
@@ -109,19 +112,24 @@ void print_text(const std::vector<probe::RuntimeReport>& reports, const Names& n
                                  to.empty() ? "" : " (to " + to + ")");
       }
     }
-    if (r.pairs.empty()) continue;
-    // One matrix per answer, rows the provider, columns the client.
-    std::vector<std::string> keys;
-    for (const auto& p : r.pairs)
-      for (auto it = p.answers.begin(); it != p.answers.end(); ++it)
-        if (it.key() != "phase" && it.key() != "error" && std::find(keys.begin(), keys.end(), it.key()) == keys.end())
-          keys.push_back(it.key());
     std::vector<std::string> labels;
     size_t width = 5;  // "CRASH"
     for (const auto& d : r.devices) {
       labels.push_back(device_label(d, names));
       width = std::max(width, labels.back().size());
     }
+    if (r.pairs.empty()) {
+      print_mirror(r, labels);
+      continue;
+    }
+    // One matrix per answer, rows the provider, columns the client.
+    std::vector<std::string> keys;
+    for (const auto& p : r.pairs)
+      for (auto it = p.answers.begin(); it != p.answers.end(); ++it)
+        if (it.key() != "phase" && it.key() != "error" && it.key() != "status" && it.key() != "copy" &&
+            !it.key().ends_with("_code") && !it.value().is_object() &&
+            std::find(keys.begin(), keys.end(), it.key()) == keys.end())
+          keys.push_back(it.key());
     for (const auto& key : keys) {
       std::cout << "  " << key << " (row: provider, column: client):\n    " << std::string(width, ' ');
       for (const auto& l : labels) std::cout << "  " << fmt::format("{:<{}}", l, width);
@@ -139,8 +147,10 @@ void print_text(const std::vector<probe::RuntimeReport>& reports, const Names& n
       }
       any_matrix = true;
     }
+    print_copies(r, labels);
+    print_mirror(r, labels);
     for (const auto& p : r.pairs)
-      if (p.answers.contains("phase"))
+      if (p.answers.contains("phase") && !(p.answers.contains("copy") && p.answers["copy"].is_string()))
         std::cout << fmt::format("  pair {} -> {}: {} in {}\n", labels[static_cast<size_t>(p.provider)],
                                  labels[static_cast<size_t>(p.client)], p.answers.value("error", ""),
                                  p.answers.value("phase", ""));
@@ -151,58 +161,164 @@ void print_text(const std::vector<probe::RuntimeReport>& reports, const Names& n
                  "        (see --format json), HUNG/CRASH the call hung or crashed, - not asked, a number: the value\n";
 }
 
+void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>& labels) {
+  bool header = false;
+  for (const auto& p : r.pairs) {
+    if (!p.answers.contains("copy")) continue;
+    const auto& copy = p.answers["copy"];
+    if (!header) {
+      std::cout << "  copy test (peer and through host memory, compared in full; median GB/s):\n";
+      header = true;
+    }
+    std::string pair = fmt::format("{} -> {}", labels[static_cast<size_t>(p.provider)], labels[static_cast<size_t>(p.client)]);
+    if (copy.is_string()) {
+      std::cout << fmt::format("    {:<16} {} in {}: {}\n", pair, copy.get<std::string>(), p.answers.value("phase", "?"),
+                               p.answers.value("error", ""));
+      continue;
+    }
+    auto leg = [](const nlohmann::ordered_json& l) -> std::string {
+      std::string result = l.value("result", "?");
+      if (result == "verified" && l.contains("gbps") && l["gbps"].is_number())
+        return fmt::format("verified {:.1f} GB/s", l["gbps"].get<double>());
+      if (result == "corrupt") return fmt::format("CORRUPT ({} bytes wrong)", l.value("mismatched_bytes", 0LL));
+      if (result == "failed") return fmt::format("failed: {} returned {}", l.value("phase", "?"), l.value("error", "?"));
+      return result + (l.contains("note") ? ": " + l.value("note", "") : "");
+    };
+    std::cout << fmt::format("    {:<16} peer: {:<28} host-staged: {}\n", pair, leg(copy.value("peer", nlohmann::ordered_json())),
+                             leg(copy.value("host_staged", nlohmann::ordered_json())));
+  }
+}
+
+void print_mirror(const probe::RuntimeReport& r, const std::vector<std::string>& labels) {
+  if (!r.extra.contains("mirror") || !r.extra["mirror"].is_object()) return;
+  const auto& m = r.extra["mirror"];
+  std::cout << fmt::format("  host memory behind a device allocation of {}:\n",
+                           policy::render_size(m.value("allocation_bytes", 0LL)));
+  if (!m.contains("runs") || !m["runs"].is_array()) return;
+  for (const auto& run : m["runs"]) {
+    std::string visible = run.value("visible", "?");
+    int on = run.value("allocated_on", -1);
+    std::string device = on >= 0 && static_cast<size_t>(on) < labels.size() ? labels[static_cast<size_t>(on)] : "?";
+    std::string what = visible == "all" ? fmt::format("{} devices in the context", run.value("devices_in_context", 0))
+                                        : "only device " + visible + " visible (ZE_AFFINITY_MASK)";
+    if (run.value("status", "") != "ok") {
+      std::cout << fmt::format("    on {}, {}: {} {}\n", device, what, run.value("status", "?"), run.value("error", ""));
+      continue;
+    }
+    std::string ratio = run.contains("host_bytes_per_byte") && run["host_bytes_per_byte"].is_number()
+                            ? fmt::format("{:.2f}", run["host_bytes_per_byte"].get<double>()) : "unknown";
+    std::cout << fmt::format("    on {}, {}: {} host bytes per allocated byte (from {})\n", device, what, ratio,
+                             run.value("source", "?"));
+  }
+}
+
+void print_reality(const Topology& topo, const Names& names, const std::vector<probe::RealityCheck>& checks) {
+  if (checks.empty()) return;
+  auto name = [&](size_t i) {
+    auto n = names.name(topo.functions[i].bdf);
+    return n && !n->empty() ? *n : topo.functions[i].bdf.str();
+  };
+  std::cout << "\nPrediction against reality (kernel verdict, offline decision, runtime's answer, copy, decision now):\n";
+  for (const auto& c : checks) {
+    std::cout << fmt::format("  {}{} -> {} [{}]: kernel {}; predicted {}; runtime says {}{}; decided {}\n",
+                             c.corrupt ? "!!! " : c.disagreement ? "! " : "", name(c.provider), name(c.client), c.runtime,
+                             c.kernel, c.predicted, c.runtime_says, c.copy.empty() ? "" : "; copy " + c.copy, c.decided);
+    std::cout << "      " << (c.disagreement ? "disagreement: " : "") << c.explanation << "\n";
+    for (const auto& line : c.kernel_log) std::cout << "      kernel: " << line << "\n";
+  }
+}
+
+// The loudest lines there are: a copy that reported success with wrong data.
+std::vector<std::string> corruption_lines(const std::vector<probe::RuntimeReport>& reports) {
+  std::vector<std::string> lines;
+  for (const auto& r : reports)
+    for (const auto& p : r.pairs) {
+      if (!p.answers.contains("copy") || !p.answers["copy"].is_object()) continue;
+      for (const char* leg : {"peer", "host_staged"}) {
+        const auto& l = p.answers["copy"].value(leg, nlohmann::ordered_json());
+        if (l.value("result", "") != "corrupt") continue;
+        auto bdf = [&](int i) {
+          const auto& d = r.devices[static_cast<size_t>(i)];
+          return d.bdf ? d.bdf->str() : fmt::format("device {}", i);
+        };
+        lines.push_back(fmt::format("DATA CORRUPTION: {} {} copy {} -> {} reported success and {} of {} bytes differ "
+                                    "(first at offset {})", r.runtime, leg == std::string("peer") ? "peer" : "host-staged",
+                                    bdf(p.provider), bdf(p.client), l.value("mismatched_bytes", 0LL),
+                                    p.answers["copy"].value("size_bytes", 0LL), l.value("first_mismatch", -1LL)));
+      }
+    }
+  return lines;
+}
+
 int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
   std::string note;
   bool live = !global.from_dump() && global.sysroot == "/";
   if (!live) {
-    if (!sysroot_allowed_for_tests())
+    if (!probe_sysroot_allowed_for_tests())
       throw InputError(fmt::format("the runtimes describe this machine, not {}: `probe` asks them only about the "
                                    "machine it runs on (--sysroot /, the default)", global.source()));
     note = fmt::format("P2PAUDIT_PROBE_ALLOW_SYSROOT=1: this machine's runtime devices are named after the topology of "
                        "{} (for tests)", global.source());
   }
-  Names names;
+  probe::ProbeOptions options;
+  options.timeout_seconds = args.timeout_seconds;
+  options.copy.enabled = args.copy;
+  options.copy.size_bytes = parse_byte_size(args.size, "--size");
+  options.copy.repeat = args.repeat;
+  options.mirror = args.mirror;
+
+  std::optional<Topology> topo;
   try {
-    Topology topo = load_topology(global);
-    for (const auto& f : topo.functions) names.by_bdf[f.bdf] = "";
-    for (const auto& nf : matrix_devices(topo, false)) names.by_bdf[topo.functions[nf.index].bdf] = nf.short_name;
-    names.have_topology = true;
+    topo = load_topology(global);
   } catch (const InputError& e) {
     if (!live) throw;
     note = std::string("the PCI topology could not be read, devices are not named: ") + e.what();
   }
+  Names names;
+  if (topo) {
+    for (const auto& f : topo->functions) names.by_bdf[f.bdf] = "";
+    for (const auto& nf : matrix_devices(*topo, false)) names.by_bdf[topo->functions[nf.index].bdf] = nf.short_name;
+    names.have_topology = true;
+  }
 
-  probe::ProbeOptions options;
-  options.timeout_seconds = args.timeout_seconds;
-  std::vector<probe::RuntimeReport> reports;
-  reports.push_back(probe::probe_nvml(options));
-  reports.push_back(probe::probe_cuda(options));
-#ifdef P2PAUDIT_HAVE_LEVEL_ZERO
-  reports.push_back(probe::probe_level_zero(options));
-#endif
+  std::vector<probe::RuntimeReport> reports = probe::probe_all(options);
+  nlohmann::ordered_json document = probe::probe_document(reports, topo ? &*topo : nullptr, global.source(), note, options);
+
+  // The prediction each answer is checked against: the kernel's rules and the default policy.
+  std::vector<probe::RealityCheck> checks;
+  if (topo) {
+    KernelRules kernel = load_kernel_rules(global, *topo);
+    auto rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
+    auto facts = probe::runtime_facts(document, "the probe");
+    checks = probe::check_predictions(*topo, kernel, rules, document, facts.facts);
+  }
+  auto corrupt = corruption_lines(reports);
+  // Every copy asked for and not verified: corrupt, failed, not run, or a child that died.
+  bool copy_not_verified = false;
+  for (const auto& r : reports)
+    for (const auto& p : r.pairs) {
+      if (!p.answers.contains("copy")) continue;
+      const auto& copy = p.answers["copy"];
+      if (!copy.is_object()) copy_not_verified = true;
+      else
+        for (const char* leg : {"peer", "host_staged"})
+          copy_not_verified |= copy.value(leg, nlohmann::ordered_json()).value("result", "") != "verified";
+    }
 
   if (global.format == "json") {
-    nlohmann::ordered_json j;
-    j["schema_version"] = kProbeSchemaVersion;
-    j["source"] = global.source();
-    if (!note.empty()) j["note"] = note;
-    j["timeout_seconds"] = args.timeout_seconds;
-    auto runtimes = nlohmann::ordered_json::array();
-    for (const auto& r : reports) {
-      auto rj = r.to_json();
-      for (size_t i = 0; i < r.devices.size() && i < rj["devices"].size(); ++i) {
-        auto n = names.name(r.devices[i].bdf);
-        rj["devices"][i]["in_topology"] = n.has_value();
-        rj["devices"][i]["function"] = n && !n->empty() ? nlohmann::ordered_json(*n) : nlohmann::ordered_json(nullptr);
-      }
-      runtimes.push_back(std::move(rj));
-    }
-    j["runtimes"] = std::move(runtimes);
-    std::cout << json_text(j) << "\n";
+    auto reality = nlohmann::ordered_json::array();
+    for (const auto& c : checks) reality.push_back(probe::reality_json(*topo, c));
+    document["reality"] = std::move(reality);
+    document["data_corruption"] = corrupt;
+    std::cout << json_text(document) << "\n";
   } else {
+    for (const auto& line : corrupt) std::cout << "!!! " << line << " !!!\n";
     print_text(reports, names, note, args.timeout_seconds);
+    if (topo) print_reality(*topo, names, checks);
+    for (const auto& line : corrupt) std::cout << "\n!!! " << line << " !!!\n";
   }
-  return kExitOk;
+  // Scripts: 1 when a copy test was asked and did not verify (corrupt, failed, hung, crashed).
+  return copy_not_verified ? kExitNo : kExitOk;
 }
 
 }  // namespace
@@ -212,6 +328,15 @@ void add_probe_command(CLI::App& app, const GlobalOptions& global, int* status) 
   auto args = std::make_shared<ProbeArgs>();
   cmd->add_option("--timeout", args->timeout_seconds, "Seconds one runtime step may take before it is reported hung")
       ->check(CLI::Range(1, 3600));
+  cmd->add_flag("--copy", args->copy,
+                "Per pair, a peer copy and a host-staged copy of one random buffer, compared in full and timed "
+                "(allocates device memory; never run by default)");
+  cmd->add_option("--size", args->size, "Bytes per copy for --copy: a number with an optional KiB, MiB or GiB "
+                                        "(default 256MiB)");
+  cmd->add_option("--repeat", args->repeat, "Timed copies per leg for --copy; the median is reported (default 3)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--mirror", args->mirror,
+                "Level Zero: measure the host memory the runtime commits or pins for a device allocation");
   cmd->callback([&global, status, args] { *status = run_probe(global, *args); });
 }
 

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "p2paudit/errors.h"
 #include "p2paudit/json_output.h"
+#include "p2paudit/probe/runtime_facts.h"
 #include "p2paudit/snapshot.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
@@ -18,18 +20,38 @@ struct SnapshotArgs {
   std::string output;
   bool redact = false;
   bool force = false;
+  bool probe = false;     // store the runtimes' answers (queries), --copy and --mirror results
+  bool copy = false;
+  bool mirror = false;
+  std::string size = "256MiB";
+  int repeat = 3;
+  int timeout_seconds = 20;
 };
 
 int run_snapshot(const GlobalOptions& global, const SnapshotArgs& args) {
   Sysroot root = Sysroot::open(global.sysroot);
   Topology t = read_topology(root);
-  auto report = write_snapshot(root, t, args.output, {args.redact, args.force, P2PAUDIT_VERSION});
+  SnapshotOptions options{args.redact, args.force, P2PAUDIT_VERSION, {}};
+  bool probed = args.probe || args.copy || args.mirror;
+  if (probed) {
+    if (!runtimes_describe(global))
+      throw InputError(fmt::format("--probe asks the runtimes of this machine, which do not describe {}", global.source()));
+    probe::ProbeOptions p;
+    p.timeout_seconds = args.timeout_seconds;
+    p.copy = {args.copy, parse_byte_size(args.size, "--size"), args.repeat};
+    p.mirror = args.mirror;
+    auto document = probe::probe_document(probe::probe_all(p), &t, global.source(), "", p);
+    options.extra_files[kProbeResultsPath] = json_text(document) + "\n";
+  }
+  auto report = write_snapshot(root, t, args.output, options);
   if (global.format == "json") {
     std::cout << json_text(nlohmann::ordered_json{{"schema_version", 1}, {"output", args.output}, {"files", report.files},
-                                                  {"privileged", report.privileged}, {"redacted", args.redact}})
+                                                  {"privileged", report.privileged}, {"redacted", args.redact},
+                                                  {"probe", probed}})
               << "\n";
   } else {
-    std::cout << fmt::format("wrote {} ({} files{})\n", args.output, report.files, args.redact ? ", redacted" : "");
+    std::cout << fmt::format("wrote {} ({} files{}{})\n", args.output, report.files, args.redact ? ", redacted" : "",
+                             probed ? ", with the runtimes' answers" : "");
     if (auto note = privilege_note(t); !note.empty()) std::cout << "note: " << note << "\n";
   }
   return kExitOk;
@@ -43,6 +65,12 @@ void add_snapshot_command(CLI::App& app, const GlobalOptions& global, int* statu
   cmd->add_option("-o,--output", args->output, "Output file (FILE.tar.gz)")->required();
   cmd->add_flag("--redact", args->redact, "Drop Device Serial Numbers and the host name");
   cmd->add_flag("--force", args->force, "Replace the output file if it exists (never through a symlink)");
+  cmd->add_flag("--probe", args->probe, "Store the runtimes' answers (p2paudit probe) in the snapshot");
+  cmd->add_flag("--copy", args->copy, "With --probe: run and store the copy test (p2paudit probe --copy)");
+  cmd->add_flag("--mirror", args->mirror, "With --probe: measure and store host mirroring (p2paudit probe --mirror)");
+  cmd->add_option("--size", args->size, "Bytes per copy for --copy (default 256MiB)");
+  cmd->add_option("--repeat", args->repeat, "Timed copies per leg for --copy (default 3)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--timeout", args->timeout_seconds, "Seconds one runtime step may take")->check(CLI::Range(1, 3600));
   cmd->callback([&global, args, status] { *status = run_snapshot(global, *args); });
 }
 

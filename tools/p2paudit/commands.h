@@ -6,7 +6,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <optional>
+
 #include "p2paudit/kernel_rules.h"
+#include "p2paudit/policy/facts.h"
 #include "p2paudit/topology.h"
 
 namespace p2paudit::cli {
@@ -50,7 +54,27 @@ KernelRules load_kernel_rules(const GlobalOptions& global, const Topology& topo)
 size_t resolve_device(const Topology& topo, const GlobalOptions& global, const std::string& spec);
 
 // Reads the topology (a directory, a .tar.gz or an lspci dump); throws InputError on bad input.
-Topology load_topology(const GlobalOptions& global);
+// With stored_probe: the snapshot's stored probe document (`snapshot --probe`), when it has one.
+Topology load_topology(const GlobalOptions& global, std::optional<std::string>* stored_probe = nullptr);
+
+// Whether the runtimes describe the topology being analysed: the live "/" (or any sysroot with
+// P2PAUDIT_PROBE_ALLOW_SYSROOT=1, for tests with fake runtimes).
+bool runtimes_describe(const GlobalOptions& global);
+bool probe_sysroot_allowed_for_tests();
+
+// "256MiB", "1GiB", "4096" as bytes (1 byte to 1 TiB); InputError naming `option` otherwise.
+std::uint64_t parse_byte_size(const std::string& text, const std::string& option);
+
+// The runtimes' answers as policy facts: asked now on the live machine (queries only, no copies)
+// unless no_probe, read from a snapshot taken with --probe, or none.
+struct RuntimeEvidence {
+  std::string source = "none";                        // "live", "snapshot", "none"
+  std::string note;                                   // why none, or where from
+  std::vector<std::string> asked;                     // "nvml ok", "cuda absent"...
+  std::optional<policy::VendorFactsDocument> facts;
+};
+RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optional<std::string>& stored_probe,
+                                 bool no_probe);
 
 // The default view when no command is given.
 int run_audit(const GlobalOptions& global);

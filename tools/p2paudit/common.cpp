@@ -1,3 +1,4 @@
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -7,6 +8,9 @@
 #include "commands.h"
 #include "p2paudit/dump_topology.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
+#include "p2paudit/probe/runtime_facts.h"
+#include "p2paudit/snapshot.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
@@ -35,7 +39,7 @@ DumpAssumptions dump_assumptions(const GlobalOptions& global) {
 
 }  // namespace
 
-Topology load_topology(const GlobalOptions& global) {
+Topology load_topology(const GlobalOptions& global, std::optional<std::string>* stored_probe) {
   if (global.from_dump()) {
     auto assumptions = dump_assumptions(global);
     Topology t = read_dump_topology(global.lspci_dump, assumptions);
@@ -44,7 +48,64 @@ Topology load_topology(const GlobalOptions& global) {
     return t;
   }
   Sysroot root = Sysroot::open(global.sysroot);
+  if (stored_probe && !root.is_live() && root.exists(kProbeResultsPath)) {
+    *stored_probe = root.read_text(kProbeResultsPath);
+    if (!*stored_probe)
+      throw InputError(fmt::format("{}: {}: not a regular file of at most {} bytes", root.origin(), kProbeResultsPath,
+                                   root.limits().max_file_bytes));
+  }
   return read_topology(root);
+}
+
+bool probe_sysroot_allowed_for_tests() {
+  const char* v = std::getenv("P2PAUDIT_PROBE_ALLOW_SYSROOT");
+  return v && std::string(v) == "1";
+}
+
+bool runtimes_describe(const GlobalOptions& global) {
+  return !global.from_dump() && (global.sysroot == "/" || probe_sysroot_allowed_for_tests());
+}
+
+std::uint64_t parse_byte_size(const std::string& text, const std::string& option) {
+  size_t digits = 0;
+  while (digits < text.size() && digits < 15 && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  std::string unit = text.substr(digits);
+  int shift = unit.empty() || unit == "B" ? 0 : unit == "KiB" ? 10 : unit == "MiB" ? 20 : unit == "GiB" ? 30 : -1;
+  std::uint64_t n = digits ? std::stoull(text.substr(0, digits)) : 0;
+  if (digits == 0 || shift < 0 || n == 0 || n > (std::uint64_t{1} << (40 - shift)))
+    throw InputError(fmt::format("{} {}: expected bytes from 1 to 1 TiB, optionally with KiB, MiB or GiB", option,
+                                 escape_text(text)));
+  return n << shift;
+}
+
+RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optional<std::string>& stored_probe,
+                                 bool no_probe) {
+  RuntimeEvidence e;
+  nlohmann::json document;
+  std::string origin;
+  if (stored_probe) {
+    origin = fmt::format("{}: {}", global.sysroot, kProbeResultsPath);
+    document = probe::parse_probe_document(*stored_probe, origin);
+    e.source = "snapshot";
+    e.note = "runtime answers stored in the snapshot (snapshot --probe)";
+  } else if (no_probe) {
+    e.note = "the runtimes were not asked (--no-probe)";
+    return e;
+  } else if (!runtimes_describe(global)) {
+    e.note = global.from_dump() ? "the runtimes cannot be asked about an lspci dump"
+                                : "the runtimes were not asked: this is not the live machine, and the snapshot holds no "
+                                  "probe results (`p2paudit snapshot --probe` stores them)";
+    return e;
+  } else {
+    origin = "the runtime probe";
+    document = probe::probe_document(probe::probe_all({}), nullptr, global.source(), "", {});
+    e.source = "live";
+    e.note = "the runtimes were asked (queries only; --no-probe skips them)";
+  }
+  auto facts = probe::runtime_facts(document, origin);
+  e.asked = std::move(facts.asked);
+  e.facts = std::move(facts.facts);
+  return e;
 }
 
 KernelRules load_kernel_rules(const GlobalOptions& global, const Topology& topo) {

@@ -1,0 +1,40 @@
+// Prediction against reality: for every pair a runtime answered, the kernel's verdict, the offline
+// decision (the policy without runtime facts), what the runtime said and did, and the decision
+// once its answers are facts, with every disagreement named and explained (docs/probe.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/policy/evaluate.h"
+#include "p2paudit/policy/rules.h"
+#include "p2paudit/topology.h"
+
+namespace p2paudit::probe {
+
+struct RealityCheck {
+  std::string runtime;                 // "cuda", "level_zero"...
+  size_t provider = 0, client = 0;     // topology indices
+  std::string kernel;                  // the kernel's map type: "BUS_ADDR", "NOT_SUPPORTED"...
+  std::string predicted;               // offline decision and rule: "host_staged (nvidia-driver-unknown)"
+  std::string runtime_says;            // "yes", "no", "unknown", or the raw answer
+  std::string copy;                    // "verified, 389.2 GB/s", "CORRUPT: ...", "failed: ...", "" (no test)
+  std::string decided;                 // with the runtime's answers as facts: "peer (nvlink)"
+  bool disagreement = false;           // the runtime or the copy contradicts the prediction
+  bool corrupt = false;                // a copy reported success with wrong data
+  std::string explanation;             // why, and what to do
+  std::vector<std::string> kernel_log; // the kernel's own lines for the pair, when it refuses
+};
+
+// One entry per pair of runtime devices that are both in the topology, in the document's order.
+// `runtime_facts` is what runtime_facts() made of the same document.
+std::vector<RealityCheck> check_predictions(const Topology& topo, const KernelRules& kernel,
+                                            const policy::RuleSet& rules, const nlohmann::json& document,
+                                            const policy::VendorFactsDocument& runtime_facts);
+
+nlohmann::ordered_json reality_json(const Topology& topo, const RealityCheck& check);
+
+}  // namespace p2paudit::probe

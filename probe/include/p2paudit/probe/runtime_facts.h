@@ -1,0 +1,45 @@
+// Probe results as policy facts: every runtime asked, the `probe` JSON document, and the facts
+// that document establishes per pair of PCI functions (vendor.peer_supported, vendor.nvlink,
+// vendor.copy_*...), in the same schema as a hand-written vendor facts file (docs/probe.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/policy/facts.h"
+#include "p2paudit/probe/probe.h"
+#include "p2paudit/topology.h"
+
+namespace p2paudit::probe {
+
+inline constexpr int kProbeSchemaVersion = 1;
+
+// NVML, CUDA, Level Zero (when built in) and HIP, in that order.
+std::vector<RuntimeReport> probe_all(const ProbeOptions& options);
+
+// The `probe --format json` document: {"schema_version", "source", "note"?, "timeout_seconds",
+// "copy"?, "mirror"?, "runtimes": [RuntimeReport::to_json() + per device "in_topology" and
+// "function" (the topology's short name) when `topo` is given]}.
+nlohmann::ordered_json probe_document(const std::vector<RuntimeReport>& reports, const Topology* topo,
+                                      const std::string& source, const std::string& note, const ProbeOptions& options);
+
+// What the runtimes said, as facts. The document may come from a stranger's snapshot: every field
+// read is type-checked and a malformed one throws InputError "ORIGIN: runtimes[0].pairs[2]...:
+// problem"; fields this reader does not use are ignored.
+struct RuntimeFacts {
+  policy::VendorFactsDocument facts;
+  std::vector<std::string> asked;   // "nvml ok", "cuda absent", ... in the document's order
+};
+RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& origin);
+
+// A stored document's text (a snapshot's kProbeResultsPath) parsed with bounds on nesting and
+// size; InputError naming `origin` when it is not such JSON.
+nlohmann::json parse_probe_document(std::string_view text, const std::string& origin);
+
+// Which runtime's peer path goes through the kernel's P2PDMA (dma-buf import in xe, i915 and
+// amdgpu): for those a kernel refusal is what the runtime meets; NVIDIA's driver never asks it.
+bool runtime_uses_kernel_p2pdma(const std::string& runtime);
+
+}  // namespace p2paudit::probe

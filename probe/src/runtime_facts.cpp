@@ -1,0 +1,301 @@
+#include "p2paudit/probe/runtime_facts.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
+#include "p2paudit/p2pdma_report.h"
+
+namespace p2paudit::probe {
+
+std::vector<RuntimeReport> probe_all(const ProbeOptions& options) {
+  std::vector<RuntimeReport> reports;
+  reports.push_back(probe_nvml(options));
+  reports.push_back(probe_cuda(options));
+#ifdef P2PAUDIT_HAVE_LEVEL_ZERO
+  reports.push_back(probe_level_zero(options));
+#endif
+  reports.push_back(probe_hip(options));
+  return reports;
+}
+
+nlohmann::ordered_json probe_document(const std::vector<RuntimeReport>& reports, const Topology* topo,
+                                      const std::string& source, const std::string& note, const ProbeOptions& options) {
+  // The topology's short names ("gpu0"); "" for a function the default view leaves out.
+  std::map<Bdf, std::string> names;
+  if (topo) {
+    for (const auto& f : topo->functions) names[f.bdf] = "";
+    for (const auto& nf : matrix_devices(*topo, false)) names[topo->functions[nf.index].bdf] = nf.short_name;
+  }
+  nlohmann::ordered_json j;
+  j["schema_version"] = kProbeSchemaVersion;
+  j["source"] = source;
+  if (!note.empty()) j["note"] = note;
+  j["timeout_seconds"] = options.timeout_seconds;
+  if (options.copy.enabled) j["copy"] = {{"size_bytes", options.copy.size_bytes}, {"repeat", options.copy.repeat}};
+  if (options.mirror) j["mirror"] = true;
+  auto runtimes = nlohmann::ordered_json::array();
+  for (const auto& r : reports) {
+    auto rj = r.to_json();
+    if (topo)
+      for (size_t i = 0; i < r.devices.size() && i < rj["devices"].size(); ++i) {
+        auto it = r.devices[i].bdf ? names.find(*r.devices[i].bdf) : names.end();
+        rj["devices"][i]["in_topology"] = it != names.end();
+        rj["devices"][i]["function"] =
+            it != names.end() && !it->second.empty() ? nlohmann::ordered_json(it->second) : nlohmann::ordered_json(nullptr);
+      }
+    runtimes.push_back(std::move(rj));
+  }
+  j["runtimes"] = std::move(runtimes);
+  return j;
+}
+
+bool runtime_uses_kernel_p2pdma(const std::string& runtime) { return runtime == "level_zero" || runtime == "hip"; }
+
+namespace {
+
+// Type-checked access to a document from outside: errors name the place.
+class DocumentReader {
+ public:
+  explicit DocumentReader(std::string origin) : origin_(escape_text(origin)) {}
+
+  [[noreturn]] void refuse(const std::string& where, const std::string& problem) const {
+    throw InputError(fmt::format("{}: {}: {}", origin_, where, problem));
+  }
+  const nlohmann::json& object(const nlohmann::json& j, const std::string& where) const {
+    if (!j.is_object()) refuse(where, "expected an object");
+    return j;
+  }
+  const nlohmann::json& array(const nlohmann::json& j, const std::string& key, const std::string& where) const {
+    if (!j.contains(key)) refuse(where, fmt::format("\"{}\" is missing", key));
+    if (!j[key].is_array()) refuse(where + "." + key, "expected a list");
+    return j[key];
+  }
+  // A string member; "" when absent (every string this reader uses is optional).
+  std::string text(const nlohmann::json& j, const std::string& key, const std::string& where) const {
+    if (!j.contains(key) || j[key].is_null()) return "";
+    if (!j[key].is_string()) refuse(where + "." + key, "expected a string");
+    const auto& s = j[key].get_ref<const std::string&>();
+    if (!is_clean_text(s) || s.size() > 4096) refuse(where + "." + key, "expected printable text of at most 4096 bytes");
+    return s;
+  }
+  int index(const nlohmann::json& j, const std::string& key, const std::string& where, size_t limit) const {
+    if (!j.contains(key) || !j[key].is_number_integer() || j[key].get<long long>() < 0 ||
+        j[key].get<unsigned long long>() >= limit)
+      refuse(where + "." + key, fmt::format("expected a device index below {}", limit));
+    return j[key].get<int>();
+  }
+  std::optional<double> number(const nlohmann::json& j, const std::string& key, const std::string& where) const {
+    if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+    if (!j[key].is_number()) refuse(where + "." + key, "expected a number");
+    return j[key].get<double>();
+  }
+
+ private:
+  std::string origin_;
+};
+
+// A runtime's answer as a yes/no: nullopt for anything else (an error name, "hung", "unknown").
+std::optional<bool> yes_no(const std::string& answer) {
+  if (answer == "ok") return true;
+  if (answer == "not_supported") return false;
+  // NVML's refusals (CHIPSET/GPU/IOH_TOPOLOGY NOT_SUPPORTED, DISABLED_BY_REGKEY) are a "no".
+  if (answer.starts_with("NVML_P2P_STATUS_")) return false;
+  return std::nullopt;
+}
+
+std::string answer_text(const nlohmann::json& answers, const char* key) {
+  return answers.contains(key) && answers[key].is_string() ? answers[key].get<std::string>() : "";
+}
+
+// Copy results of one pair, worst first: corrupt, failed, verified.
+int copy_rank(const std::string& result) { return result == "corrupt" ? 3 : result == "failed" ? 2 : result == "verified" ? 1 : 0; }
+
+struct PairEvidence {
+  // The peer answer and its runtime, by preference: cuda, nvml, hip, level_zero.
+  int peer_rank = 0;
+  std::optional<bool> peer;
+  std::string peer_runtime, peer_answer;
+  std::optional<bool> nvlink, xgmi;
+  std::string copy_result, copy_runtime, copy_error;
+  std::optional<double> copy_gbps, staged_gbps, mismatched;
+};
+
+int peer_preference(const std::string& runtime) {
+  return runtime == "cuda" ? 4 : runtime == "nvml" ? 3 : runtime == "hip" ? 2 : runtime == "level_zero" ? 1 : 0;
+}
+
+void read_copy(const DocumentReader& in, const nlohmann::json& copy, const std::string& where, const std::string& runtime,
+               const nlohmann::json& answers, PairEvidence& e) {
+  std::string result, error;
+  std::optional<double> gbps, staged, mismatched;
+  if (copy.is_string()) {  // the copy child hung or crashed
+    const std::string how = copy.get<std::string>();
+    if (how != "hung" && how != "crashed" && how != "failed") return;  // "not_asked"
+    result = "failed";
+    error = fmt::format("the copy {} in {}", how, in.text(answers, "phase", where));
+  } else {
+    in.object(copy, where);
+    if (!copy.contains("peer")) in.refuse(where, "\"peer\" is missing");
+    const auto& peer = in.object(copy["peer"], where + ".peer");
+    result = in.text(peer, "result", where + ".peer");
+    if (result != "verified" && result != "corrupt" && result != "failed" && result != "not_run")
+      in.refuse(where + ".peer.result", "expected verified, corrupt, failed or not_run");
+    if (result == "not_run") return;
+    std::string call = in.text(peer, "phase", where + ".peer"), name = in.text(peer, "error", where + ".peer");
+    error = call.empty() ? name : fmt::format("{} returned {}", call, name);
+    gbps = in.number(peer, "gbps", where + ".peer");
+    mismatched = in.number(peer, "mismatched_bytes", where + ".peer");
+    if (copy.contains("host_staged")) {
+      const auto& hs = in.object(copy["host_staged"], where + ".host_staged");
+      if (in.text(hs, "result", where + ".host_staged") == "verified") staged = in.number(hs, "gbps", where + ".host_staged");
+    }
+  }
+  if (copy_rank(result) <= copy_rank(e.copy_result)) return;
+  e.copy_result = result, e.copy_runtime = runtime, e.copy_error = error;
+  e.copy_gbps = gbps, e.staged_gbps = staged, e.mismatched = mismatched;
+}
+
+// A count from the document as an integer fact; nullopt beyond what a device can hold (a double
+// out of range would be undefined behaviour to convert).
+std::optional<policy::FactValue> whole_bytes(std::optional<double> v) {
+  if (!v || !(*v >= 0 && *v <= 0x1p60)) return std::nullopt;
+  return static_cast<std::int64_t>(*v);
+}
+
+void set_if(policy::FactSet& facts, const char* name, std::optional<policy::FactValue> value) {
+  if (!value) return;
+  // Out of range (a corrupt number) stays unknown rather than becoming a fact.
+  if (auto checked = policy::check_fact_value(*policy::find_fact(name), std::move(*value)); checked.value)
+    facts.set(name, std::move(*checked.value));
+}
+
+}  // namespace
+
+RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& origin) {
+  DocumentReader in(origin);
+  in.object(document, "the document");
+  if (!document.contains("schema_version") || document["schema_version"] != kProbeSchemaVersion)
+    in.refuse("schema_version", fmt::format("expected {} (the probe JSON this p2paudit writes)", kProbeSchemaVersion));
+  RuntimeFacts out;
+  std::map<std::pair<Bdf, Bdf>, PairEvidence> evidence;
+  std::optional<double> mirror;
+  const auto& runtimes = in.array(document, "runtimes", "the document");
+  for (size_t r = 0; r < runtimes.size() && r < 16; ++r) {
+    std::string where = fmt::format("runtimes[{}]", r);
+    const auto& rt = in.object(runtimes[r], where);
+    std::string runtime = in.text(rt, "runtime", where), status = in.text(rt, "status", where);
+    out.asked.push_back(fmt::format("{} {}", runtime, status));
+    const auto& devices = in.array(rt, "devices", where);
+    std::vector<std::optional<Bdf>> bdfs;
+    for (size_t d = 0; d < devices.size() && d < 1024; ++d) {
+      std::string dw = fmt::format("{}.devices[{}]", where, d);
+      const auto& dev = in.object(devices[d], dw);
+      std::string text = in.text(dev, "bdf", dw);
+      auto bdf = text.empty() ? std::nullopt : Bdf::parse(text);
+      if (!text.empty() && !bdf) in.refuse(dw + ".bdf", "expected a PCI address DDDD:BB:DD.F or null");
+      bdfs.push_back(bdf);
+      if (!bdf) continue;
+      if (runtime == "nvml")
+        if (auto bytes = in.number(dev, "memory_total_bytes", dw))
+          set_if(out.facts.devices[*bdf], "provider.memory_size", whole_bytes(bytes));
+      if (runtime == "level_zero") {
+        if (auto v = in.text(dev, "loader_version", dw); !v.empty()) set_if(out.facts.all, "runtime.level_zero_version", v);
+        if (auto v = in.text(dev, "compute_runtime_version", dw); !v.empty())
+          set_if(out.facts.all, "runtime.compute_runtime_version", v);
+      }
+    }
+    if (runtime == "level_zero" && rt.contains("mirror")) {
+      const auto& m = in.object(rt["mirror"], where + ".mirror");
+      if (m.contains("runs")) {
+        const auto& runs = in.array(m, "runs", where + ".mirror");
+        for (size_t i = 0; i < runs.size() && i < 64; ++i) {
+          std::string rw = fmt::format("{}.mirror.runs[{}]", where, i);
+          const auto& run = in.object(runs[i], rw);
+          if (in.text(run, "visible", rw) != "all" || in.text(run, "status", rw) != "ok") continue;
+          if (auto ratio = in.number(run, "host_bytes_per_byte", rw)) mirror = std::max(mirror.value_or(0), *ratio);
+        }
+      }
+    }
+    const auto& pairs = in.array(rt, "pairs", where);
+    for (size_t p = 0; p < pairs.size() && p < 1024 * 1024; ++p) {
+      std::string pw = fmt::format("{}.pairs[{}]", where, p);
+      const auto& pair = in.object(pairs[p], pw);
+      int provider = in.index(pair, "provider", pw, bdfs.size()), client = in.index(pair, "client", pw, bdfs.size());
+      if (!pair.contains("answers")) in.refuse(pw, "\"answers\" is missing");
+      const auto& answers = in.object(pair["answers"], pw + ".answers");
+      if (!bdfs[size_t(provider)] || !bdfs[size_t(client)]) continue;
+      PairEvidence& e = evidence[{*bdfs[size_t(provider)], *bdfs[size_t(client)]}];
+      // The runtime's own peer answer: CUDA's is what frameworks ask (cudaDeviceCanAccessPeer);
+      // NVML's read and write both have to be OK, as `nvidia-smi topo -p2p` shows them.
+      std::string answer;
+      std::optional<bool> peer;
+      if (runtime == "nvml") {
+        std::string read = answer_text(answers, "read"), write = answer_text(answers, "write");
+        auto r = yes_no(read), w = yes_no(write);
+        if (r && w) peer = *r && *w;
+        answer = read != "ok" ? read : write;
+        if (auto n = yes_no(answer_text(answers, "nvlink"))) e.nvlink = *n;
+      } else if (runtime == "cuda" || runtime == "hip" || runtime == "level_zero") {
+        answer = answer_text(answers, "can_access_peer");
+        peer = yes_no(answer);
+        if (runtime == "hip") {
+          std::string link = answer_text(answers, "link_type");
+          if (!link.empty() && link.find("LINK_INFO_TYPE_") != std::string::npos) e.xgmi = link.ends_with("XGMI");
+        }
+      }
+      int rank = peer_preference(runtime);
+      if (peer && rank > e.peer_rank) {
+        e.peer_rank = rank, e.peer = peer, e.peer_runtime = runtime;
+        e.peer_answer = answer == "ok" || answer == "not_supported" ? "" : answer;
+      }
+      if (answers.contains("copy")) read_copy(in, answers["copy"], pw + ".answers.copy", runtime, answers, e);
+    }
+  }
+  if (mirror) set_if(out.facts.all, "runtime.host_mirror_per_byte", *mirror);
+  for (const auto& [key, e] : evidence) {
+    policy::FactSet& f = out.facts.pairs[key];
+    if (e.peer) {
+      f.set("vendor.peer_supported", *e.peer);
+      f.set("vendor.peer_runtime", e.peer_runtime);
+      if (!e.peer_answer.empty()) set_if(f, "vendor.peer_answer", e.peer_answer);
+    }
+    if (e.nvlink) f.set("vendor.nvlink", *e.nvlink);
+    if (e.xgmi) f.set("vendor.xgmi", *e.xgmi);
+    if (!e.copy_result.empty()) {
+      f.set("vendor.copy_result", e.copy_result);
+      f.set("vendor.copy_verified", e.copy_result == "verified");
+      f.set("vendor.copy_runtime", e.copy_runtime);
+      if (!e.copy_error.empty()) set_if(f, "vendor.copy_error", e.copy_error);
+      if (e.copy_gbps) set_if(f, "vendor.copy_gbps", *e.copy_gbps);
+      if (e.staged_gbps) set_if(f, "vendor.copy_staged_gbps", *e.staged_gbps);
+      set_if(f, "vendor.copy_mismatched_bytes", whole_bytes(e.mismatched));
+    }
+    if (f.entries().empty()) out.facts.pairs.erase(key);
+  }
+  return out;
+}
+
+nlohmann::json parse_probe_document(std::string_view text, const std::string& origin) {
+  constexpr int kMaxDepth = 16;
+  constexpr size_t kMaxValues = 4u << 20;
+  size_t values = 0;
+  auto bound = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
+    using Event = nlohmann::json::parse_event_t;
+    if (depth > kMaxDepth)
+      throw InputError(fmt::format("{}: nested deeper than {} levels", escape_text(origin), kMaxDepth));
+    if ((event == Event::value || event == Event::object_start || event == Event::array_start) && ++values > kMaxValues)
+      throw InputError(fmt::format("{}: more than {} values", escape_text(origin), kMaxValues));
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text.begin(), text.end(), bound);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: not the probe's JSON: {}", escape_text(origin), escape_text(e.what())));
+  }
+}
+
+}  // namespace p2paudit::probe
