@@ -117,6 +117,8 @@ std::vector<RuleCase> cases() {
                      {"path.relation", "same_host_bridge"}})},
       {"xe-runtime-pins-peer-mirror", with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.09.37435.1"}}),
        with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.05.37020.3"}})},
+      {"measured-host-mirror", with(base(), {{"runtime.host_mirror_per_byte", 1.02}}),
+       with(base(), {{"runtime.host_mirror_per_byte", 0.01}})},
       {"xe-peer-usm-on-old-kernel",
        with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.14.1.1"}, {"kernel.release", "7.0.0-22-generic"}}),
        with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.14.1.1"}, {"kernel.release", "7.1.3"}})},

@@ -3,6 +3,7 @@
 // prediction against the answer (docs/probe.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -409,6 +410,21 @@ TEST(ProbeRecording, H200SnapshotWithProbeDecidesTheSameHere) {
   EXPECT_EQ(pair["facts"]["vendor.copy_result"], "verified");
   EXPECT_EQ(pair["facts"]["vendor.copy_runtime"], "cuda");
   EXPECT_GT(pair["facts"]["vendor.copy_gbps"].get<double>(), 300);
+}
+
+// probe --mirror stored by snapshot --probe: the measured host mirror is what the advisory reads.
+TEST(ProbeReality, MeasuredHostMirrorWarnsFromTheSnapshot) {
+  B70SeedMachine machine;
+  std::string dir = machine.dir(), snap = dir + "-mirror.tar.gz";
+  auto r = test::run_command(ze_env("mirror") + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(dir) +
+                             " snapshot --probe --mirror --size 16MiB -o " + test::shell_quote(snap) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(snap) +
+                        " check --format json 0000:03:00.0 0000:07:00.0");
+  fs::remove(snap);
+  auto d = json::parse(r.output);
+  EXPECT_GE(d["facts"]["runtime.host_mirror_per_byte"].get<double>(), 0.8);
+  EXPECT_NE(std::find(d["rules"].begin(), d["rules"].end(), "measured-host-mirror"), d["rules"].end()) << d["rules"];
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "--lspci-dump " + dump() + " topology", "--lspci-dump " + dump() + " matrix --all",
                       "--lspci-dump " + dump() + " --dump-cpu AuthenticAMD:25:1 policy --all",
                       // the live machine, whatever it has
-                      "topology", "", "matrix --all"),
+                      "topology", "", "matrix --all", "policy --no-probe --all"),
     [](const auto& info) { return "case" + std::to_string(info.index); });
 
 TEST(ReadOnlyGuardSnapshot, WritesOnlyTheNamedOutput) {
