@@ -33,6 +33,9 @@ using json = nlohmann::json;
 const char* kH200Dir = "machines/h200x2-firecracker-vm";
 
 std::string h200_sysroot() { return test::data_path(std::string(kH200Dir) + "/sysroot.tar.gz"); }
+std::string recording(const std::string& file) {
+  return test::data_path(std::string(kH200Dir) + "/copy-2026-11-22/" + file);
+}
 std::string recorded_probe() { return test::data_path(std::string(kH200Dir) + "/probe-2026-11-22/probe.json"); }
 
 std::string read_file(const std::string& path) {
@@ -341,15 +344,57 @@ TEST(ProbeReality, HangAndCrashInTheCopyAreSurvivedAndDecideHostStaged) {
     EXPECT_EQ(std::get<std::string>(*f.get("vendor.copy_result")), "failed") << scenario;
     EXPECT_NE(std::get<std::string>(*f.get("vendor.copy_error")).find(std::string(scenario) == "copy_hang" ? "hung" : "crashed"),
               std::string::npos);
+    // The decision that follows: the failed copy, ahead of every other rule.
+    Sysroot root = Sysroot::open(machine.dir());
+    Topology topo = read_topology(root);
+    KernelRules kernel = load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", topo.platform, {});
+    auto rules = policy::RuleSet::load(policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
+    auto d = policy::decide_pair(topo, kernel, rules, &facts.facts, *resolve_function(topo, "0000:03:00.0"),
+                                 *resolve_function(topo, "0000:07:00.0"));
+    EXPECT_EQ(d.decision.rule, "copy-failed") << scenario;
+    EXPECT_EQ(d.decision.action, policy::Action::kHostStaged);
   }
+}
+
+// The NVIDIA fakes: a corrupt CUDA peer copy stored by snapshot --probe --copy overrides NVLink.
+TEST(ProbeReality, CorruptCudaCopyOverridesNvlinkInTheSnapshot) {
+  UnpackedH200 source;
+  std::string out = source.dir() + "-cuda-corrupt.tar.gz";
+  auto r = test::run_command(fakes_env("copy_corrupt") + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(source.dir()) +
+                             " snapshot --probe --copy --size 1MiB --repeat 1 -o " + test::shell_quote(out) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(out) + " check --format json gpu0 gpu1");
+  fs::remove(out);
+  EXPECT_EQ(r.status, 1);
+  auto d = json::parse(r.output);
+  EXPECT_EQ(d["rule"], "copy-corrupt");
+  EXPECT_EQ(d["facts"]["vendor.nvlink"], true) << "NVLink said yes, and lost";
+  EXPECT_EQ(d["facts"]["vendor.copy_runtime"], "cuda");
+}
+
+// NVML's memory size is a device fact: the BAR comparison of the vendor gates can be made.
+TEST(ProbeFacts, NvmlMemorySizeMeetsTheSysfsBar) {
+  json doc = json::parse(read_file(recording("probe-copy.json")));
+  auto facts = probe::runtime_facts(doc, "recording");
+  Sysroot root = Sysroot::open(h200_sysroot());
+  Topology topo = read_topology(root);
+  KernelRules kernel = load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", topo.platform, {});
+  auto rules = policy::RuleSet::load(policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
+  size_t gpu0 = *resolve_function(topo, "gpu0"), nic0 = *resolve_function(topo, "nic0");
+  auto d = policy::decide_pair(topo, kernel, rules, &facts.facts, gpu0, nic0);
+  EXPECT_EQ(std::get<std::int64_t>(*d.facts.get("provider.memory_size")), std::int64_t{143771} << 20);
+  EXPECT_EQ(std::get<bool>(*d.facts.get("provider.bar_covers_memory")), true) << "a 256 GiB BAR1";
+  // A GPU whose memory outgrows its BAR (as NVML would report it) is caught.
+  for (auto& rt : doc["runtimes"])
+    if (rt["runtime"] == "nvml") rt["devices"][0]["memory_total_bytes"] = std::int64_t{512} << 30;
+  facts = probe::runtime_facts(doc, "recording");
+  d = policy::decide_pair(topo, kernel, rules, &facts.facts, gpu0, nic0);
+  EXPECT_EQ(std::get<bool>(*d.facts.get("provider.bar_covers_memory")), false);
 }
 
 // The real 2x H200 run (copy-2026-11-22/SOURCE.md): policy with no flags decides the GPU pair peer
 // by NVLink, the copy test is verified both ways, and its peer bandwidth is within 10% of the plain
 // CUDA peer copy measured in the same run.
-std::string recording(const std::string& file) {
-  return test::data_path(std::string(kH200Dir) + "/copy-2026-11-22/" + file);
-}
 
 TEST(ProbeRecording, H200PolicyWithNoFlagsIsPeerByNvlink) {
   json policy = json::parse(read_file(recording("policy.json")));
