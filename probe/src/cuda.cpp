@@ -112,18 +112,11 @@ struct Cuda {
     return cuda_error_name(code);
   }
   nlohmann::json failure(const std::string& phase, CUresult code) const {
-    nlohmann::json f = {{"phase", phase}, {"code", code}, {"name", code_name(code)}};
     const char* s = nullptr;
-    if (error_string && error_string(code, &s) == kCudaSuccess && s) f["description"] = s;
-    return {{"failed", f}};
+    if (!error_string || error_string(code, &s) != kCudaSuccess) s = nullptr;
+    return detail::failed_call(phase, code, code_name(code), s);
   }
 };
-
-template <typename F>
-bool load(void* lib, const char* symbol, F& out) {
-  out = reinterpret_cast<F>(dlsym(lib, symbol));
-  return out != nullptr;
-}
 
 // dlopen, dlsym and cuInit: nullopt when CUDA is ready, else the session's answer
 // ({"absent": why} or {"failed": ...}).
@@ -136,32 +129,32 @@ std::optional<nlohmann::json> open_cuda(const std::string& library, Cuda& c) {
   }
   isolated_phase("dlsym");
   const char* missing = nullptr;
-  if (!load(lib, "cuInit", c.init)) missing = "cuInit";
-  else if (!load(lib, "cuDriverGetVersion", c.driver_version)) missing = "cuDriverGetVersion";
-  else if (!load(lib, "cuDeviceGetCount", c.count)) missing = "cuDeviceGetCount";
-  else if (!load(lib, "cuDeviceGet", c.get)) missing = "cuDeviceGet";
-  else if (!load(lib, "cuDeviceCanAccessPeer", c.can_access)) missing = "cuDeviceCanAccessPeer";
+  if (!detail::load_symbol(lib, "cuInit", c.init)) missing = "cuInit";
+  else if (!detail::load_symbol(lib, "cuDriverGetVersion", c.driver_version)) missing = "cuDriverGetVersion";
+  else if (!detail::load_symbol(lib, "cuDeviceGetCount", c.count)) missing = "cuDeviceGetCount";
+  else if (!detail::load_symbol(lib, "cuDeviceGet", c.get)) missing = "cuDeviceGet";
+  else if (!detail::load_symbol(lib, "cuDeviceCanAccessPeer", c.can_access)) missing = "cuDeviceCanAccessPeer";
   if (missing)
     return nlohmann::json{
         {"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", missing}}}};
-  load(lib, "cuDeviceGetName", c.name);
-  load(lib, "cuDeviceGetPCIBusId", c.bus_id);
-  load(lib, "cuDeviceGetAttribute", c.attribute);
-  load(lib, "cuDeviceGetP2PAttribute", c.p2p_attribute);
-  load(lib, "cuGetErrorName", c.error_name);
-  load(lib, "cuGetErrorString", c.error_string);
-  load(lib, "cuDevicePrimaryCtxRetain", c.ctx_retain);
-  load(lib, "cuCtxSetCurrent", c.ctx_set);
-  load(lib, "cuCtxSynchronize", c.ctx_sync);
-  load(lib, "cuCtxEnablePeerAccess", c.peer_enable);
-  load(lib, "cuCtxDisablePeerAccess", c.peer_disable);
-  load(lib, "cuMemAlloc_v2", c.mem_alloc);
-  load(lib, "cuMemFree_v2", c.mem_free);
-  load(lib, "cuMemAllocHost_v2", c.host_alloc);
-  load(lib, "cuMemFreeHost", c.host_free);
-  load(lib, "cuMemcpyHtoD_v2", c.htod);
-  load(lib, "cuMemcpyDtoH_v2", c.dtoh);
-  load(lib, "cuMemcpyPeer", c.peer_copy);
+  detail::load_symbol(lib, "cuDeviceGetName", c.name);
+  detail::load_symbol(lib, "cuDeviceGetPCIBusId", c.bus_id);
+  detail::load_symbol(lib, "cuDeviceGetAttribute", c.attribute);
+  detail::load_symbol(lib, "cuDeviceGetP2PAttribute", c.p2p_attribute);
+  detail::load_symbol(lib, "cuGetErrorName", c.error_name);
+  detail::load_symbol(lib, "cuGetErrorString", c.error_string);
+  detail::load_symbol(lib, "cuDevicePrimaryCtxRetain", c.ctx_retain);
+  detail::load_symbol(lib, "cuCtxSetCurrent", c.ctx_set);
+  detail::load_symbol(lib, "cuCtxSynchronize", c.ctx_sync);
+  detail::load_symbol(lib, "cuCtxEnablePeerAccess", c.peer_enable);
+  detail::load_symbol(lib, "cuCtxDisablePeerAccess", c.peer_disable);
+  detail::load_symbol(lib, "cuMemAlloc_v2", c.mem_alloc);
+  detail::load_symbol(lib, "cuMemFree_v2", c.mem_free);
+  detail::load_symbol(lib, "cuMemAllocHost_v2", c.host_alloc);
+  detail::load_symbol(lib, "cuMemFreeHost", c.host_free);
+  detail::load_symbol(lib, "cuMemcpyHtoD_v2", c.htod);
+  detail::load_symbol(lib, "cuMemcpyDtoH_v2", c.dtoh);
+  detail::load_symbol(lib, "cuMemcpyPeer", c.peer_copy);
 
   isolated_phase("cuInit");
   if (auto rc = c.init(0); rc != kCudaSuccess) return c.failure("cuInit", rc);

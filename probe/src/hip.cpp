@@ -71,18 +71,9 @@ struct Hip {
     return hip_error_name(code);
   }
   nlohmann::json failure(const std::string& phase, hipError_t code) const {
-    nlohmann::json f = {{"phase", phase}, {"code", code}, {"name", code_name(code)}};
-    if (error_string)
-      if (const char* s = error_string(code)) f["description"] = s;
-    return {{"failed", f}};
+    return detail::failed_call(phase, code, code_name(code), error_string ? error_string(code) : nullptr);
   }
 };
-
-template <typename F>
-bool load(void* lib, const char* symbol, F& out) {
-  out = reinterpret_cast<F>(dlsym(lib, symbol));
-  return out != nullptr;
-}
 
 // The library names tried in order: the override alone, or the development symlink and then the
 // runtime packages' own names (ROCm 6, ROCm 5), since a machine without the -dev package has only those.
@@ -115,17 +106,17 @@ nlohmann::json hip_session(size_t first_pair) {
   Hip h;
   isolated_phase("dlsym");
   const char* missing = nullptr;
-  if (!load(lib, "hipInit", h.init)) missing = "hipInit";
-  else if (!load(lib, "hipDriverGetVersion", h.driver_version)) missing = "hipDriverGetVersion";
-  else if (!load(lib, "hipGetDeviceCount", h.count)) missing = "hipGetDeviceCount";
-  else if (!load(lib, "hipDeviceCanAccessPeer", h.can_access)) missing = "hipDeviceCanAccessPeer";
+  if (!detail::load_symbol(lib, "hipInit", h.init)) missing = "hipInit";
+  else if (!detail::load_symbol(lib, "hipDriverGetVersion", h.driver_version)) missing = "hipDriverGetVersion";
+  else if (!detail::load_symbol(lib, "hipGetDeviceCount", h.count)) missing = "hipGetDeviceCount";
+  else if (!detail::load_symbol(lib, "hipDeviceCanAccessPeer", h.can_access)) missing = "hipDeviceCanAccessPeer";
   if (missing)
     return {{"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", missing}}}};
-  load(lib, "hipDeviceGetName", h.name);
-  load(lib, "hipDeviceGetPCIBusId", h.bus_id);
-  load(lib, "hipExtGetLinkTypeAndHopCount", h.link);  // AMD's extension; absent from older HIP
-  load(lib, "hipGetErrorName", h.error_name);
-  load(lib, "hipGetErrorString", h.error_string);
+  detail::load_symbol(lib, "hipDeviceGetName", h.name);
+  detail::load_symbol(lib, "hipDeviceGetPCIBusId", h.bus_id);
+  detail::load_symbol(lib, "hipExtGetLinkTypeAndHopCount", h.link);  // AMD's extension; absent from older HIP
+  detail::load_symbol(lib, "hipGetErrorName", h.error_name);
+  detail::load_symbol(lib, "hipGetErrorString", h.error_string);
 
   isolated_phase("hipInit");
   // ROCm installed on a machine without an AMD GPU: hipInit answers hipErrorNoDevice (100), or

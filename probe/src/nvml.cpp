@@ -104,18 +104,9 @@ struct Nvml {
   nvmlReturn_t (*bar1)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
 
   nlohmann::json failure(const std::string& phase, nvmlReturn_t code) const {
-    nlohmann::json f = {{"phase", phase}, {"code", code}, {"name", nvml_error_name(code)}};
-    if (error_string)
-      if (const char* s = error_string(code)) f["description"] = s;
-    return {{"failed", f}};
+    return detail::failed_call(phase, code, nvml_error_name(code), error_string ? error_string(code) : nullptr);
   }
 };
-
-template <typename F>
-bool load(void* lib, const char* symbol, F& out) {
-  out = reinterpret_cast<F>(dlsym(lib, symbol));
-  return out != nullptr;
-}
 
 std::string fixed_string(const char* s, size_t max) {
   size_t n = 0;
@@ -134,21 +125,21 @@ nlohmann::json nvml_session(const std::string& library, size_t first_pair) {
   Nvml n;
   isolated_phase("dlsym");
   const char* missing = nullptr;
-  if (!load(lib, "nvmlInit_v2", n.init)) missing = "nvmlInit_v2";
-  else if (!load(lib, "nvmlSystemGetDriverVersion", n.driver_version)) missing = "nvmlSystemGetDriverVersion";
-  else if (!load(lib, "nvmlDeviceGetCount_v2", n.count)) missing = "nvmlDeviceGetCount_v2";
-  else if (!load(lib, "nvmlDeviceGetHandleByIndex_v2", n.handle)) missing = "nvmlDeviceGetHandleByIndex_v2";
-  else if (!load(lib, "nvmlDeviceGetP2PStatus", n.p2p)) missing = "nvmlDeviceGetP2PStatus";
+  if (!detail::load_symbol(lib, "nvmlInit_v2", n.init)) missing = "nvmlInit_v2";
+  else if (!detail::load_symbol(lib, "nvmlSystemGetDriverVersion", n.driver_version)) missing = "nvmlSystemGetDriverVersion";
+  else if (!detail::load_symbol(lib, "nvmlDeviceGetCount_v2", n.count)) missing = "nvmlDeviceGetCount_v2";
+  else if (!detail::load_symbol(lib, "nvmlDeviceGetHandleByIndex_v2", n.handle)) missing = "nvmlDeviceGetHandleByIndex_v2";
+  else if (!detail::load_symbol(lib, "nvmlDeviceGetP2PStatus", n.p2p)) missing = "nvmlDeviceGetP2PStatus";
   if (missing)
     return {{"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", missing}}}};
-  load(lib, "nvmlShutdown", n.shutdown);
-  load(lib, "nvmlErrorString", n.error_string);
-  load(lib, "nvmlDeviceGetPciInfo_v3", n.pci);
-  load(lib, "nvmlDeviceGetName", n.name);
-  load(lib, "nvmlDeviceGetNvLinkState", n.link_state);
-  load(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", n.link_remote);
-  load(lib, "nvmlDeviceGetMemoryInfo", n.memory);
-  load(lib, "nvmlDeviceGetBAR1MemoryInfo", n.bar1);
+  detail::load_symbol(lib, "nvmlShutdown", n.shutdown);
+  detail::load_symbol(lib, "nvmlErrorString", n.error_string);
+  detail::load_symbol(lib, "nvmlDeviceGetPciInfo_v3", n.pci);
+  detail::load_symbol(lib, "nvmlDeviceGetName", n.name);
+  detail::load_symbol(lib, "nvmlDeviceGetNvLinkState", n.link_state);
+  detail::load_symbol(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", n.link_remote);
+  detail::load_symbol(lib, "nvmlDeviceGetMemoryInfo", n.memory);
+  detail::load_symbol(lib, "nvmlDeviceGetBAR1MemoryInfo", n.bar1);
 
   isolated_phase("nvmlInit_v2");
   if (auto rc = n.init(); rc != kNvmlSuccess) return n.failure("nvmlInit_v2", rc);

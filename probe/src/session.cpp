@@ -14,6 +14,12 @@ std::string library_path(const char* env_var, const char* default_name) {
   return v && *v ? std::string(v) : std::string(default_name);
 }
 
+nlohmann::json failed_call(const std::string& phase, long long code, const std::string& name, const char* description) {
+  nlohmann::json f = {{"phase", phase}, {"code", code}, {"name", name}};
+  if (description && *description) f["description"] = description;
+  return {{"failed", f}};
+}
+
 std::pair<int, int> ordered_pair(size_t k, int n) {
   int row = static_cast<int>(k / static_cast<size_t>(n - 1));
   int col = static_cast<int>(k % static_cast<size_t>(n - 1));

@@ -10,6 +10,8 @@
 // {"done": true}. Ordered pairs are numbered row by row: (0,1), (0,2)... (1,0), (1,2)...
 #pragma once
 
+#include <dlfcn.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -36,6 +38,16 @@ RuntimeReport run_session(const std::string& runtime, const std::string& library
 // were not asked gets "not_asked", like the pairs after kMaxPairFailures such failures.
 void run_pair_task(RuntimeReport& report, const std::string& key, const ProbeOptions& options,
                    const std::function<nlohmann::json(const std::vector<std::pair<int, int>>& pairs)>& session);
+
+// dlsym() into a typed function pointer; false when the library lacks the symbol.
+template <typename F>
+bool load_symbol(void* library, const char* symbol, F& out) {
+  out = reinterpret_cast<F>(dlsym(library, symbol));
+  return out != nullptr;
+}
+
+// A session's answer for a call that failed: {"failed": {"phase", "code", "name", "description"?}}.
+nlohmann::json failed_call(const std::string& phase, long long code, const std::string& name, const char* description);
 
 // The library to open: $env_var when set and not empty, else default_name.
 std::string library_path(const char* env_var, const char* default_name);
