@@ -16,6 +16,13 @@ int run_matrix(const GlobalOptions& global, bool all) {
   KernelRules rules = load_kernel_rules(global, topo);
   auto devices = matrix_devices(topo, all);
   auto pairs = matrix_verdicts(topo, rules, devices);
+  if (global.diff) {
+    MachineAsRead as_read = load_machine_as_read(global);
+    auto before = matrix_verdicts(as_read.topo, as_read.kernel, matrix_devices(as_read.topo, all));
+    print_changes(global, topo, kernel_verdict_changes(as_read.topo, as_read.kernel, before, topo, rules, pairs),
+                  as_read.kernel, rules);
+    return kExitOk;
+  }
   if (global.format == "json")
     std::cout << json_text(matrix_json(topo, rules, devices, pairs)) << "\n";
   else

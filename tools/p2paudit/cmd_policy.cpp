@@ -11,6 +11,7 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
+#include "p2paudit/policy/what_if.h"
 
 namespace p2paudit::cli {
 
@@ -49,6 +50,25 @@ policy::PairDecision decide(const Context& ctx, size_t provider, size_t client) 
   return policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr, provider, client);
 }
 
+// --diff: the decisions of the same pairs in the machine as read (the rules and the runtimes'
+// answers are the same; only the what-if options are dropped).
+struct DecisionsAsRead {
+  MachineAsRead machine;
+  std::vector<policy::PairDecision> pairs;
+};
+DecisionsAsRead decide_as_read(const GlobalOptions& global, const Context& ctx,
+                               const std::vector<std::pair<size_t, size_t>>& pairs) {
+  DecisionsAsRead out{load_machine_as_read(global), {}};
+  auto as_read = [&](size_t i) {  // the same function, read once more
+    if (auto j = out.machine.topo.index_of(ctx.topo.functions[i].bdf)) return *j;
+    throw InputError(fmt::format("{} changed while it was read", global.source()));
+  };
+  for (const auto& [p, c] : pairs)
+    out.pairs.push_back(policy::decide_pair(out.machine.topo, out.machine.kernel, ctx.rules,
+                                            ctx.vendor ? &*ctx.vendor : nullptr, as_read(p), as_read(c)));
+  return out;
+}
+
 Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
   std::optional<std::string> stored_probe;
   Context ctx{load_topology(global, &stored_probe), {}, {}, std::nullopt, {}};
@@ -83,6 +103,16 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
   for (const auto& p : devices)
     for (const auto& c : devices)
       pairs.push_back(decide(ctx, p.index, c.index));
+  if (global.diff) {
+    std::vector<std::pair<size_t, size_t>> indexes;
+    for (const auto& d : pairs) indexes.emplace_back(d.verdict.provider, d.verdict.client);
+    auto as_read = decide_as_read(global, ctx, indexes);
+    print_changes(global, ctx.topo,
+                  policy::decision_changes(as_read.machine.topo, as_read.machine.kernel, as_read.pairs, ctx.topo,
+                                           ctx.kernel, pairs),
+                  as_read.machine.kernel, ctx.kernel);
+    return kExitOk;
+  }
   if (global.format == "env") {
     std::cout << policy::env_exports(ctx.topo, pairs);
   } else if (global.format == "json") {
@@ -112,16 +142,32 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
   auto d = decide(ctx, provider, client);
   bool ok = args.require == "peer" ? d.decision.action == policy::Action::kPeer
                                    : d.decision.action != policy::Action::kDeny;
+  std::optional<PairChange> what_if;  // --diff: this pair in the machine as read -> under the options
+  std::vector<std::string> assumed;
+  if (global.diff) {
+    auto as_read = decide_as_read(global, ctx, {{provider, client}});
+    what_if = policy::decision_change(as_read.machine.topo, as_read.machine.kernel, as_read.pairs.front(), ctx.topo,
+                                      ctx.kernel, d);
+    assumed = notes_added(as_read.machine.kernel, ctx.kernel);
+  }
   if (global.format == "json") {
     auto j = policy::pair_decision_json(ctx.topo, d);
     j["require"] = args.require;
     j["runtime_probe"] = runtimes_json(ctx.runtimes);
     j["satisfied"] = ok;
+    if (what_if) j["what_if"] = {{"changed", what_if->before != what_if->after},
+                                 {"change", change_json(ctx.topo, *what_if)}, {"notes", assumed}};
     std::cout << dump_json(j);
   } else {
     std::cout << fmt::format("{}: {} -> {}: {} ({})\n", ok ? "yes" : "no", ctx.topo.functions[provider].bdf.str(),
                              ctx.topo.functions[client].bdf.str(), policy::to_string(d.decision.action),
                              d.decision.reason);
+    if (what_if) {
+      std::cout << (what_if->before != what_if->after ? "what-if: " + change_line(ctx.topo, *what_if)
+                                                      : "what-if: unchanged against the machine as read")
+                << "\n";
+      for (const auto& note : assumed) std::cout << "Note: " << note << "\n";
+    }
   }
   return ok ? kExitOk : kExitNo;
 }

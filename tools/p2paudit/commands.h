@@ -12,6 +12,7 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/topology.h"
+#include "p2paudit/what_if.h"
 
 namespace p2paudit::cli {
 
@@ -21,6 +22,8 @@ struct GlobalOptions {
   std::string kernel;                           // --kernel X.Y overrides the sysroot's release
   std::vector<std::string> kernel_rules;        // --kernel-rules FILE (repeatable)
   std::vector<std::string> assume_whitelisted;  // --assume-whitelisted VVVV:DDDD[:same-host-bridge]
+  std::vector<std::string> assume_acs_off;      // --assume-acs-off BDF...|all: as booted with pci=disable_acs_redir=
+  bool diff = false;                            // --diff: only the pairs the what-if options above change
   std::string rules_dir;                        // --rules-dir DIR (default: installed or source rules/)
 
   // An lspci dump instead of a sysroot (--lspci-dump FILE), and what a dump cannot tell.
@@ -28,9 +31,9 @@ struct GlobalOptions {
   std::string dump_cpu;                         // --dump-cpu VENDOR:FAMILY[:MODEL] or an architecture
   std::string dump_iommu;                       // --dump-iommu off|passthrough|translated
   std::vector<std::string> dump_host_bridges;   // --dump-host-bridge DDDD:BB (repeatable)
-  // Where a dump's assumptions are stated, once, set when the command is known: the topology's
-  // findings (topology, the audit), the kernel rules' notes (matrix, explain, policy JSON), or
-  // stderr (policy text and env, check: their output carries neither).
+  // Where a dump's assumptions (and --assume-acs-off's) are stated, once, set when the command is
+  // known: the topology's findings (topology, the audit), the kernel rules' notes (matrix, explain,
+  // policy JSON, every --diff), or stderr (policy text and env, check: their output carries neither).
   enum class DumpNotes { kFindings, kKernelNotes, kStderr };
   DumpNotes dump_notes = DumpNotes::kFindings;
 
@@ -76,6 +79,20 @@ struct RuntimeEvidence {
 RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optional<std::string>& stored_probe,
                                  bool no_probe);
 
+// --diff (what_if.cpp): the same options without the what-if ones (--assume-whitelisted,
+// --assume-acs-off, --kernel, --kernel-rules), i.e. the machine as read, and what it reads as.
+GlobalOptions machine_as_read(const GlobalOptions& global);
+struct MachineAsRead {
+  Topology topo;
+  KernelRules kernel;
+};
+MachineAsRead load_machine_as_read(const GlobalOptions& global);
+// The what-if options given, each as typed ("--assume-acs-off 0000:00:01.0"); empty when none.
+std::vector<std::string> what_if_options(const GlobalOptions& global);
+// Prints --diff's answer in the --format asked: the changes and the notes the options added.
+void print_changes(const GlobalOptions& global, const Topology& topo, const std::vector<PairChange>& changes,
+                   const KernelRules& before, const KernelRules& after);
+
 // The default view when no command is given.
 int run_audit(const GlobalOptions& global);
 
@@ -87,6 +104,9 @@ void add_explain_command(CLI::App& app, const GlobalOptions& global, int* status
 void add_rules_command(CLI::App& app, const GlobalOptions& global, int* status);
 void add_policy_command(CLI::App& app, const GlobalOptions& global, int* status);  // policy and check
 void add_probe_command(CLI::App& app, const GlobalOptions& global, int* status);   // docs/probe.md
+void add_whitelist_command(CLI::App& app, const GlobalOptions& global, int* status);  // docs/whitelist.md
+void add_report_command(CLI::App& app, const GlobalOptions& global, int* status);     // docs/fleet.md
+void add_aggregate_command(CLI::App& app, const GlobalOptions& global, int* status);  // docs/fleet.md
 
 // Exit statuses scripts can rely on.
 inline constexpr int kExitOk = 0;

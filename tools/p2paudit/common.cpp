@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "p2paudit/assumptions.h"
 #include "p2paudit/dump_topology.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
@@ -37,9 +38,8 @@ DumpAssumptions dump_assumptions(const GlobalOptions& global) {
   return a;
 }
 
-}  // namespace
-
-Topology load_topology(const GlobalOptions& global, std::optional<std::string>* stored_probe) {
+// The topology as the sysroot or the dump reads, before any what-if assumption.
+Topology read_machine(const GlobalOptions& global, std::optional<std::string>* stored_probe) {
   if (global.from_dump()) {
     auto assumptions = dump_assumptions(global);
     Topology t = read_dump_topology(global.lspci_dump, assumptions);
@@ -55,6 +55,20 @@ Topology load_topology(const GlobalOptions& global, std::optional<std::string>* 
                                    root.limits().max_file_bytes));
   }
   return read_topology(root);
+}
+
+}  // namespace
+
+Topology load_topology(const GlobalOptions& global, std::optional<std::string>* stored_probe) {
+  Topology t = read_machine(global, stored_probe);
+  if (global.assume_acs_off.empty()) return t;
+  // Stated like a dump's assumptions: always in the findings; on stderr or (load_kernel_rules) in
+  // the kernel notes where the command prints those instead.
+  for (auto& note : assume_acs_redirect_off(t, global.assume_acs_off).notes(t)) {
+    if (global.dump_notes == GlobalOptions::DumpNotes::kStderr) print_error("note: " + note);
+    t.findings.push_back({std::string(kAssumeAcsOffOrigin), std::move(note)});
+  }
+  return t;
 }
 
 bool probe_sysroot_allowed_for_tests() {
@@ -111,6 +125,15 @@ RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optiona
 KernelRules load_kernel_rules(const GlobalOptions& global, const Topology& topo) {
   KernelRules rules = p2paudit::load_kernel_rules(std::filesystem::path(rules_dir(global)) / "kernel", topo.platform,
                                                   {global.kernel, global.kernel_rules, global.assume_whitelisted});
+  if (!global.assume_acs_off.empty()) {
+    if (global.dump_notes == GlobalOptions::DumpNotes::kKernelNotes)
+      for (const auto& f : topo.findings)
+        if (f.path == kAssumeAcsOffOrigin) rules.notes.push_back(f.message);
+    if (auto caveat = acs_redirect_off_caveat(rules.release)) {
+      if (global.dump_notes == GlobalOptions::DumpNotes::kStderr) print_error("note: " + *caveat);
+      else rules.notes.push_back(*caveat);
+    }
+  }
   if (global.from_dump()) {
     // The dump's own statement of the unknown kernel replaces the rules' notes about a sysroot
     // without osrelease or kernel config.

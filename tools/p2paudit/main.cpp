@@ -31,6 +31,12 @@ int main(int argc, char** argv) {
   app.add_option("--kernel-rules", global.kernel_rules, "Extra kernel whitelist YAML (repeatable)");
   app.add_option("--assume-whitelisted", global.assume_whitelisted,
                  "Add a host-bridge whitelist entry VVVV:DDDD[:same-host-bridge] for this run (repeatable)");
+  app.add_option("--assume-acs-off", global.assume_acs_off,
+                 "Analyse as if booted with pci=disable_acs_redir=: ACS RR/CR/EC cleared on these devices "
+                 "(DDDD:BB:DD.F or BB:DD.F, ';'/','-separated, repeatable; pci:VVVV:DDDD) or on all");
+  app.add_flag("--diff", global.diff,
+               "(matrix, policy, check) Only the pairs the what-if options (--assume-*, --kernel, --kernel-rules) "
+               "change against the machine as read: before -> after, and why");
   app.add_option("--rules-dir", global.rules_dir, "Directory of rule data (default: installed rules/)");
 
   int status = kExitOk;
@@ -41,6 +47,9 @@ int main(int argc, char** argv) {
   add_rules_command(app, global, &status);
   add_policy_command(app, global, &status);
   add_probe_command(app, global, &status);
+  add_whitelist_command(app, global, &status);
+  add_report_command(app, global, &status);
+  add_aggregate_command(app, global, &status);
 
   // Checked once parsing is done and before any command runs.
   app.parse_complete_callback([&, sysroot, dump, dump_cpu, dump_iommu, dump_host_bridge] {
@@ -52,21 +61,30 @@ int main(int argc, char** argv) {
     if (!dump->count())
       for (const auto* opt : {dump_cpu, dump_iommu, dump_host_bridge})
         if (opt->count()) throw p2paudit::InputError(opt->get_name() + " describes an lspci dump: it needs --lspci-dump FILE");
-    if (!dump->count()) return;
-    if (global.lspci_dump.empty()) throw p2paudit::InputError("--lspci-dump: empty file name");
-    if (app.got_subcommand("snapshot"))
-      throw p2paudit::InputError("snapshot captures a machine's sysfs and /proc; an lspci dump has neither: "
-                                 "send the dump itself");
-    if (!global.dump_cpu.empty()) p2paudit::DumpCpu::parse(global.dump_cpu);  // a bad value fails before any work
+    const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name();
+    if (global.diff) {
+      if (command != "matrix" && command != "policy" && command != "check")
+        throw p2paudit::InputError("--diff is answered by matrix, policy and check");
+      if (what_if_options(global).empty())
+        throw p2paudit::InputError("--diff compares the machine as read with --assume-acs-off, --assume-whitelisted, "
+                                   "--kernel or --kernel-rules: give at least one");
+      if (global.format == "env") throw p2paudit::InputError("--diff prints text or json, not env");
+    }
     using Notes = GlobalOptions::DumpNotes;
-    if (app.got_subcommand("matrix") || app.got_subcommand("explain"))
+    if (command == "matrix" || command == "explain" || command == "whitelist" || global.diff)
       global.dump_notes = Notes::kKernelNotes;
-    else if (app.got_subcommand("policy"))
+    else if (command == "policy")
       global.dump_notes = global.format == "json" ? Notes::kKernelNotes : Notes::kStderr;
-    else if (app.got_subcommand("check"))
+    else if (command == "check")
       global.dump_notes = Notes::kStderr;
     else
       global.dump_notes = Notes::kFindings;  // topology and the audit print the topology's findings
+    if (!dump->count()) return;
+    if (global.lspci_dump.empty()) throw p2paudit::InputError("--lspci-dump: empty file name");
+    if (command == "snapshot")
+      throw p2paudit::InputError("snapshot captures a machine's sysfs and /proc; an lspci dump has neither: "
+                                 "send the dump itself");
+    if (!global.dump_cpu.empty()) p2paudit::DumpCpu::parse(global.dump_cpu);  // a bad value fails before any work
   });
 
   try {

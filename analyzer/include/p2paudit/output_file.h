@@ -1,0 +1,105 @@
+// Files the tool writes (snapshot -o, report -o): written as a temporary file beside the output
+// and renamed into place, so readers never see half a file and an interrupt leaves the old one.
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "p2paudit/errors.h"
+
+namespace p2paudit {
+
+// The output file is written as a temporary file beside it and renamed into place, so a failure
+// or an interrupt leaves any old file as it was; the name is never followed if it is a symlink.
+class OutputFile {
+ public:
+  OutputFile(const std::string& path, bool force) : path_(path), force_(force) {
+    struct stat st{};
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (S_ISLNK(st.st_mode)) throw InputError(fmt::format("{}: is a symlink; refusing to write through it", path));
+      if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: exists and is not a regular file", path));
+      if (!force) throw InputError(fmt::format("{}: exists; use --force to replace it", path));
+    }
+    std::filesystem::path p(path);
+    std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    temp_ = fmt::format("{}/.{}.XXXXXX", dir, p.filename().string());
+    fd_ = ::mkostemp(temp_.data(), O_CLOEXEC);  // O_EXCL, mode 0600: nobody else reads a half-written capture
+    if (fd_ < 0) throw InputError(fmt::format("{}: cannot create a file in {}: {}", path, dir, std::strerror(errno)));
+    arm_cleanup(temp_);
+  }
+  ~OutputFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(temp_.c_str());
+    arm_cleanup("");
+  }
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  int fd() const { return fd_; }
+
+  // All of `data`, retried on short writes and EINTR.
+  void write(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw InputError(fmt::format("{}: cannot write: {}", path_, std::strerror(n < 0 ? errno : EIO)));
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+
+  void commit() {
+    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+      fd_ = -1;
+      throw InputError(fmt::format("{}: cannot write: {}", path_, std::strerror(errno)));
+    }
+    fd_ = -1;
+    // Without --force a file that appeared meanwhile is still kept: rename only if absent.
+    int r = force_ ? ::rename(temp_.c_str(), path_.c_str())
+                   : ::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE);
+    if (r != 0) {
+      if (errno == EEXIST) throw InputError(fmt::format("{}: exists; use --force to replace it", path_));
+      throw InputError(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
+    }
+    committed_ = true;
+  }
+
+ private:
+  // SIGINT or SIGTERM while writing: remove the temporary file, then die of the signal as usual.
+  static inline char pending_[4096];
+  static void on_signal(int sig) {
+    if (pending_[0]) ::unlink(pending_);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+  }
+  static void arm_cleanup(const std::string& temp) {
+    pending_[0] = 0;  // disarmed while the name changes
+    if (temp.empty() || temp.size() >= sizeof pending_) return;
+    std::memcpy(pending_ + 1, temp.c_str() + 1, temp.size());
+    pending_[0] = temp[0];
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction sa{};
+      sa.sa_handler = on_signal;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+  }
+
+  std::string path_;
+  bool force_;
+  std::string temp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace p2paudit

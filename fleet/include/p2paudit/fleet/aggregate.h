@@ -1,0 +1,113 @@
+// `p2paudit aggregate` (docs/fleet.md): many machines' reports and snapshots folded into counts
+// per host-bridge ID, per kernel release and per deciding rule.
+//
+// The state is a commutative monoid: counters and maps of counters, merged by adding. A `--partial`
+// output is the state itself, so folding partial outputs (and raw inputs) in any grouping and any
+// order gives the answer of one run over all the inputs. No report is kept once it is counted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace p2paudit::fleet {
+
+inline constexpr int kAggregateSchemaVersion = 1;
+inline constexpr std::string_view kPartialKind = "p2paudit-aggregate-partial";
+inline constexpr std::string_view kAggregateKind = "p2paudit-aggregate";
+// The key of decisions no rule decided (rule ids are [a-z0-9-]+, so it cannot clash).
+inline constexpr std::string_view kNoRuleKey = "(no rule decided)";
+
+using Counts = std::map<std::string, std::uint64_t>;
+
+// One host-bridge ID ("8086:4c43": the vendor and device of the first device on its root bus).
+struct HostBridgeIdStats {
+  std::string name;                         // the device's name (the smallest seen, for determinism)
+  std::uint64_t machines = 0;               // machines with a host bridge of this ID
+  Counts cpu_models, kernels;               // of those machines
+  std::uint64_t refused_pairs = 0;          // pairs refused at this ID's whitelist check
+  std::uint64_t candidate_machines = 0;     // machines where it is a whitelist candidate
+  std::uint64_t unlockable_pairs = 0;       // pairs its entry would unlock (candidates' pairs)
+  std::uint64_t verified_copies = 0, corrupt_copies = 0, failed_copies = 0;  // on those pairs
+  Counts statuses;                          // each candidate machine's own status
+  Counts fixed_in;                          // release -> machines saying that release has the entry
+
+  void merge(const HostBridgeIdStats& other);
+  // rejected (any corrupt copy), else "fixed in X" (every candidate machine says so), else ready
+  // to submit (a verified copy), else needs evidence; "not a candidate" when no machine had it.
+  std::string status() const;
+};
+
+struct KernelStats {
+  std::uint64_t machines = 0, refused_pairs = 0;
+};
+
+struct DecisionCounts {
+  std::uint64_t peer = 0, host_staged = 0, deny = 0;
+};
+
+struct SkippedInput {
+  std::string input, reason;
+  auto operator<=>(const SkippedInput&) const = default;
+};
+
+struct AggregateState {
+  std::uint64_t machines = 0;
+  std::map<std::string, HostBridgeIdStats> host_bridge_ids;
+  std::map<std::string, KernelStats> kernels;           // by the release whose rules decided
+  std::map<std::string, DecisionCounts> decisions;      // by deciding rule (kNoRuleKey: none)
+  std::vector<SkippedInput> skipped;                    // sorted when rendered
+
+  void merge(const AggregateState& other);
+  // A report (`p2paudit report`) or a partial state (`aggregate --partial`), parsed with bounds.
+  // Each is checked in full before anything is counted: a malformed one throws InputError naming
+  // `origin` and the place, and leaves the state as it was.
+  void add_report(const nlohmann::json& report, const std::string& origin);
+  void add_partial(const nlohmann::json& partial, const std::string& origin);
+
+  // kPartialKind: the state; kAggregateKind: the state with each host-bridge ID's status.
+  nlohmann::ordered_json to_json(bool partial, const std::string& tool_version) const;
+  std::string to_text() const;
+  // One table, columns section,key,field,item,value (docs/fleet.md).
+  std::string to_csv() const;
+};
+
+// A report or partial document's text as JSON: at most 16 levels and 4 M values; InputError
+// naming `origin` otherwise.
+nlohmann::json parse_fleet_json(std::string_view text, const std::string& origin);
+
+struct AggregateProgress {
+  std::uint64_t found = 0;     // inputs found so far (files and sysroot directories)
+  std::uint64_t read = 0;      // counted
+  std::uint64_t skipped = 0;
+  bool finished = false;
+};
+
+struct AggregateOptions {
+  std::string rules_dir;       // kernel/ and the policy files snapshots are analysed with
+  std::string tool_version;    // written into the reports made from snapshots
+  unsigned jobs = 0;           // worker threads; 0: one per hardware thread
+  // Called now and then, and once finished, from one thread at a time; may be empty.
+  std::function<void(const AggregateProgress&)> progress;
+  // Called for each input this run skips (not those carried in from partial outputs), from one
+  // thread at a time; may be empty.
+  std::function<void(const SkippedInput&)> skipped;
+};
+
+struct AggregateResult {
+  AggregateState state;
+  std::uint64_t inputs_read = 0;  // reports, snapshots, sysroots and partial outputs counted
+};
+
+// INPUTs: snapshot archives, sysroot directories, report or partial JSON files, or directories
+// holding them (walked without following links: *.json, *.tar.gz, *.tgz, *.tar; a directory with
+// sys/bus/pci/devices is a sysroot). A bad input is a SkippedInput, never an exception; only the
+// tool's own rules failing to load throws InputError.
+AggregateResult aggregate(const std::vector<std::string>& inputs, const AggregateOptions& options);
+
+}  // namespace p2paudit::fleet

@@ -1,0 +1,76 @@
+// Whitelist candidates for upstream (docs/whitelist.md): the host bridges whose absence from the
+// kernel's P2PDMA whitelist is what refuses peer DMA for at least one pair, with the pairs an
+// entry would unlock and the evidence for it, and the kernel table line and commit message a
+// developer would send.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/policy/facts.h"
+#include "p2paudit/topology.h"
+
+namespace p2paudit::fleet {
+
+// One pair an entry would unlock: refused today, THRU_HOST_BRIDGE with the entry added.
+struct UnlockedPair {
+  size_t provider = 0, client = 0;          // topology indices
+  bool same_host_bridge = false;            // provider and client sit under one host bridge
+  std::vector<std::string> acs_redirect;    // BDFs redirecting on the path ("" list: none)
+  std::string copy_result;                  // vendor.copy_result in the evidence ("" none)
+  std::optional<double> copy_gbps, staged_gbps;
+};
+
+enum class CandidateStatus {
+  kReadyToSubmit,   // a verified peer copy through this host bridge is in the evidence
+  kNeedsEvidence,   // no verified copy (missing says what and why)
+  kRejected,        // a copy through it delivered wrong data or failed
+  kFixedIn,         // a later kernel release has the entry (fixed_in)
+};
+const char* to_string(CandidateStatus s);  // "ready to submit", "needs evidence", "rejected", "fixed in"
+
+struct WhitelistCandidate {
+  uint16_t vendor = 0, device = 0;          // the host bridge's root device, as the kernel matches it
+  std::string name;                         // libpci's name for it
+  std::vector<std::string> host_bridges;    // "pci0000:00"... where it is the root device
+  bool needs_same_host_bridge = false;      // every unlocked pair shares one host bridge: REQ_SAME_HOST_BRIDGE
+  std::vector<UnlockedPair> pairs;
+  CandidateStatus status = CandidateStatus::kNeedsEvidence;
+  std::string fixed_in;                     // kFixedIn: "7.2" (and what the entry says there)
+  std::vector<std::string> missing;         // what evidence is missing and why it matters
+  std::vector<std::string> reports;         // public reports about this host bridge (rules data)
+  std::string id() const;                   // "8086:4c43"
+};
+
+// The machine-wide context printed with the candidates.
+struct CandidateContext {
+  std::string kernel_release, cpu_vendor, cpu_model_name, iommu_mode;
+  std::optional<int> cpu_family, cpu_model;
+};
+
+struct WhitelistOptions {
+  bool all_functions = false;  // every PCI function, not only the devices the matrix shows
+};
+
+// Candidates for this machine, by host-bridge ID. A pair counts only when the entry alone turns
+// its verdict from refused to allowed: not where CONFIG_PCI_P2PDMA is off, the kernel predates
+// 4.20, or the verdict is unknown. `evidence` (probe results, vendor facts) may be null.
+std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const KernelRules& kernel,
+                                                     const policy::VendorFactsDocument* evidence,
+                                                     const WhitelistOptions& options = {});
+CandidateContext candidate_context(const Topology& topo, const KernelRules& kernel);
+
+// The table line in the kernel's style: "{PCI_VENDOR_ID_INTEL, 0x4c43, 0}," or with
+// REQ_SAME_HOST_BRIDGE, preceded by a comment line naming the platform.
+std::string kernel_table_line(const WhitelistCandidate& c);
+// A draft commit message in the subsystem's style ("PCI/P2PDMA: Add ... to the whitelist").
+std::string commit_message(const Topology& topo, const CandidateContext& context, const WhitelistCandidate& c);
+
+nlohmann::ordered_json candidate_json(const Topology& topo, const WhitelistCandidate& c);
+
+}  // namespace p2paudit::fleet

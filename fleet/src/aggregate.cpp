@@ -1,0 +1,282 @@
+// `aggregate`: finding the inputs, and a pool of workers that each fold what they read into a state
+// of their own; the states are merged at the end (the merge is commutative, so which worker read
+// which input does not change the answer).
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "p2paudit/errors.h"
+#include "p2paudit/fleet/aggregate.h"
+#include "p2paudit/fleet/report.h"
+#include "p2paudit/input_file.h"
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/policy/evaluate.h"
+#include "p2paudit/sysroot.h"
+
+namespace p2paudit::fleet {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr size_t kMaxJsonInputBytes = 64u << 20;   // a report of a 64-GPU machine is a few MiB
+constexpr int kMaxDirectoryDepth = 32;
+constexpr std::uint64_t kMaxDirectoryEntries = 10'000'000;  // every entry looked at below the inputs
+
+enum class InputKind { kUnknown, kSnapshot, kSysrootDirectory, kJson };
+
+struct Input {
+  std::string path;
+  InputKind kind = InputKind::kUnknown;
+};
+
+// Hands inputs from the walk to the workers; bounded, so the walk never runs far ahead.
+class InputQueue {
+ public:
+  explicit InputQueue(size_t capacity) : capacity_(capacity) {}
+  void push(Input in) {
+    std::unique_lock lock(mutex_);
+    not_full_.wait(lock, [&] { return queue_.size() < capacity_; });
+    queue_.push_back(std::move(in));
+    not_empty_.notify_one();
+  }
+  void close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+    not_empty_.notify_all();
+  }
+  std::optional<Input> pop() {
+    std::unique_lock lock(mutex_);
+    not_empty_.wait(lock, [&] { return !queue_.empty() || closed_; });
+    if (queue_.empty()) return std::nullopt;
+    Input in = std::move(queue_.front());
+    queue_.pop_front();
+    not_full_.notify_one();
+    return in;
+  }
+
+ private:
+  size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable not_empty_, not_full_;
+  std::deque<Input> queue_;
+  bool closed_ = false;
+};
+
+// Progress counters shared by the walk and the workers; the callbacks run under a lock, progress
+// at most every 200 ms and once at the end.
+class Progress {
+ public:
+  explicit Progress(const AggregateOptions& options) : options_(options) {}
+  void found() { ++found_, maybe_report(false); }
+  void read() { ++read_, maybe_report(false); }
+  void skipped(const SkippedInput& s) {
+    ++skipped_;
+    if (options_.skipped) {
+      std::lock_guard lock(mutex_);
+      options_.skipped(s);
+    }
+    maybe_report(false);
+  }
+  void finish() { maybe_report(true); }
+
+ private:
+  void maybe_report(bool finished) {
+    if (!options_.progress) return;
+    std::lock_guard lock(mutex_);
+    auto now = std::chrono::steady_clock::now();
+    if (!finished && now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    options_.progress({found_.load(), read_.load(), skipped_.load(), finished});
+  }
+  const AggregateOptions& options_;
+  std::atomic<std::uint64_t> found_{0}, read_{0}, skipped_{0};
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+bool ends_with(const std::string& s, std::string_view suffix) { return s.ends_with(suffix); }
+
+InputKind kind_by_name(const std::string& path) {
+  if (ends_with(path, ".tar.gz") || ends_with(path, ".tgz") || ends_with(path, ".tar")) return InputKind::kSnapshot;
+  if (ends_with(path, ".json")) return InputKind::kJson;
+  return InputKind::kUnknown;
+}
+
+bool is_sysroot_directory(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_directory(fs::symlink_status(dir / "sys/bus/pci/devices", ec));
+}
+
+// The message of an InputError without the input's own name in front: the name is its own column.
+std::string reason_of(const std::string& message, const std::string& input) {
+  std::string prefix = escape_text(input) + ": ";
+  return message.starts_with(prefix) ? message.substr(prefix.size()) : message;
+}
+
+class Walk {
+ public:
+  Walk(InputQueue& queue, AggregateState& state, Progress& progress) : queue_(queue), state_(state), progress_(progress) {}
+
+  // An input named on the command line: followed if it is a link (the user named it).
+  void named(const std::string& path) {
+    std::error_code ec;
+    auto status = fs::status(path, ec);
+    if (ec) return skip(path, ec.message());
+    if (fs::is_directory(status)) {
+      if (is_sysroot_directory(path)) return found({path, InputKind::kSysrootDirectory});
+      return directory(path, 0);
+    }
+    if (!fs::is_regular_file(status)) return skip(path, "not a regular file or a directory");
+    found({path, kind_by_name(path)});
+  }
+
+ private:
+  // Below a named directory nothing is followed: a link is not a regular file.
+  void directory(const fs::path& dir, int depth) {
+    if (depth > kMaxDirectoryDepth)
+      return skip(dir.string(), fmt::format("nested deeper than {} directories below the input; not read", kMaxDirectoryDepth));
+    std::error_code ec;
+    fs::directory_iterator it(dir, fs::directory_options::none, ec);
+    if (ec) return skip(dir.string(), ec.message());
+    std::vector<fs::directory_entry> entries;
+    for (; it != fs::directory_iterator(); it.increment(ec)) {
+      if (ec) return skip(dir.string(), ec.message());
+      if (++entries_ > kMaxDirectoryEntries)
+        return skip(dir.string(), fmt::format("more than {} directory entries below the inputs; the rest was not read",
+                                              kMaxDirectoryEntries));
+      entries.push_back(*it);
+    }
+    std::sort(entries.begin(), entries.end());  // the same order on every run
+    for (const auto& e : entries) {
+      std::string path = e.path().string();
+      auto status = e.symlink_status(ec);
+      if (ec) {
+        skip(path, ec.message());
+      } else if (fs::is_directory(status)) {
+        if (is_sysroot_directory(e.path())) found({path, InputKind::kSysrootDirectory});
+        else directory(e.path(), depth + 1);
+      } else if (InputKind kind = kind_by_name(path); kind != InputKind::kUnknown) {
+        if (fs::is_regular_file(status)) found({path, kind});
+        else skip(path, "not a regular file (links and special files below a directory are not followed)");
+      }  // other files (notes, logs) beside the inputs are not inputs
+    }
+  }
+
+  void found(Input in) {
+    progress_.found();
+    queue_.push(std::move(in));
+  }
+  void skip(const std::string& path, const std::string& reason) {
+    state_.skipped.push_back({escape_text(path), reason});
+    progress_.skipped(state_.skipped.back());
+  }
+
+  InputQueue& queue_;
+  AggregateState& state_;
+  Progress& progress_;
+  std::uint64_t entries_ = 0;
+};
+
+struct Analysis {
+  KernelRuleData kernel_data;
+  policy::RuleSet rules;
+  std::string tool_version;
+};
+
+// A file named without a telling suffix: a gzip or tar header is a snapshot, anything else JSON.
+InputKind sniff(const std::string& text) {
+  if (text.size() >= 2 && static_cast<unsigned char>(text[0]) == 0x1f && static_cast<unsigned char>(text[1]) == 0x8b)
+    return InputKind::kSnapshot;
+  if (text.size() >= 262 && text.compare(257, 5, "ustar") == 0) return InputKind::kSnapshot;
+  return InputKind::kJson;
+}
+
+// Folds one input into `state`; true when it was counted, false when it was skipped (and listed).
+bool fold(const Input& in, const Analysis& analysis, AggregateState& state, Progress& progress) {
+  try {
+    InputKind kind = in.kind;
+    std::string text;
+    if (kind == InputKind::kJson || kind == InputKind::kUnknown) {
+      text = read_input_file(in.path, kMaxJsonInputBytes);
+      if (kind == InputKind::kUnknown) kind = sniff(text);
+    }
+    if (kind == InputKind::kJson) {
+      json doc = parse_fleet_json(text, in.path);
+      text.clear();
+      json document_kind = doc.is_object() ? doc.value("kind", json()) : json();
+      if (document_kind == std::string(kPartialKind)) state.add_partial(doc, in.path);
+      else if (document_kind == std::string(kReportKind)) state.add_report(doc, in.path);
+      else throw InputError(fmt::format("{}: neither a p2paudit report nor an `aggregate --partial` output (\"kind\")",
+                                        escape_text(in.path)));
+      progress.read();
+      return true;
+    }
+    Sysroot root = Sysroot::open(in.path);
+    auto report = sysroot_report(root, analysis.kernel_data, analysis.rules, {analysis.tool_version, true});
+    // Through the same reader as a report file, so a snapshot and its report count the same.
+    state.add_report(json(std::move(report)), in.path);
+    progress.read();
+    return true;
+  } catch (const InputError& e) {
+    state.skipped.push_back({escape_text(in.path), reason_of(e.what(), in.path)});
+  } catch (const std::exception& e) {
+    // Never fatal: an input that trips anything else is still one bad input among thousands.
+    state.skipped.push_back({escape_text(in.path), std::string("cannot be read: ") + escape_text(e.what())});
+  }
+  progress.skipped(state.skipped.back());
+  return false;
+}
+
+}  // namespace
+
+AggregateResult aggregate(const std::vector<std::string>& inputs, const AggregateOptions& options) {
+  Analysis analysis{load_kernel_rule_data(fs::path(options.rules_dir) / "kernel"),
+                    policy::RuleSet::load(policy::default_rule_files(options.rules_dir)), options.tool_version};
+  unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+
+  Progress progress(options);
+  InputQueue queue(4 * size_t{jobs});
+  std::vector<AggregateState> states(jobs);
+  std::vector<std::uint64_t> read(jobs, 0);
+  std::vector<std::thread> workers;
+  for (unsigned w = 0; w < jobs; ++w)
+    workers.emplace_back([&, w] {
+      while (auto in = queue.pop()) {
+        read[w] += fold(*in, analysis, states[w], progress);
+      }
+    });
+
+  AggregateResult result;
+  auto stop_workers = [&] {
+    queue.close();
+    for (auto& t : workers) t.join();
+  };
+  try {
+    Walk walk(queue, result.state, progress);
+    for (const auto& path : inputs) walk.named(path);
+  } catch (...) {
+    stop_workers();  // a thread still joinable at unwinding would end the process
+    throw;
+  }
+  stop_workers();
+  for (unsigned w = 0; w < jobs; ++w) {
+    result.state.merge(states[w]);
+    result.inputs_read += read[w];
+  }
+  progress.finish();
+  return result;
+}
+
+}  // namespace p2paudit::fleet

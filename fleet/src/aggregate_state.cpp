@@ -1,0 +1,478 @@
+// The aggregate state: reading reports and partial states into it (hostile input: every field
+// used is type-checked and bounded), merging, and the text, JSON and CSV renderings.
+#include <algorithm>
+#include <limits>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "p2paudit/errors.h"
+#include "p2paudit/fleet/aggregate.h"
+#include "p2paudit/fleet/report.h"
+#include "p2paudit/input_file.h"
+#include "p2paudit/kernel_rules.h"
+
+namespace p2paudit::fleet {
+
+namespace {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+// Counts read from a partial state are at most 2^48, so that adding even thousands of them stays
+// exact; the sums saturate rather than wrap in the absurd case.
+constexpr std::uint64_t kMaxCount = std::uint64_t{1} << 48;
+constexpr size_t kMaxNameBytes = 256;     // CPU model and device names
+constexpr size_t kMaxReleaseBytes = 64;   // as uname's release field
+constexpr size_t kMaxRuleBytes = 128;
+constexpr size_t kMaxInputBytes = 4096;   // a skipped input's name
+constexpr size_t kMaxReasonBytes = 1024;
+
+const char* const kStatuses[] = {"ready to submit", "needs evidence", "rejected", "fixed in"};
+
+void add(std::uint64_t& total, std::uint64_t n) {
+  total = total > std::numeric_limits<std::uint64_t>::max() - n ? std::numeric_limits<std::uint64_t>::max() : total + n;
+}
+
+void add(Counts& total, const Counts& more) {
+  for (const auto& [key, n] : more) add(total[key], n);
+}
+
+bool is_pci_id(const std::string& s) {
+  static const std::regex pattern("[0-9a-f]{4}:[0-9a-f]{4}");
+  return std::regex_match(s, pattern);
+}
+
+bool is_rule_key(const std::string& s) {
+  static const std::regex pattern("[a-z0-9-]+");
+  return s == kNoRuleKey || (s.size() <= kMaxRuleBytes && std::regex_match(s, pattern));
+}
+
+// Reads one hostile document; every error names the origin and the place ("decisions[3].rule").
+class Checker {
+ public:
+  explicit Checker(const std::string& origin) : origin_(escape_text(origin)) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& problem) const {
+    throw InputError(fmt::format("{}: {}: {}", origin_, where, problem));
+  }
+  const json& field(const json& object, const char* key, const std::string& where) const {
+    std::string at = where.empty() ? key : where + "." + key;
+    if (!object.is_object()) fail(where.empty() ? "the document" : where, "expected an object");
+    auto it = object.find(key);
+    if (it == object.end()) fail(at, "missing");
+    return *it;
+  }
+  const json& array(const json& object, const char* key, const std::string& where) const {
+    const json& a = field(object, key, where);
+    if (!a.is_array()) fail(where.empty() ? key : where + "." + key, "expected an array");
+    return a;
+  }
+  const json& object(const json& object, const char* key, const std::string& where) const {
+    const json& o = field(object, key, where);
+    if (!o.is_object()) fail(where.empty() ? key : where + "." + key, "expected an object");
+    return o;
+  }
+  // A string of at most max bytes, made safe to print; "" for null when nullable.
+  std::string text(const json& j, const std::string& where, size_t max, bool nullable = false) const {
+    if (nullable && j.is_null()) return "";
+    if (!j.is_string()) fail(where, nullable ? "expected a string or null" : "expected a string");
+    const auto& s = j.get_ref<const std::string&>();
+    if (s.size() > max) fail(where, fmt::format("longer than {} bytes", max));
+    return escape_text(s);
+  }
+  std::string one_of(const json& j, const std::string& where, std::initializer_list<const char*> allowed) const {
+    if (j.is_string())
+      for (const char* a : allowed)
+        if (j.get_ref<const std::string&>() == a) return a;
+    std::string list;
+    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    fail(where, "expected one of " + list);
+  }
+  std::string pci_id(const json& j, const std::string& where) const {
+    std::string s = text(j, where, 16);
+    if (!is_pci_id(s)) fail(where, "expected a PCI ID VVVV:DDDD (lower-case hex)");
+    return s;
+  }
+  std::uint64_t count(const json& j, const std::string& where) const {
+    if (!j.is_number_unsigned() || j.get<std::uint64_t>() > kMaxCount)
+      fail(where, fmt::format("expected a count from 0 to {}", kMaxCount));
+    return j.get<std::uint64_t>();
+  }
+  std::uint64_t count(const json& object, const char* key, const std::string& where) const {
+    return count(field(object, key, where), where + "." + key);
+  }
+  Counts counts(const json& object, const char* key, const std::string& where, size_t max_key_bytes) const {
+    std::string at = where + "." + key;
+    Counts out;
+    for (const auto& [name, n] : this->object(object, key, where).items()) {
+      if (name.size() > max_key_bytes) fail(at, fmt::format("a key longer than {} bytes", max_key_bytes));
+      add(out[escape_text(name)], count(n, at + "." + escape_text(name)));
+    }
+    return out;
+  }
+  void header(const json& doc, std::string_view kind) const {
+    if (!doc.is_object()) fail("the document", "expected a JSON object");
+    const json& version = field(doc, "schema_version", "");
+    if (!version.is_number_integer() || version.get<std::int64_t>() != kAggregateSchemaVersion)
+      fail("schema_version", fmt::format("expected {} (this tool reads version {})", kAggregateSchemaVersion,
+                                         kAggregateSchemaVersion));
+    if (text(field(doc, "kind", ""), "kind", 64) != kind) fail("kind", fmt::format("expected \"{}\"", kind));
+  }
+
+ private:
+  std::string origin_;
+};
+
+std::string at(const char* array, size_t i) { return fmt::format("{}[{}]", array, i); }
+
+void keep_smallest_name(std::string& name, const std::string& other) {
+  if (!other.empty() && (name.empty() || other < name)) name = other;
+}
+
+// "Intel(R) Xeon(R) Gold 6430", else "GenuineIntel family 6 model 143", else "unknown".
+std::string cpu_label(const Checker& c, const json& machine) {
+  std::string name = c.text(c.field(machine, "cpu_model_name", "machine"), "machine.cpu_model_name", kMaxNameBytes);
+  if (!name.empty()) return name;
+  std::string vendor = c.text(c.field(machine, "cpu_vendor", "machine"), "machine.cpu_vendor", kMaxNameBytes);
+  auto number = [&](const char* key) -> std::string {
+    const json& j = c.field(machine, key, "machine");
+    if (j.is_null()) return "?";
+    if (!j.is_number_integer()) c.fail(std::string("machine.") + key, "expected an integer or null");
+    return std::to_string(j.get<std::int64_t>());
+  };
+  std::string family = number("cpu_family"), model = number("cpu_model");
+  if (vendor.empty() && family == "?") return "unknown";
+  return fmt::format("{} family {} model {}", vendor.empty() ? "unknown" : vendor, family, model);
+}
+
+// The earliest of releases such as "7.2" (a value that is not a release sorts last).
+std::string earliest_release(const Counts& releases) {
+  std::string best;
+  std::optional<KernelRelease> best_release;
+  for (const auto& [text, n] : releases) {
+    auto r = KernelRelease::parse(text);
+    if (best.empty() || (r && (!best_release || *r < *best_release))) best = text, best_release = r;
+  }
+  return best;
+}
+
+std::string csv_cell(const std::string& s) {
+  // A cell a spreadsheet would run as a formula is kept as text (OWASP's advice): names come
+  // from other machines.
+  std::string v = !s.empty() && std::string_view("=+-@").find(s[0]) != std::string_view::npos ? "'" + s : s;
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char ch : v) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
+std::string counts_text(const Counts& counts) {
+  // Largest first, then by name: the few that matter lead.
+  std::vector<std::pair<std::string, std::uint64_t>> items(counts.begin(), counts.end());
+  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (const auto& [name, n] : items) out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", name, n);
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+void HostBridgeIdStats::merge(const HostBridgeIdStats& o) {
+  keep_smallest_name(name, o.name);
+  add(machines, o.machines);
+  add(cpu_models, o.cpu_models);
+  add(kernels, o.kernels);
+  add(refused_pairs, o.refused_pairs);
+  add(candidate_machines, o.candidate_machines);
+  add(unlockable_pairs, o.unlockable_pairs);
+  add(verified_copies, o.verified_copies);
+  add(corrupt_copies, o.corrupt_copies);
+  add(failed_copies, o.failed_copies);
+  add(statuses, o.statuses);
+  add(fixed_in, o.fixed_in);
+}
+
+std::string HostBridgeIdStats::status() const {
+  if (candidate_machines == 0) return "not a candidate";
+  if (corrupt_copies > 0) return "rejected";
+  auto fixed = statuses.find("fixed in");
+  if (fixed != statuses.end() && fixed->second >= candidate_machines && !fixed_in.empty())
+    return "fixed in " + earliest_release(fixed_in);
+  if (verified_copies > 0) return "ready to submit";
+  return "needs evidence";
+}
+
+void AggregateState::merge(const AggregateState& o) {
+  add(machines, o.machines);
+  for (const auto& [id, s] : o.host_bridge_ids) host_bridge_ids[id].merge(s);
+  for (const auto& [release, k] : o.kernels) {
+    add(kernels[release].machines, k.machines);
+    add(kernels[release].refused_pairs, k.refused_pairs);
+  }
+  for (const auto& [rule, d] : o.decisions) {
+    auto& mine = decisions[rule];
+    add(mine.peer, d.peer), add(mine.host_staged, d.host_staged), add(mine.deny, d.deny);
+  }
+  skipped.insert(skipped.end(), o.skipped.begin(), o.skipped.end());
+}
+
+void AggregateState::add_report(const json& report, const std::string& origin) {
+  Checker c(origin);
+  c.header(report, kReportKind);
+  const json& machine = c.object(report, "machine", "");
+  std::string cpu = cpu_label(c, machine);
+  std::string kernel = c.text(c.field(c.object(report, "kernel_rules", ""), "release", "kernel_rules"),
+                              "kernel_rules.release", kMaxReleaseBytes);
+  if (kernel.empty()) kernel = "unknown";
+
+  AggregateState one;
+  one.machines = 1;
+  KernelStats& k = one.kernels[kernel];
+  k.machines = 1;
+  std::map<std::string, HostBridgeIdStats> ids;
+
+  const json& bridges = c.array(report, "host_bridges", "");
+  for (size_t i = 0; i < bridges.size(); ++i) {
+    std::string where = at("host_bridges", i);
+    const json& id = c.field(bridges[i], "id", where);
+    if (id.is_null()) continue;  // a host bridge with no device on its root bus
+    auto& s = ids[c.pci_id(id, where + ".id")];
+    keep_smallest_name(s.name, c.text(c.field(bridges[i], "device_name", where), where + ".device_name", kMaxNameBytes, true));
+  }
+  const json& verdicts = c.array(report, "kernel_verdicts", "");
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    std::string where = at("kernel_verdicts", i);
+    if (c.one_of(c.field(verdicts[i], "verdict", where), where + ".verdict", {"allowed", "refused", "unknown"}) != "refused")
+      continue;
+    add(k.refused_pairs, 1);
+    const json& refused_at = c.array(verdicts[i], "refused_at", where);
+    for (size_t r = 0; r < refused_at.size(); ++r)
+      add(ids[c.pci_id(refused_at[r], fmt::format("{}.refused_at[{}]", where, r))].refused_pairs, 1);
+  }
+  const json& decisions_json = c.array(report, "decisions", "");
+  for (size_t i = 0; i < decisions_json.size(); ++i) {
+    std::string where = at("decisions", i);
+    std::string rule = c.text(c.field(decisions_json[i], "rule", where), where + ".rule", kMaxRuleBytes, true);
+    if (rule.empty()) rule = kNoRuleKey;
+    else if (!is_rule_key(rule) || rule == kNoRuleKey) c.fail(where + ".rule", "expected a rule id ([a-z0-9-]+) or null");
+    auto& d = one.decisions[rule];
+    std::string action = c.one_of(c.field(decisions_json[i], "decision", where), where + ".decision", {"peer", "host_staged", "deny"});
+    add(action == "peer" ? d.peer : action == "deny" ? d.deny : d.host_staged, 1);
+  }
+  const json& candidates = c.array(report, "candidates", "");
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    std::string where = at("candidates", i);
+    const json& cand = candidates[i];
+    auto& s = ids[c.pci_id(c.field(cand, "id", where), where + ".id")];
+    keep_smallest_name(s.name, c.text(c.field(cand, "name", where), where + ".name", kMaxNameBytes, true));
+    s.candidate_machines = 1;  // once per machine, however often it is listed
+    s.statuses[c.one_of(c.field(cand, "status", where), where + ".status",
+                        {kStatuses[0], kStatuses[1], kStatuses[2], kStatuses[3]})] = 1;
+    std::string fixed = c.text(c.field(cand, "fixed_in", where), where + ".fixed_in", kMaxReleaseBytes, true);
+    if (!fixed.empty()) s.fixed_in[fixed] = 1;
+    const json& pairs = c.array(cand, "pairs", where);
+    add(s.unlockable_pairs, pairs.size());
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      std::string pw = fmt::format("{}.pairs[{}]", where, p);
+      const json& result = c.field(pairs[p], "copy_result", pw);
+      if (result.is_null()) continue;
+      std::string r = c.one_of(result, pw + ".copy_result", {"verified", "corrupt", "failed", "not_run"});
+      if (r == "verified") add(s.verified_copies, 1);
+      if (r == "corrupt") add(s.corrupt_copies, 1);
+      if (r == "failed") add(s.failed_copies, 1);
+    }
+  }
+  for (auto& [id, s] : ids) {
+    s.machines = 1;
+    s.cpu_models[cpu] = 1;
+    s.kernels[kernel] = 1;
+    one.host_bridge_ids[id] = std::move(s);
+  }
+  merge(one);
+}
+
+void AggregateState::add_partial(const json& doc, const std::string& origin) {
+  Checker c(origin);
+  c.header(doc, kPartialKind);
+  AggregateState one;
+  one.machines = c.count(doc, "machines", "");
+  for (const auto& [id, j] : c.object(doc, "host_bridge_ids", "").items()) {
+    std::string where = "host_bridge_ids." + escape_text(id);
+    if (!is_pci_id(id)) c.fail(where, "expected a PCI ID VVVV:DDDD (lower-case hex) as the key");
+    HostBridgeIdStats s;
+    s.name = c.text(c.field(j, "name", where), where + ".name", kMaxNameBytes);
+    s.machines = c.count(j, "machines", where);
+    s.cpu_models = c.counts(j, "cpu_models", where, kMaxNameBytes);
+    s.kernels = c.counts(j, "kernels", where, kMaxReleaseBytes);
+    s.refused_pairs = c.count(j, "refused_pairs", where);
+    s.candidate_machines = c.count(j, "candidate_machines", where);
+    s.unlockable_pairs = c.count(j, "unlockable_pairs", where);
+    s.verified_copies = c.count(j, "verified_copies", where);
+    s.corrupt_copies = c.count(j, "corrupt_copies", where);
+    s.failed_copies = c.count(j, "failed_copies", where);
+    s.statuses = c.counts(j, "statuses", where, 32);
+    for (const auto& [status, n] : s.statuses)
+      if (std::find(std::begin(kStatuses), std::end(kStatuses), status) == std::end(kStatuses))
+        c.fail(where + ".statuses", "a key that is not a candidate status: " + status);
+    s.fixed_in = c.counts(j, "fixed_in", where, kMaxReleaseBytes);
+    one.host_bridge_ids[id] = std::move(s);
+  }
+  for (const auto& [release, j] : c.object(doc, "kernels", "").items()) {
+    std::string where = "kernels." + escape_text(release);
+    if (release.empty() || release.size() > kMaxReleaseBytes)
+      c.fail(where, fmt::format("expected a release of 1 to {} bytes as the key", kMaxReleaseBytes));
+    auto& k = one.kernels[escape_text(release)];
+    k.machines = c.count(j, "machines", where);
+    k.refused_pairs = c.count(j, "refused_pairs", where);
+  }
+  for (const auto& [rule, j] : c.object(doc, "decisions", "").items()) {
+    std::string where = "decisions." + escape_text(rule);
+    if (!is_rule_key(rule)) c.fail(where, fmt::format("expected a rule id ([a-z0-9-]+) or \"{}\" as the key", kNoRuleKey));
+    auto& d = one.decisions[rule];
+    d.peer = c.count(j, "peer", where);
+    d.host_staged = c.count(j, "host_staged", where);
+    d.deny = c.count(j, "deny", where);
+  }
+  const json& skipped_json = c.array(doc, "skipped", "");
+  for (size_t i = 0; i < skipped_json.size(); ++i) {
+    std::string where = at("skipped", i);
+    one.skipped.push_back({c.text(c.field(skipped_json[i], "input", where), where + ".input", kMaxInputBytes),
+                           c.text(c.field(skipped_json[i], "reason", where), where + ".reason", kMaxReasonBytes)});
+  }
+  merge(one);
+}
+
+json parse_fleet_json(std::string_view text, const std::string& origin) {
+  constexpr int kMaxDepth = 16;
+  constexpr size_t kMaxValues = 4u << 20;
+  size_t values = 0;
+  auto bound = [&](int depth, json::parse_event_t event, json&) {
+    if (depth > kMaxDepth) throw InputError(fmt::format("{}: nested deeper than {} levels", escape_text(origin), kMaxDepth));
+    if ((event == json::parse_event_t::value || event == json::parse_event_t::object_start ||
+         event == json::parse_event_t::array_start) && ++values > kMaxValues)
+      throw InputError(fmt::format("{}: more than {} values", escape_text(origin), kMaxValues));
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), bound);
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("{}: not JSON: {}", escape_text(origin), escape_text(e.what())));
+  }
+}
+
+ordered_json AggregateState::to_json(bool partial, const std::string& tool_version) const {
+  ordered_json j;
+  j["schema_version"] = kAggregateSchemaVersion;
+  j["kind"] = partial ? kPartialKind : kAggregateKind;
+  j["tool_version"] = tool_version;
+  j["machines"] = machines;
+  ordered_json ids = ordered_json::object();
+  for (const auto& [id, s] : host_bridge_ids) {
+    ordered_json e;
+    e["name"] = s.name;
+    if (!partial) e["status"] = s.status();
+    e["machines"] = s.machines;
+    e["cpu_models"] = s.cpu_models;
+    e["kernels"] = s.kernels;
+    e["refused_pairs"] = s.refused_pairs;
+    e["candidate_machines"] = s.candidate_machines;
+    e["unlockable_pairs"] = s.unlockable_pairs;
+    e["verified_copies"] = s.verified_copies;
+    e["corrupt_copies"] = s.corrupt_copies;
+    e["failed_copies"] = s.failed_copies;
+    e["statuses"] = s.statuses;
+    e["fixed_in"] = s.fixed_in;
+    ids[id] = std::move(e);
+  }
+  j["host_bridge_ids"] = std::move(ids);
+  ordered_json kernels_json = ordered_json::object();
+  for (const auto& [release, k] : kernels) kernels_json[release] = {{"machines", k.machines}, {"refused_pairs", k.refused_pairs}};
+  j["kernels"] = std::move(kernels_json);
+  ordered_json decisions_json = ordered_json::object();
+  for (const auto& [rule, d] : decisions)
+    decisions_json[rule] = {{"peer", d.peer}, {"host_staged", d.host_staged}, {"deny", d.deny}};
+  j["decisions"] = std::move(decisions_json);
+  auto sorted = skipped;
+  std::sort(sorted.begin(), sorted.end());
+  ordered_json skipped_json = ordered_json::array();
+  for (const auto& s : sorted) skipped_json.push_back({{"input", s.input}, {"reason", s.reason}});
+  j["skipped"] = std::move(skipped_json);
+  return j;
+}
+
+std::string AggregateState::to_text() const {
+  std::string out = fmt::format("Fleet: {} machine(s), {} input(s) skipped\n", machines, skipped.size());
+  out += "\nHost bridges by root device ID:\n";
+  if (host_bridge_ids.empty()) out += "  none\n";
+  for (const auto& [id, s] : host_bridge_ids) {
+    out += fmt::format("  {}  {}\n", id, s.name.empty() ? "(name unknown)" : s.name);
+    out += fmt::format("    status: {}\n", s.status());
+    out += fmt::format("    machines {}, whitelist candidate on {}; pairs refused here {}, its entry would unlock {}\n",
+                       s.machines, s.candidate_machines, s.refused_pairs, s.unlockable_pairs);
+    out += fmt::format("    copies on those pairs: {} verified, {} corrupt, {} failed\n", s.verified_copies,
+                       s.corrupt_copies, s.failed_copies);
+    if (!s.statuses.empty()) out += "    machines' own status: " + counts_text(s.statuses) + "\n";
+    out += "    CPU models: " + counts_text(s.cpu_models) + "\n";
+    out += "    kernels: " + counts_text(s.kernels) + "\n";
+  }
+  out += "\nKernels (release whose rules decided):\n";
+  if (kernels.empty()) out += "  none\n";
+  for (const auto& [release, k] : kernels)
+    out += fmt::format("  {:<28} machines {:>6}  refused pairs {:>8}\n", release, k.machines, k.refused_pairs);
+  out += "\nDecisions by rule (peer / host_staged / deny):\n";
+  if (decisions.empty()) out += "  none\n";
+  for (const auto& [rule, d] : decisions)
+    out += fmt::format("  {:<40} {} / {} / {}\n", rule, d.peer, d.host_staged, d.deny);
+  if (!skipped.empty()) {
+    auto sorted = skipped;
+    std::sort(sorted.begin(), sorted.end());
+    out += "\nSkipped inputs:\n";
+    for (const auto& s : sorted) out += fmt::format("  {}: {}\n", s.input, s.reason);
+  }
+  return out;
+}
+
+std::string AggregateState::to_csv() const {
+  std::string out = "section,key,field,item,value\n";
+  auto row = [&](std::string_view section, const std::string& key, std::string_view field, const std::string& item,
+                 const std::string& value) {
+    out += fmt::format("{},{},{},{},{}\n", section, csv_cell(key), field, csv_cell(item), csv_cell(value));
+  };
+  auto number = [](std::uint64_t n) { return std::to_string(n); };
+  row("summary", "", "machines", "", number(machines));
+  row("summary", "", "skipped", "", number(skipped.size()));
+  for (const auto& [id, s] : host_bridge_ids) {
+    row("host_bridge_id", id, "name", "", s.name);
+    row("host_bridge_id", id, "status", "", s.status());
+    for (const auto& [field, n] : {std::pair<const char*, std::uint64_t>{"machines", s.machines},
+                                   {"candidate_machines", s.candidate_machines},
+                                   {"refused_pairs", s.refused_pairs},
+                                   {"unlockable_pairs", s.unlockable_pairs},
+                                   {"verified_copies", s.verified_copies},
+                                   {"corrupt_copies", s.corrupt_copies},
+                                   {"failed_copies", s.failed_copies}})
+      row("host_bridge_id", id, field, "", number(n));
+    for (const auto& [field, counts] : {std::pair<const char*, const Counts*>{"cpu_models", &s.cpu_models},
+                                        {"kernels", &s.kernels},
+                                        {"statuses", &s.statuses},
+                                        {"fixed_in", &s.fixed_in}})
+      for (const auto& [item, n] : *counts) row("host_bridge_id", id, field, item, number(n));
+  }
+  for (const auto& [release, k] : kernels) {
+    row("kernel", release, "machines", "", number(k.machines));
+    row("kernel", release, "refused_pairs", "", number(k.refused_pairs));
+  }
+  for (const auto& [rule, d] : decisions) {
+    row("decision", rule, "peer", "", number(d.peer));
+    row("decision", rule, "host_staged", "", number(d.host_staged));
+    row("decision", rule, "deny", "", number(d.deny));
+  }
+  auto sorted = skipped;
+  std::sort(sorted.begin(), sorted.end());
+  for (const auto& s : sorted) row("skipped", s.input, "reason", "", s.reason);
+  return out;
+}
+
+}  // namespace p2paudit::fleet

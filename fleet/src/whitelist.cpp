@@ -1,0 +1,276 @@
+#include "p2paudit/fleet/whitelist.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_report.h"
+
+namespace p2paudit::fleet {
+
+namespace {
+
+// A public report about a host bridge, shown with its candidate: forcing an untested host bridge
+// onto the whitelist has produced copies that "succeed" with wrong data.
+struct HostBridgeReport {
+  uint16_t vendor, device;
+  const char* text;
+};
+constexpr HostBridgeReport kReports[] = {
+    {0x8086, 0x4c43,
+     "https://github.com/intel/compute-runtime/issues/935: with 8086:4c43 forced onto the whitelist, Arc Pro B70 "
+     "peer copies between root ports reported success and delivered 100% wrong data"},
+};
+
+std::string hex_id(uint16_t vendor, uint16_t device) { return fmt::format("{:04x}:{:04x}", vendor, device); }
+
+// The root devices whose whitelist check failed for a pair refused through the host bridge.
+std::set<std::pair<uint16_t, uint16_t>> failing_roots(const Topology& topo, const PairVerdict& v) {
+  std::set<std::pair<uint16_t, uint16_t>> out;
+  for (const auto& check : v.host_bridges)
+    if (check.passed == false && !check.refused_same_host_bridge && check.root_device) {
+      const Function& root = topo.functions[*check.root_device];
+      out.insert({root.vendor, root.device});
+    }
+  return out;
+}
+
+KernelRules with_entries(const KernelRules& kernel, const std::set<std::pair<uint16_t, uint16_t>>& ids) {
+  KernelRules r = kernel;
+  for (const auto& [vendor, device] : ids) {
+    WhitelistEntry e;
+    e.vendor = vendor;
+    e.device = device;
+    e.origin = "whitelist candidate";
+    r.whitelist.push_back(e);
+  }
+  return r;
+}
+
+// The first release after the analysed one whose table has the entry, "" when none.
+std::string fixed_in(const KernelRules& kernel, uint16_t vendor, uint16_t device) {
+  std::optional<KernelRelease> first;
+  for (const auto& e : kernel.all_releases) {
+    if (e.vendor != vendor || (e.device && *e.device != device) || !e.releases.added) continue;
+    if (*e.releases.added <= kernel.release || (first && *first <= *e.releases.added)) continue;
+    first = e.releases.added;
+  }
+  return first ? fmt::format("{}.{}", first->major, first->minor) : "";
+}
+
+const char* vendor_macro(uint16_t vendor) {
+  switch (vendor) {
+    case 0x8086: return "PCI_VENDOR_ID_INTEL";
+    case 0x1022: return "PCI_VENDOR_ID_AMD";
+    case 0x1b36: return "PCI_VENDOR_ID_REDHAT";
+    case 0x1ae0: return "PCI_VENDOR_ID_GOOGLE";
+    case 0x1d0f: return "PCI_VENDOR_ID_AMAZON";
+    case 0x19e5: return "PCI_VENDOR_ID_HUAWEI";
+    case 0x10de: return "PCI_VENDOR_ID_NVIDIA";
+    default: return nullptr;
+  }
+}
+
+// Paragraphs of a commit message wrapped at 72 columns, as the subsystem's messages are.
+std::string wrapped(const std::string& text) {
+  std::string out, line;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(' ', start);
+    std::string word = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!line.empty() && line.size() + 1 + word.size() > 72) out += line + "\n", line.clear();
+    line += (line.empty() ? "" : " ") + word;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out + line + "\n";
+}
+
+std::string label(const Topology& topo, size_t i) {
+  const Function& f = topo.functions[i];
+  return fmt::format("{} [{:04x}:{:04x}]{}", f.bdf.str(), f.vendor, f.device, f.driver.empty() ? "" : " (" + f.driver + ")");
+}
+
+}  // namespace
+
+const char* to_string(CandidateStatus s) {
+  switch (s) {
+    case CandidateStatus::kReadyToSubmit: return "ready to submit";
+    case CandidateStatus::kNeedsEvidence: return "needs evidence";
+    case CandidateStatus::kRejected: return "rejected";
+    case CandidateStatus::kFixedIn: return "fixed in";
+  }
+  return "?";
+}
+
+std::string WhitelistCandidate::id() const { return hex_id(vendor, device); }
+
+std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const KernelRules& kernel,
+                                                     const policy::VendorFactsDocument* evidence,
+                                                     const WhitelistOptions& options) {
+  // Where the kernel has no P2PDMA, or no table, an entry changes nothing.
+  if (!kernel.p2pdma || !kernel.whitelist_table || kernel.config_p2pdma == Known::kNo) return {};
+  std::vector<size_t> devices;
+  for (const auto& nf : matrix_devices(topo, options.all_functions)) devices.push_back(nf.index);
+
+  std::map<std::pair<uint16_t, uint16_t>, WhitelistCandidate> by_id;
+  for (size_t p : devices)
+    for (size_t c : devices) {
+      if (p == c) continue;
+      PairVerdict v = pci_p2pdma_distance(topo, kernel, p, c);
+      if (!v.p2pdma_distance || *v.p2pdma_distance >= 0 || !v.through_host_bridge) continue;
+      auto roots = failing_roots(topo, v);
+      if (roots.empty()) continue;
+      // Only where the entries alone turn the refusal into THRU_HOST_BRIDGE.
+      PairVerdict after = pci_p2pdma_distance(topo, with_entries(kernel, roots), p, c);
+      if (!after.p2pdma_distance || *after.p2pdma_distance < 0) continue;
+      UnlockedPair pair;
+      pair.provider = p, pair.client = c;
+      pair.same_host_bridge = topo.functions[p].host_bridge == topo.functions[c].host_bridge;
+      for (const auto& t : v.acs_tests)
+        if (t.redirect == true) pair.acs_redirect.push_back(topo.functions[t.function].bdf.str());
+      if (evidence) {
+        policy::FactSet facts;
+        evidence->apply(topo.functions[p].bdf, topo.functions[c].bdf, facts);
+        if (const auto* r = facts.get("vendor.copy_result"); r && std::get<std::string>(*r) != "not_run")
+          pair.copy_result = std::get<std::string>(*r);
+        if (const auto* g = facts.get("vendor.copy_gbps")) pair.copy_gbps = std::get<double>(*g);
+        if (const auto* g = facts.get("vendor.copy_staged_gbps")) pair.staged_gbps = std::get<double>(*g);
+      }
+      for (const auto& id : roots) {
+        WhitelistCandidate& cand = by_id[id];
+        cand.vendor = id.first, cand.device = id.second;
+        cand.pairs.push_back(pair);
+      }
+    }
+
+  std::vector<WhitelistCandidate> out;
+  for (auto& [id, cand] : by_id) {
+    for (const auto& hb : topo.host_bridges) {
+      auto first = std::find_if(hb.root_bus_devices.begin(), hb.root_bus_devices.end(), [&](size_t i) {
+        return topo.functions[i].vendor == cand.vendor && topo.functions[i].device == cand.device;
+      });
+      if (first == hb.root_bus_devices.end()) continue;
+      cand.host_bridges.push_back(hb.name);
+      if (cand.name.empty()) cand.name = topo.functions[*first].device_name;
+    }
+    cand.needs_same_host_bridge =
+        std::all_of(cand.pairs.begin(), cand.pairs.end(), [](const UnlockedPair& p) { return p.same_host_bridge; });
+    for (const auto& r : kReports)
+      if (r.vendor == cand.vendor && r.device == cand.device) cand.reports.push_back(r.text);
+    bool verified = false, bad = false;
+    for (const auto& p : cand.pairs) {
+      verified |= p.copy_result == "verified";
+      bad |= p.copy_result == "corrupt" || p.copy_result == "failed";
+    }
+    cand.fixed_in = fixed_in(kernel, cand.vendor, cand.device);
+    if (!cand.fixed_in.empty()) {
+      cand.status = CandidateStatus::kFixedIn;
+    } else if (bad) {
+      cand.status = CandidateStatus::kRejected;
+      cand.missing.push_back("a peer copy through this host bridge failed or delivered wrong data: the entry would "
+                             "enable a path that does not work");
+    } else if (verified) {
+      cand.status = CandidateStatus::kReadyToSubmit;
+    } else {
+      cand.status = CandidateStatus::kNeedsEvidence;
+      cand.missing.push_back(
+          "a verified peer copy through this host bridge (`p2paudit snapshot --probe --copy` on a kernel booted with "
+          "the entry, or with a runtime that does not use P2PDMA): an untested host bridge may report success and "
+          "deliver wrong data");
+    }
+    out.push_back(std::move(cand));
+  }
+  return out;
+}
+
+CandidateContext candidate_context(const Topology& topo, const KernelRules& kernel) {
+  CandidateContext c;
+  c.kernel_release = kernel.release.text.empty() ? kernel.release.version() : kernel.release.text;
+  c.cpu_vendor = topo.platform.cpu_vendor;
+  c.cpu_family = topo.platform.cpu_family;
+  c.cpu_model = topo.platform.cpu_model;
+  c.cpu_model_name = topo.platform.cpu_model_name;
+  c.iommu_mode = topo.platform.iommu_mode.empty() ? "unknown" : topo.platform.iommu_mode;
+  return c;
+}
+
+std::string kernel_table_line(const WhitelistCandidate& c) {
+  const char* macro = vendor_macro(c.vendor);
+  std::string vendor = macro ? macro : fmt::format("0x{:04x}", c.vendor);
+  std::string platform = c.name.empty() ? c.id() : c.name;
+  return fmt::format("\t/* {} */\n\t{{{}, 0x{:04x}, {}}},", platform, vendor, c.device,
+                     c.needs_same_host_bridge ? "REQ_SAME_HOST_BRIDGE" : "0");
+}
+
+std::string commit_message(const Topology& topo, const CandidateContext& context, const WhitelistCandidate& c) {
+  std::string platform = c.name.empty() ? c.id() : c.name;
+  std::string out = fmt::format("PCI/P2PDMA: Add {} to the whitelist\n\n", platform);
+  out += wrapped(fmt::format(
+      "Peer-to-peer DMA through the host bridge whose root device is {} ({}) is refused because it is not "
+      "in pci_p2pdma_whitelist[]. With it added, {} pair(s) on this machine would be allowed{}.",
+      c.id(), platform, c.pairs.size(),
+      c.needs_same_host_bridge ? " (all under one host bridge, so the entry carries REQ_SAME_HOST_BRIDGE)" : "")) + "\n";
+  out += "Topology (the devices of those pairs and their upstream bridges):\n";
+  std::set<size_t> shown;
+  for (const auto& p : c.pairs)
+    for (size_t end : {p.provider, p.client}) {
+      if (!shown.insert(end).second) continue;
+      std::string chain = label(topo, end);
+      // Upstream bridges by bus address only, so that a line stays within a mail's width.
+      for (auto up = topo.functions[end].parent; up; up = topo.functions[*up].parent) {
+        const Bdf& b = topo.functions[*up].bdf;
+        chain += fmt::format(" <- {:02x}:{:02x}.{}", b.bus, b.dev, b.fn);
+      }
+      out += "  " + chain + "\n";
+    }
+  out += "\nACS on the paths: ";
+  std::set<std::string> redirects;
+  for (const auto& p : c.pairs) redirects.insert(p.acs_redirect.begin(), p.acs_redirect.end());
+  out += redirects.empty() ? "no port redirects peer requests\n"
+                           : fmt::format("redirect set on {}\n", fmt::join(redirects, ", "));
+  out += "\nPeer copies (data compared in full):\n";
+  bool any = false;
+  for (const auto& p : c.pairs) {
+    if (p.copy_result.empty()) continue;
+    any = true;
+    out += fmt::format("  {} -> {}: {}{}{}\n", topo.functions[p.provider].bdf.str(), topo.functions[p.client].bdf.str(),
+                       p.copy_result, p.copy_gbps ? fmt::format(", {:.1f} GB/s", *p.copy_gbps) : "",
+                       p.staged_gbps ? fmt::format(" (through host memory {:.1f} GB/s)", *p.staged_gbps) : "");
+  }
+  if (!any) out += "  none yet (needs evidence: do not submit without a verified copy)\n";
+  out += "\n" + wrapped(fmt::format("Tested on: Linux {}, {} family {} model {} ({}), IOMMU {}.", context.kernel_release,
+                     context.cpu_vendor, context.cpu_family ? std::to_string(*context.cpu_family) : "?",
+                     context.cpu_model ? std::to_string(*context.cpu_model) : "?",
+                     context.cpu_model_name.empty() ? "model name unknown" : context.cpu_model_name, context.iommu_mode));
+  for (const auto& r : c.reports) out += "\n" + wrapped("Link: " + r);
+  out += "\nSigned-off-by: Your Name <you@example.org>\n";
+  return out;
+}
+
+nlohmann::ordered_json candidate_json(const Topology& topo, const WhitelistCandidate& c) {
+  nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
+  for (const auto& p : c.pairs)
+    pairs.push_back({{"provider", topo.functions[p.provider].bdf.str()},
+                     {"client", topo.functions[p.client].bdf.str()},
+                     {"same_host_bridge", p.same_host_bridge},
+                     {"acs_redirect", p.acs_redirect},
+                     {"copy_result", p.copy_result.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.copy_result)},
+                     {"copy_gbps", p.copy_gbps ? nlohmann::ordered_json(*p.copy_gbps) : nlohmann::ordered_json(nullptr)}});
+  return {{"id", c.id()},
+          {"name", c.name},
+          {"host_bridges", c.host_bridges},
+          {"status", to_string(c.status)},
+          {"fixed_in", c.fixed_in.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.fixed_in)},
+          {"needs_same_host_bridge", c.needs_same_host_bridge},
+          {"missing", c.missing},
+          {"reports", c.reports},
+          {"kernel_table_line", kernel_table_line(c)},
+          {"pairs", std::move(pairs)}};
+}
+
+}  // namespace p2paudit::fleet

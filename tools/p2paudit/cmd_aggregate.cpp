@@ -1,0 +1,80 @@
+// `p2paudit aggregate INPUT...`: many machines' reports and snapshots as counts per host-bridge
+// ID, kernel release and deciding rule; `--partial` writes a state that later runs merge
+// (docs/fleet.md).
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "p2paudit/errors.h"
+#include "p2paudit/fleet/aggregate.h"
+#include "p2paudit/json_output.h"
+#include "p2paudit/output_file.h"
+
+namespace p2paudit::cli {
+
+namespace {
+
+struct AggregateArgs {
+  std::vector<std::string> inputs;
+  bool partial = false;
+  std::string format;     // text | json | csv; "" takes the global --format
+  unsigned jobs = 0;      // 0: one per hardware thread
+  std::string output;     // "" or "-": stdout
+  bool force = false;
+};
+
+int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
+  if (args.partial && !args.format.empty() && args.format != "json")
+    throw InputError("--partial writes the mergeable state as JSON: drop --format " + args.format);
+  std::string format = args.partial ? "json" : args.format.empty() ? global.format : args.format;
+  fleet::AggregateOptions options;
+  options.rules_dir = rules_dir(global);
+  options.tool_version = P2PAUDIT_VERSION;
+  options.jobs = args.jobs;
+  options.skipped = [](const fleet::SkippedInput& s) { print_error(fmt::format("skipped {}: {}", s.input, s.reason)); };
+  bool terminal = ::isatty(STDERR_FILENO);
+  if (terminal)
+    options.progress = [](const fleet::AggregateProgress& p) {
+      std::cerr << fmt::format("\raggregate: {} found, {} read, {} skipped", p.found, p.read, p.skipped)
+                << (p.finished ? "\n" : "") << std::flush;
+    };
+  auto result = fleet::aggregate(args.inputs, options);
+
+  std::string text = format == "csv"    ? result.state.to_csv()
+                     : format == "json" ? json_text(result.state.to_json(args.partial, P2PAUDIT_VERSION)) + "\n"
+                                        : result.state.to_text();
+  if (args.output.empty() || args.output == "-") {
+    std::cout << text;
+  } else {
+    OutputFile out(args.output, args.force);
+    out.write(text);
+    out.commit();
+  }
+  if (result.inputs_read == 0) {
+    print_error(fmt::format("no input could be read ({} skipped)", result.state.skipped.size()));
+    return kExitError;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_aggregate_command(CLI::App& app, const GlobalOptions& global, int* status) {
+  auto args = std::make_shared<AggregateArgs>();
+  auto* cmd = app.add_subcommand("aggregate", "Fold many machines' reports, snapshots and --partial outputs into "
+                                              "counts per host-bridge ID, kernel and rule (docs/fleet.md)");
+  cmd->add_option("inputs", args->inputs, "Reports, snapshots, sysroot directories, --partial outputs, or "
+                                          "directories holding them")->required();
+  cmd->add_flag("--partial", args->partial, "Write the mergeable state (JSON) for a later aggregate");
+  cmd->add_option("--format", args->format, "Output format")->check(CLI::IsMember({"text", "json", "csv"}));
+  cmd->add_option("--jobs", args->jobs, "Worker threads (default: one per hardware thread)")->check(CLI::Range(1, 1024));
+  cmd->add_option("-o,--output", args->output, "Write to FILE (atomically; an existing FILE is kept unless --force)");
+  cmd->add_flag("--force", args->force, "Replace the output file if it exists (never through a symlink)");
+  cmd->callback([&global, args, status] { *status = run_aggregate(global, *args); });
+}
+
+}  // namespace p2paudit::cli

@@ -1,0 +1,129 @@
+// `p2paudit whitelist`: the host bridges whose absence from the kernel's P2PDMA whitelist refuses
+// peer DMA on this machine, with the pairs an entry would unlock, the evidence, and the table line
+// and commit message for upstream (docs/whitelist.md).
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.h"
+#include "p2paudit/fleet/whitelist.h"
+#include "p2paudit/json_output.h"
+#include "p2paudit/p2pdma_report.h"
+
+namespace p2paudit::cli {
+
+namespace {
+
+inline constexpr int kWhitelistSchemaVersion = 1;
+
+struct WhitelistArgs {
+  bool all = false;
+  bool commit_message = false;
+  bool no_probe = false;
+  std::string vendor_facts;
+};
+
+std::string pair_names(const Topology& topo, const std::vector<NamedFunction>& named, const fleet::UnlockedPair& p) {
+  auto name = [&](size_t i) {
+    for (const auto& n : named)
+      if (n.index == i && !n.short_name.empty()) return n.short_name;
+    return topo.functions[i].bdf.str();
+  };
+  return fmt::format("{} -> {}", name(p.provider), name(p.client));
+}
+
+void print_text(const Topology& topo, const KernelRules& kernel, const fleet::CandidateContext& context,
+                const std::vector<fleet::WhitelistCandidate>& candidates, const WhitelistArgs& args) {
+  std::cout << fmt::format("Whitelist candidates: Linux {}, {} family {} model {}, IOMMU {}\n", context.kernel_release,
+                           context.cpu_vendor.empty() ? "CPU unknown" : context.cpu_vendor,
+                           context.cpu_family ? std::to_string(*context.cpu_family) : "?",
+                           context.cpu_model ? std::to_string(*context.cpu_model) : "?", context.iommu_mode);
+  for (const auto& note : kernel.notes) std::cout << "note: " << note << "\n";
+  if (candidates.empty()) {
+    std::cout << "\nnone: no pair here is refused only because a host bridge is missing from the whitelist\n";
+    return;
+  }
+  auto named = matrix_devices(topo, true);
+  for (const auto& c : candidates) {
+    std::cout << fmt::format("\n{} {} [{}]: {}{}\n", c.id(), c.name, fmt::join(c.host_bridges, ", "), to_string(c.status),
+                             c.status == fleet::CandidateStatus::kFixedIn ? " " + c.fixed_in : "");
+    std::vector<std::string> pairs;
+    for (const auto& p : c.pairs)
+      pairs.push_back(pair_names(topo, named, p) + (p.copy_result.empty() ? "" : " (copy " + p.copy_result + ")"));
+    std::cout << fmt::format("  unlocks {} pair(s): {}\n", c.pairs.size(), fmt::join(pairs, ", "));
+    std::cout << (c.needs_same_host_bridge ? "  every pair shares one host bridge: REQ_SAME_HOST_BRIDGE is enough\n"
+                                           : "  pairs span host bridges: the entry needs no REQ_SAME_HOST_BRIDGE\n");
+    std::set<std::string> redirects;
+    for (const auto& p : c.pairs) redirects.insert(p.acs_redirect.begin(), p.acs_redirect.end());
+    if (!redirects.empty())
+      std::cout << fmt::format("  ACS redirect on the paths: {} (pci=disable_acs_redir= is the other way)\n",
+                               fmt::join(redirects, ", "));
+    for (const auto& m : c.missing) std::cout << "  missing: " << m << "\n";
+    for (const auto& r : c.reports) std::cout << "  report: " << r << "\n";
+    if (c.status == fleet::CandidateStatus::kFixedIn) {
+      std::cout << fmt::format("  Linux {} and later have the entry: upgrade rather than submit\n", c.fixed_in);
+      continue;
+    }
+    std::cout << "  for drivers/pci/p2pdma.c, pci_p2pdma_whitelist[]:\n" << fleet::kernel_table_line(c) << "\n";
+    if (args.commit_message) {
+      std::cout << "  draft commit message:\n\n";
+      std::cout << fleet::commit_message(topo, context, c) << "\n";
+    }
+  }
+  if (!args.commit_message) std::cout << "\n--commit-message drafts the patch description with the evidence.\n";
+}
+
+int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
+  std::optional<std::string> stored_probe;
+  Topology topo = load_topology(global, &stored_probe);
+  KernelRules kernel = load_kernel_rules(global, topo);
+  RuntimeEvidence runtimes = runtime_evidence(global, stored_probe, args.no_probe);
+  std::optional<policy::VendorFactsDocument> evidence = std::move(runtimes.facts);
+  if (!args.vendor_facts.empty()) {
+    auto file = policy::VendorFactsDocument::load(args.vendor_facts);
+    if (evidence) evidence->merge(file);
+    else evidence = std::move(file);
+  }
+  auto candidates = fleet::whitelist_candidates(topo, kernel, evidence ? &*evidence : nullptr, {args.all});
+  auto context = fleet::candidate_context(topo, kernel);
+  if (global.format == "json") {
+    nlohmann::ordered_json j;
+    j["schema_version"] = kWhitelistSchemaVersion;
+    j["kernel_release"] = context.kernel_release;
+    j["cpu"] = {{"vendor", context.cpu_vendor},
+                {"family", context.cpu_family ? nlohmann::ordered_json(*context.cpu_family) : nlohmann::ordered_json(nullptr)},
+                {"model", context.cpu_model ? nlohmann::ordered_json(*context.cpu_model) : nlohmann::ordered_json(nullptr)},
+                {"model_name", context.cpu_model_name}};
+    j["iommu_mode"] = context.iommu_mode;
+    j["notes"] = kernel.notes;
+    j["runtime_probe"] = {{"source", runtimes.source}, {"note", runtimes.note}};
+    j["candidates"] = nlohmann::ordered_json::array();
+    for (const auto& c : candidates) {
+      auto cj = fleet::candidate_json(topo, c);
+      cj["commit_message"] = fleet::commit_message(topo, context, c);
+      j["candidates"].push_back(std::move(cj));
+    }
+    std::cout << json_text(j) << "\n";
+  } else {
+    print_text(topo, kernel, context, candidates, args);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_whitelist_command(CLI::App& app, const GlobalOptions& global, int* status) {
+  auto args = std::make_shared<WhitelistArgs>();
+  auto* cmd = app.add_subcommand("whitelist", "Host bridges whose whitelist entry would unlock peer DMA here, with "
+                                              "the evidence, the kernel table line and a draft commit message");
+  cmd->add_flag("--all", args->all, "Every PCI function, not only GPUs, accelerators, NVMe, NICs and FPGAs");
+  cmd->add_flag("--commit-message", args->commit_message, "Print the draft commit message of each candidate");
+  cmd->add_flag("--no-probe", args->no_probe, "Do not ask the runtimes on the live machine");
+  cmd->add_option("--vendor-facts", args->vendor_facts, "JSON facts (copy results...) laid over the runtimes' answers");
+  cmd->callback([&global, status, args] { *status = run_whitelist(global, *args); });
+}
+
+}  // namespace p2paudit::cli
