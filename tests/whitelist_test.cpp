@@ -171,7 +171,10 @@ TEST(WhitelistCommand, TextAndJson) {
   EXPECT_EQ(j["schema_version"], 1);
   ASSERT_EQ(j["candidates"].size(), 1u);
   EXPECT_EQ(j["candidates"][0]["status"], "needs evidence");
-  EXPECT_EQ(j["candidates"][0]["commit_message"].get<std::string>().rfind("PCI/P2PDMA: Add ", 0), 0u);
+  std::string message = j["candidates"][0]["commit_message"];
+  EXPECT_EQ(message.rfind("PCI/P2PDMA: Add ", 0), 0u);
+  EXPECT_NE(message.find("to the whitelist\n\n"), std::string::npos) << "newlines stay newlines in JSON";
+  EXPECT_EQ(message.find("\\x0a"), std::string::npos);
   // Already whitelisted for this run: nothing left to propose.
   r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(sysroot) +
                         " --assume-whitelisted 8086:29c0 --format json whitelist");

@@ -61,6 +61,9 @@ bool guarded(Call call) {
 class PciAccess {
  public:
   PciAccess() : a_(pci_alloc()) {
+    // No ~/.cache/pci-ids: a file outside the sysroot, and libpci's getpwuid() for it is not
+    // thread-safe (aggregate reads snapshots on several threads).
+    a_->id_lookup_mode &= ~PCI_LOOKUP_CACHE;
     a_->error = on_pci_error;
     a_->warning = on_pci_warning;
     a_->debug = on_pci_debug;

@@ -136,10 +136,17 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
       if (evidence) {
         policy::FactSet facts;
         evidence->apply(topo.functions[p].bdf, topo.functions[c].bdf, facts);
-        if (const auto* r = facts.get("vendor.copy_result"); r && std::get<std::string>(*r) != "not_run")
+        // A copy over NVLink or XGMI never crossed the host bridge: no evidence about it.
+        auto fabric = [&](const char* name) {
+          const auto* v = facts.get(name);
+          return v && std::get<bool>(*v);
+        };
+        if (const auto* r = facts.get("vendor.copy_result");
+            r && std::get<std::string>(*r) != "not_run" && !fabric("vendor.nvlink") && !fabric("vendor.xgmi"))
           pair.copy_result = std::get<std::string>(*r);
-        if (const auto* g = facts.get("vendor.copy_gbps")) pair.copy_gbps = std::get<double>(*g);
-        if (const auto* g = facts.get("vendor.copy_staged_gbps")) pair.staged_gbps = std::get<double>(*g);
+        if (const auto* g = facts.get("vendor.copy_gbps"); g && !pair.copy_result.empty()) pair.copy_gbps = std::get<double>(*g);
+        if (const auto* g = facts.get("vendor.copy_staged_gbps"); g && !pair.copy_result.empty())
+          pair.staged_gbps = std::get<double>(*g);
       }
       for (const auto& id : roots) {
         WhitelistCandidate& cand = by_id[id];

@@ -12,11 +12,25 @@
 
 namespace p2paudit {
 
+// escape_text() except for newlines and tabs, which JSON escapes itself: a multi-line text of our
+// own (a commit message) stays readable.
+inline std::string escape_json_text(const std::string& s) {
+  std::string out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == '\n' || s[i] == '\t') {
+      out += escape_text(std::string_view(s).substr(start, i - start));
+      if (i < s.size()) out += s[i];
+      start = i + 1;
+    }
+  return out;
+}
+
 template <typename Json>
 void escape_json_strings(Json& j) {
   if (j.is_string()) {
     auto& s = j.template get_ref<std::string&>();
-    if (!is_clean_text(s)) s = escape_text(s);
+    if (!is_clean_text(s)) s = escape_json_text(s);
   } else if (j.is_array()) {
     for (auto& v : j) escape_json_strings(v);
   } else if (j.is_object()) {
