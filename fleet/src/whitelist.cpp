@@ -156,7 +156,8 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
     }
 
   std::vector<WhitelistCandidate> out;
-  for (auto& [id, cand] : by_id) {
+  for (auto& entry : by_id) {
+    WhitelistCandidate& cand = entry.second;  // named: clang 14 cannot capture a structured binding
     for (const auto& hb : topo.host_bridges) {
       auto first = std::find_if(hb.root_bus_devices.begin(), hb.root_bus_devices.end(), [&](size_t i) {
         return topo.functions[i].vendor == cand.vendor && topo.functions[i].device == cand.device;
