@@ -7,6 +7,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "sysroot_builder.h"
 #include "test_support.h"
 
 namespace p2paudit {
@@ -51,6 +52,45 @@ TEST(Cli, NoCommandAuditsWithTreeAndMatrix) {
   auto j = json::parse(tool("--sysroot " + h200() + " --format json").output);
   EXPECT_EQ(j["topology"]["functions"].size(), 10u);
   EXPECT_EQ(j["matrix"]["pairs"].size(), 25u);  // four GPUs and the NIC, every ordered pair
+}
+
+TEST(Cli, MatrixJsonCarriesEveryPairsFactsAndDetailsOnRequest) {
+  auto r = tool("--sysroot " + h200() + " matrix --all --format json");
+  ASSERT_EQ(r.status, 0);
+  json j = json::parse(r.output);
+  EXPECT_EQ(j["schema_version"], 2);
+  size_t n = j["devices"].size();
+  ASSERT_EQ(n, 10u);
+  ASSERT_EQ(j["pairs"].size(), n * n);
+  for (size_t i = 0; i < j["pairs"].size(); ++i) {
+    const auto& p = j["pairs"][i];
+    EXPECT_EQ(p["provider"], j["devices"][i / n]["bdf"]);  // row-major
+    EXPECT_EQ(p["client"], j["devices"][i % n]["bdf"]);
+    EXPECT_FALSE(p.contains("reason"));
+    if (i / n == i % n) EXPECT_EQ(p["map_type"], "BUS_ADDR");
+  }
+  // --details: the verdict as explain gives it, for the same pairs, with the same map types.
+  json d = json::parse(tool("--sysroot " + h200() + " matrix --all --format json --details").output);
+  ASSERT_EQ(d["pairs"].size(), n * n);
+  for (size_t i = 0; i < n * n; ++i) {
+    EXPECT_EQ(d["pairs"][i]["map_type"], j["pairs"][i]["map_type"]);
+    EXPECT_EQ(d["pairs"][i]["p2pdma_distance"], j["pairs"][i]["p2pdma_distance"]);
+    EXPECT_EQ(d["pairs"][i]["common_ancestor"], j["pairs"][i]["common_ancestor"]);
+    EXPECT_FALSE(d["pairs"][i]["reason"].get<std::string>().empty());
+  }
+  auto e = json::parse(tool("--sysroot " + h200() + " explain " + j["pairs"][1]["provider"].get<std::string>() + " " +
+                            j["pairs"][1]["client"].get<std::string>() + " --format json").output);
+  EXPECT_EQ(e["pairs"][0]["reason"], d["pairs"][1]["reason"]);
+}
+
+TEST(Cli, MatrixWithoutDevicesIsStillADocument) {
+  test::SysrootDir empty;  // a host bridge and nothing P2P is asked about
+  empty.function("pci0000:00/0000:00:00.0", test::ConfigBytes(0x8086, 0x29c0, 0x060000, -1).bytes());
+  json j = json::parse(tool("--sysroot " + empty.str() + " matrix --format json").output);
+  EXPECT_TRUE(j["pairs"].is_array());
+  EXPECT_TRUE(j["pairs"].empty());
+  json audit = json::parse(tool("--sysroot " + empty.str() + " --format json").output);
+  EXPECT_TRUE(audit["matrix"]["pairs"].empty());
 }
 
 std::string h200_vendor_facts() { return test::data_path("machines/h200x4-firecracker-vm/vendor-facts.json"); }

@@ -302,8 +302,7 @@ TEST(WhatIf, AcsOffOnASwitchWithRedirectTurnsThePairBusAddr) {
   EXPECT_EQ(v.p2pdma_distance, 4);
 
   auto devices = matrix_devices(tree.t, true);
-  auto changes = kernel_verdict_changes(as_read, rules, matrix_verdicts(as_read, rules, devices), tree.t, rules,
-                                        matrix_verdicts(tree.t, rules, devices));
+  auto changes = kernel_verdict_changes(P2pdmaIndex(as_read, rules), P2pdmaIndex(tree.t, rules), devices);
   auto it = std::find_if(changes.begin(), changes.end(), [&](const PairChange& c) { return c.provider == a && c.client == b; });
   ASSERT_NE(it, changes.end());
   EXPECT_EQ(change_line(tree.t, *it).substr(0, 69),

@@ -234,32 +234,12 @@ class Model {
     return (assume_ & kCpuUnknown) != 0;
   }
 
-  // Whether a root bus's first device is a Root Port, when its capability list was not readable.
-  bool pcie_root_port(const Function& f) {
-    if (f.pcie_type == PcieType::kRootPort) return true;
-    bool type_known = f.is_pcie || !f.is_bridge() || f.config_readable >= 0x100 ||
-                      f.config_readable >= f.config_size;
-    if (type_known) return false;
-    used |= kRootPortUnknown;
-    return (assume_ & kRootPortUnknown) != 0;
-  }
-
-  // Mirrors pci_host_bridge_dev() in drivers/pci/p2pdma.c (5.14+); before 5.14 the callers'
-  // pci_get_slot(host->bus, PCI_DEVFN(0, 0)).
   std::optional<size_t> pci_host_bridge_dev(const HostBridge& host, HostBridgeCheck& check) {
-    if (host.root_bus_devices.empty()) return std::nullopt;
-    size_t root = host.root_bus_devices.front();
-    check.first_device = root;
-    if (r_.root_device_rule == RootDeviceRule::kSlotDevfn0) {
-      for (size_t d : host.root_bus_devices)
-        if (t_.functions[d].bdf.devfn() == 0) return d;
-      return std::nullopt;
-    }
-    if (t_.functions[root].bdf.devfn() == 0) return root;
-    if (r_.root_device_rule == RootDeviceRule::kFirstAtDevfn0OrRootPort &&
-        pcie_root_port(t_.functions[root]))
-      return root;
-    return std::nullopt;
+    if (!host.root_bus_devices.empty()) check.first_device = host.root_bus_devices.front();
+    bool root_port_unknown = false;
+    auto root = p2paudit::pci_host_bridge_dev(t_, r_, host, (assume_ & kRootPortUnknown) != 0, root_port_unknown);
+    if (root_port_unknown) used |= kRootPortUnknown;
+    return root;
   }
 
   // Mirrors __host_bridge_whitelist() in drivers/pci/p2pdma.c
@@ -275,12 +255,9 @@ class Model {
     if (host) check.root_device = pci_host_bridge_dev(*host, check);
     if (check.root_device) {
       const Function& root = t_.functions[*check.root_device];
-      for (size_t i = 0; i < r_.whitelist.size() && !check.entry; ++i) {
-        const WhitelistEntry& e = r_.whitelist[i];
-        if (root.vendor != e.vendor) continue;
-        if (e.device && root.device != *e.device) continue;
-        check.entry = i;
-        check.refused_same_host_bridge = e.same_host_bridge && !same_host_bridge;
+      check.entry = whitelist_entry(r_, root);
+      if (check.entry) {
+        check.refused_same_host_bridge = r_.whitelist[*check.entry].same_host_bridge && !same_host_bridge;
         check.passed = !check.refused_same_host_bridge;
       }
       if (!check.entry && warn_missing && r_.whitelist_warning)
@@ -308,13 +285,8 @@ class Model {
     check.passed = false;
     if (const HostBridge* host = t_.host_bridge_of(t_.functions[dev])) {
       if (!host->root_bus_devices.empty()) check.first_device = host->root_bus_devices.front();
-      for (size_t d : host->root_bus_devices)  // pci_get_slot(host->bus, PCI_DEVFN(0, 0))
-        if (t_.functions[d].bdf.devfn() == 0 && !check.root_device) check.root_device = d;
-    }
-    // iommu_present(): an IOMMU driver registered for the PCI bus exposes IOMMU groups.
-    if (!t_.platform.iommu_groups_present && check.root_device) {
-      const Function& root = t_.functions[*check.root_device];
-      check.passed = root.vendor == 0x1022 && root.device == 0x1450;
+      check.root_device = slot_devfn0(t_, *host);
+      check.passed = zen_root_complex(t_, *host);
     }
     call.host_bridges.push_back(check);
     return *check.passed;
@@ -567,6 +539,44 @@ std::optional<bool> cpu_supports_p2pdma(const Platform& platform, const KernelRu
   if (platform.cpu_vendor != "AuthenticAMD") return false;
   if (!platform.cpu_family) return std::nullopt;
   return *platform.cpu_family >= 0x17;
+}
+
+std::optional<size_t> slot_devfn0(const Topology& topo, const HostBridge& host) {
+  for (size_t d : host.root_bus_devices)
+    if (topo.functions[d].bdf.devfn() == 0) return d;
+  return std::nullopt;
+}
+
+std::optional<size_t> pci_host_bridge_dev(const Topology& topo, const KernelRules& rules, const HostBridge& host,
+                                          bool assume_root_port, bool& root_port_unknown) {
+  if (host.root_bus_devices.empty()) return std::nullopt;
+  if (rules.root_device_rule == RootDeviceRule::kSlotDevfn0) return slot_devfn0(topo, host);
+  size_t root = host.root_bus_devices.front();
+  const Function& f = topo.functions[root];
+  if (f.bdf.devfn() == 0) return root;
+  if (rules.root_device_rule != RootDeviceRule::kFirstAtDevfn0OrRootPort) return std::nullopt;
+  if (f.pcie_type == PcieType::kRootPort) return root;
+  // Whether it is a Root Port, when its capability list was not readable.
+  bool type_known = f.is_pcie || !f.is_bridge() || f.config_readable >= 0x100 || f.config_readable >= f.config_size;
+  if (type_known) return std::nullopt;
+  root_port_unknown = true;
+  return assume_root_port ? std::optional<size_t>(root) : std::nullopt;
+}
+
+std::optional<size_t> whitelist_entry(const KernelRules& rules, const Function& root) {
+  for (size_t i = 0; i < rules.whitelist.size(); ++i) {
+    const WhitelistEntry& e = rules.whitelist[i];
+    if (root.vendor == e.vendor && (!e.device || root.device == *e.device)) return i;
+  }
+  return std::nullopt;
+}
+
+bool zen_root_complex(const Topology& topo, const HostBridge& host) {
+  auto root = slot_devfn0(topo, host);  // pci_get_slot(host->bus, PCI_DEVFN(0, 0))
+  // iommu_present(): an IOMMU driver registered for the PCI bus exposes IOMMU groups.
+  if (topo.platform.iommu_groups_present || !root) return false;
+  const Function& f = topo.functions[*root];
+  return f.vendor == 0x1022 && f.device == 0x1450;
 }
 
 ManyVerdict pci_p2pdma_distance_many(const Topology& topo, const KernelRules& rules, size_t provider,

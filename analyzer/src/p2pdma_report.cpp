@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "p2paudit/json_output.h"
+
 namespace p2paudit {
 
 namespace {
@@ -111,9 +113,11 @@ std::optional<size_t> resolve_function(const Topology& topo, std::string_view sp
   return std::nullopt;
 }
 
-const char* matrix_code(const PairVerdict& v) {
-  if (v.provider == v.client) return "X";
-  switch (v.map_type) {
+const char* matrix_code(const PairVerdict& v) { return matrix_code(v.map_type, v.provider == v.client); }
+
+const char* matrix_code(MapType map_type, bool self) {
+  if (self) return "X";
+  switch (map_type) {
     case MapType::kBusAddr: return "BUS";
     case MapType::kThruHostBridge: return "HB";
     case MapType::kNotSupported: return "NO";
@@ -154,8 +158,10 @@ ordered_json kernel_json(const KernelRules& rules) {
   };
 }
 
-ordered_json verdict_json(const Topology& t, const KernelRules& rules, const PairVerdict& v) {
-  auto names = short_names(t);
+namespace {
+
+ordered_json verdict_json_named(const Topology& t, const KernelRules& rules, const PairVerdict& v,
+                                const std::vector<std::string>& names) {
   ordered_json acs = ordered_json::array();
   for (const auto& test : v.acs_tests)
     acs.push_back({{"device", t.functions[test.function].bdf.str()},
@@ -223,31 +229,19 @@ ordered_json verdict_json(const Topology& t, const KernelRules& rules, const Pai
   };
 }
 
-ordered_json matrix_json(const Topology& t, const KernelRules& rules, const std::vector<NamedFunction>& devices,
-                         const std::vector<PairVerdict>& pairs) {
-  ordered_json devs = ordered_json::array();
-  for (const auto& d : devices) {
-    const Function& f = t.functions[d.index];
-    devs.push_back({{"bdf", f.bdf.str()},
-                    {"name", d.short_name},
-                    {"vendor_device", fmt::format("{:04x}:{:04x}", f.vendor, f.device)},
-                    {"class", fmt::format("{:06x}", f.class_code)},
-                    {"device_name", f.device_name},
-                    {"driver", f.driver},
-                    {"virtfn", f.is_virtfn}});
-  }
-  ordered_json out = {{"schema_version", kVerdictSchemaVersion}, {"kernel", kernel_json(rules)}, {"devices", devs}};
-  out["pairs"] = ordered_json::array();
-  for (const auto& v : pairs) out["pairs"].push_back(verdict_json(t, rules, v));
-  return out;
+}  // namespace
+
+ordered_json verdict_json(const Topology& t, const KernelRules& rules, const PairVerdict& v) {
+  return verdict_json_named(t, rules, v, short_names(t));
 }
 
 ordered_json explain_json(const Topology& t, const KernelRules& rules, const ManyVerdict& many) {
+  auto names = short_names(t);
   ordered_json clients = ordered_json::array();
   ordered_json pairs = ordered_json::array();
   for (const auto& v : many.clients) {
     clients.push_back(t.functions[v.client].bdf.str());
-    pairs.push_back(verdict_json(t, rules, v));
+    pairs.push_back(verdict_json_named(t, rules, v, names));
   }
   return {{"schema_version", kVerdictSchemaVersion},
           {"kernel", kernel_json(rules)},
@@ -257,15 +251,6 @@ ordered_json explain_json(const Topology& t, const KernelRules& rules, const Man
           {"kernel_log", many.kernel_log},
           {"kernel_log_complete", many.kernel_log_complete},
           {"pairs", pairs}};
-}
-
-std::vector<PairVerdict> matrix_verdicts(const Topology& t, const KernelRules& rules,
-                                         const std::vector<NamedFunction>& devices) {
-  std::vector<PairVerdict> pairs;
-  pairs.reserve(devices.size() * devices.size());
-  for (const auto& provider : devices)
-    for (const auto& client : devices) pairs.push_back(pci_p2pdma_distance(t, rules, provider.index, client.index));
-  return pairs;
 }
 
 std::vector<std::string> matrix_labels(const Topology& t, const std::vector<NamedFunction>& devices) {
@@ -279,43 +264,125 @@ std::vector<std::string> matrix_labels(const Topology& t, const std::vector<Name
   return labels;
 }
 
-std::string matrix_text(const Topology& t, const KernelRules& rules, const std::vector<NamedFunction>& devices,
-                        const std::vector<PairVerdict>& pairs) {
-  std::string out = fmt::format("Kernel {} ({}), P2PDMA rules of {}\n",
-                                rules.release.text.empty() ? rules.release.version() : rules.release.text,
-                                rules.release_source, rules.release.version());
+namespace {
+
+std::string kernel_heading(const KernelRules& rules) {
+  return fmt::format("Kernel {} ({}), P2PDMA rules of {}\n",
+                     rules.release.text.empty() ? rules.release.version() : rules.release.text, rules.release_source,
+                     rules.release.version());
+}
+
+ordered_json devices_json(const Topology& t, const std::vector<NamedFunction>& devices) {
+  ordered_json devs = ordered_json::array();
+  for (const auto& d : devices) {
+    const Function& f = t.functions[d.index];
+    devs.push_back({{"bdf", f.bdf.str()},
+                    {"name", d.short_name},
+                    {"vendor_device", fmt::format("{:04x}:{:04x}", f.vendor, f.device)},
+                    {"class", fmt::format("{:06x}", f.class_code)},
+                    {"device_name", f.device_name},
+                    {"driver", f.driver},
+                    {"virtfn", f.is_virtfn}});
+  }
+  return devs;
+}
+
+// Output is handed to the stream in blocks of about this size.
+constexpr size_t kFlushBytes = 1 << 16;
+
+}  // namespace
+
+void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices) {
+  const Topology& t = index.topology();
+  out << kernel_heading(index.rules());
+  if (devices.empty()) {
+    out << "No GPU, accelerator, NVMe, NIC or InfiniBand function found (--all shows every function).\n";
+    return;
+  }
   std::vector<std::string> labels = matrix_labels(t, devices);
   size_t width = 3;
   for (const auto& l : labels) width = std::max(width, l.size());
-  if (devices.empty()) return out + "No GPU, accelerator, NVMe, NIC or InfiniBand function found (--all shows every function).\n";
-  out += fmt::format("\n{:<{}}", "", width + 2);
-  for (const auto& l : labels) out += fmt::format("{:<{}}", l, width + 2);
-  while (out.back() == ' ') out.pop_back();
-  out += "\n";
-  size_t n = devices.size();
-  for (size_t r = 0; r < n; ++r) {
-    out += fmt::format("{:<{}}", labels[r], width + 2);
-    for (size_t c = 0; c < n; ++c) out += fmt::format("{:<{}}", matrix_code(pairs[r * n + c]), width + 2);
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    out += "\n";
+  auto cell = [&](std::string_view text) { return fmt::format("{:<{}}", text, width + 2); };
+  const MapType kinds[] = {MapType::kUnknown, MapType::kNotSupported, MapType::kBusAddr, MapType::kThruHostBridge};
+  std::string cells[5];  // by map type, then self
+  for (MapType m : kinds) cells[static_cast<int>(m)] = cell(matrix_code(m, false));
+  cells[4] = cell(matrix_code(MapType::kBusAddr, true));
+  auto end_row = [](std::string& row) {
+    while (!row.empty() && row.back() == ' ') row.pop_back();
+    row += '\n';
+  };
+
+  std::string row = "\n" + cell("");
+  for (const auto& l : labels) row += cell(l);
+  end_row(row);
+  for (size_t r = 0; r < devices.size(); ++r) {
+    row += cell(labels[r]);
+    for (size_t c = 0; c < devices.size(); ++c)
+      row += r == c ? cells[4] : cells[static_cast<int>(index.outcome(devices[r].index, devices[c].index).map_type)];
+    end_row(row);
+    if (row.size() >= kFlushBytes) out << row, row.clear();
   }
-  out += "\nRows are providers, columns clients (pci_p2pdma_distance(provider, client)).\n"
+  out << row;
+  out << "\nRows are providers, columns clients (pci_p2pdma_distance(provider, client)).\n"
          "Legend:\n"
          "  X    = self\n"
          "  BUS  = BUS_ADDR: below a common upstream bridge, no ACS redirect on the path\n"
          "  HB   = THRU_HOST_BRIDGE: allowed, routed through the host bridge\n"
          "  NO   = NOT_SUPPORTED: the kernel refuses (pci_p2pdma_distance() = -1)\n"
          "  ?    = cannot be known from this sysroot (see `p2paudit explain`)\n\nDevices:\n";
-  for (size_t i = 0; i < n; ++i) out += fmt::format("  {:<{}}  {}\n", labels[i], width, describe(t, devices[i].index, {}));
-  for (const auto& note : rules.notes) out += "Note: " + note + "\n";
-  return out;
+  for (size_t i = 0; i < devices.size(); ++i)
+    out << fmt::format("  {:<{}}  {}\n", labels[i], width, describe(t, devices[i].index, {}));
+  for (const auto& note : index.rules().notes) out << "Note: " << note << "\n";
+}
+
+void write_matrix_json(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
+                       bool details, int indent) {
+  const Topology& t = index.topology();
+  const std::string pad(static_cast<size_t>(indent), ' ');
+  std::string head = json_text(ordered_json{{"schema_version", kMatrixSchemaVersion},
+                                            {"kernel", kernel_json(index.rules())},
+                                            {"devices", devices_json(t, devices)}});
+  head.resize(head.size() - 2);  // "\n}": the pairs follow
+  std::string buf;
+  for (char ch : head) buf += ch == '\n' ? "\n" + pad : std::string(1, ch);
+  buf += ",\n" + pad + "  \"pairs\": [";
+
+  auto names = short_names(t);
+  std::vector<std::string> quoted(t.functions.size());
+  auto bdf = [&](size_t i) -> const std::string& {
+    if (quoted[i].empty()) quoted[i] = "\"" + t.functions[i].bdf.str() + "\"";
+    return quoted[i];
+  };
+  auto out_buf = std::back_inserter(buf);
+  bool first = true;
+  for (const auto& p : devices)
+    for (const auto& c : devices) {
+      buf += first ? "\n" : ",\n";
+      buf += pad;
+      buf += "    ";
+      first = false;
+      if (details) {
+        ordered_json j = verdict_json_named(t, index.rules(), index.verdict(p.index, c.index), names);
+        escape_json_strings(j);
+        buf += j.dump();
+      } else {
+        PairOutcome o = index.outcome(p.index, c.index);
+        fmt::format_to(out_buf, "{{\"provider\": {}, \"client\": {}, \"map_type\": \"{}\", \"distance\": {}, "
+                                "\"p2pdma_distance\": {}, \"common_ancestor\": {}, \"through_host_bridge\": {}}}",
+                       bdf(p.index), bdf(c.index), to_string(o.map_type), o.distance,
+                       o.p2pdma_distance ? std::to_string(*o.p2pdma_distance) : "null",
+                       o.common_ancestor ? bdf(*o.common_ancestor) : "null", o.through_host_bridge);
+      }
+      if (buf.size() >= kFlushBytes) out << buf, buf.clear();
+    }
+  buf += first ? "]\n" : "\n" + pad + "  ]\n";
+  buf += pad + "}";
+  out << buf;
 }
 
 std::string explain_text(const Topology& t, const KernelRules& rules, const ManyVerdict& many) {
   auto names = short_names(t);
-  std::string out = fmt::format("Kernel {} ({}), P2PDMA rules of {}\n",
-                                rules.release.text.empty() ? rules.release.version() : rules.release.text,
-                                rules.release_source, rules.release.version());
+  std::string out = kernel_heading(rules);
   for (const auto& note : rules.notes) out += "Note: " + note + "\n";
   out += fmt::format("Provider: {}\n", describe(t, many.provider, names));
   for (const auto& v : many.clients) {

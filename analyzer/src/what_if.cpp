@@ -134,21 +134,25 @@ std::string what_if_why(const std::vector<std::string>& causes, const std::strin
   return causes.empty() ? reason : join(causes, "; ") + ": " + reason;
 }
 
-std::vector<PairChange> kernel_verdict_changes(const Topology& before_topo, const KernelRules& before_rules,
-                                               const std::vector<PairVerdict>& before, const Topology& after_topo,
-                                               const KernelRules& after_rules, const std::vector<PairVerdict>& after) {
-  std::map<std::pair<Bdf, Bdf>, const PairVerdict*> as_read;
-  for (const auto& v : before)
-    as_read[{before_topo.functions[v.provider].bdf, before_topo.functions[v.client].bdf}] = &v;
+std::vector<PairChange> kernel_verdict_changes(const P2pdmaIndex& before, const P2pdmaIndex& after,
+                                               const std::vector<NamedFunction>& devices) {
+  const Topology& before_topo = before.topology();
+  const Topology& after_topo = after.topology();
+  std::vector<std::optional<size_t>> as_read;  // the same function in `before`, by device position
+  for (const auto& d : devices) as_read.push_back(before_topo.index_of(after_topo.functions[d.index].bdf));
+  auto state = [](const PairOutcome& o) { return PairState{o.map_type, o.p2pdma_distance, "", ""}; };
   std::vector<PairChange> changes;
-  for (const auto& v : after) {
-    auto it = as_read.find({after_topo.functions[v.provider].bdf, after_topo.functions[v.client].bdf});
-    if (it == as_read.end()) continue;  // the same machine has the same functions; never expected
-    PairChange c{v.provider, v.client, kernel_state(*it->second), kernel_state(v), ""};
-    if (c.before == c.after) continue;
-    c.why = what_if_why(what_if_causes(before_topo, before_rules, *it->second, after_topo, after_rules, v), v.reason);
-    changes.push_back(std::move(c));
-  }
+  for (size_t p = 0; p < devices.size(); ++p)
+    for (size_t c = 0; c < devices.size(); ++c) {
+      if (!as_read[p] || !as_read[c]) continue;  // the same machine has the same functions; never expected
+      PairChange change{devices[p].index, devices[c].index, state(before.outcome(*as_read[p], *as_read[c])),
+                        state(after.outcome(devices[p].index, devices[c].index)), ""};
+      if (change.before == change.after) continue;
+      PairVerdict was = before.verdict(*as_read[p], *as_read[c]);
+      PairVerdict now = after.verdict(devices[p].index, devices[c].index);
+      change.why = what_if_why(what_if_causes(before_topo, before.rules(), was, after_topo, after.rules(), now), now.reason);
+      changes.push_back(std::move(change));
+    }
   return changes;
 }
 

@@ -6,6 +6,7 @@
 #include "p2paudit/json_output.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/topology_report.h"
 
@@ -14,16 +15,19 @@ namespace p2paudit::cli {
 int run_audit(const GlobalOptions& global) {
   Topology topo = load_topology(global);
   KernelRules rules = load_kernel_rules(global, topo);
+  P2pdmaIndex index(topo, rules);
   auto devices = matrix_devices(topo, false);
-  auto pairs = matrix_verdicts(topo, rules, devices);
   if (global.format == "json") {
-    nlohmann::ordered_json j = {{"schema_version", 1},
-                                {"source", {{"sysroot", global.sysroot}}},
-                                {"topology", topology_to_json(topo)},
-                                {"matrix", matrix_json(topo, rules, devices, pairs)}};
-    std::cout << json_text(j) << "\n";
+    std::string head = json_text(nlohmann::ordered_json{{"schema_version", 1},
+                                                        {"source", {{"sysroot", global.sysroot}}},
+                                                        {"topology", topology_to_json(topo)}});
+    head.resize(head.size() - 2);  // "\n}": the matrix follows, streamed
+    std::cout << head << ",\n  \"matrix\": ";
+    write_matrix_json(std::cout, index, devices, false, 2);
+    std::cout << "\n}\n";
   } else {
-    std::cout << topology_tree_text(topo) << "\n" << matrix_text(topo, rules, devices, pairs);
+    std::cout << topology_tree_text(topo) << "\n";
+    write_matrix_text(std::cout, index, devices);
     if (devices.empty()) std::cout << "(no GPUs, accelerators, NVMe, NICs or FPGAs here: `p2paudit matrix --all`)\n";
   }
   return kExitOk;

@@ -86,6 +86,18 @@ std::optional<bool> pci_bridge_has_acs_redir(const Function& dev);
 // Mirrors cpu_supports_p2pdma() in drivers/pci/p2pdma.c; nullopt when the platform is not known.
 std::optional<bool> cpu_supports_p2pdma(const Platform& platform, const KernelRules& rules);
 
+// Mirrors pci_host_bridge_dev() in drivers/pci/p2pdma.c (5.14+; before, pci_get_slot(bus, 00.0)).
+// A root bus's first device whose PCIe type was not readable is taken as a Root Port when
+// assume_root_port; root_port_unknown is then set.
+std::optional<size_t> pci_host_bridge_dev(const Topology& topo, const KernelRules& rules, const HostBridge& host,
+                                          bool assume_root_port, bool& root_port_unknown);
+// pci_get_slot(host->bus, PCI_DEVFN(0, 0)).
+std::optional<size_t> slot_devfn0(const Topology& topo, const HostBridge& host);
+// The first entry of rules.whitelist that __host_bridge_whitelist() matches root against.
+std::optional<size_t> whitelist_entry(const KernelRules& rules, const Function& root);
+// Mirrors root_complex_whitelist() of 5.2-5.3: an AMD ZEN root complex (1022:1450), no IOMMU.
+bool zen_root_complex(const Topology& topo, const HostBridge& host);
+
 PairVerdict pci_p2pdma_distance(const Topology& topo, const KernelRules& rules, size_t provider,
                                 size_t client);
 ManyVerdict pci_p2pdma_distance_many(const Topology& topo, const KernelRules& rules, size_t provider,

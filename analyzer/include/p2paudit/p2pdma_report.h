@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,11 +12,14 @@
 
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 #include "p2paudit/topology.h"
 
 namespace p2paudit {
 
 inline constexpr int kVerdictSchemaVersion = 1;
+// Matrix documents: 2 since pairs carry the verdict's facts, not its texts (--details adds them).
+inline constexpr int kMatrixSchemaVersion = 2;
 
 // A function and its short name; the name is "" for functions outside the named classes.
 struct NamedFunction {
@@ -30,22 +34,24 @@ std::vector<NamedFunction> matrix_devices(const Topology& topo, bool all);
 std::optional<size_t> resolve_function(const Topology& topo, std::string_view spec);
 // "X" (self), "BUS", "HB", "NO" or "?".
 const char* matrix_code(const PairVerdict& v);
+const char* matrix_code(MapType map_type, bool self);
 
 nlohmann::ordered_json kernel_json(const KernelRules& rules);
 nlohmann::ordered_json verdict_json(const Topology& topo, const KernelRules& rules, const PairVerdict& v);
-// {"schema_version", "kernel", "devices", "pairs"}: pairs are every ordered pair, row-major.
-nlohmann::ordered_json matrix_json(const Topology& topo, const KernelRules& rules,
-                                   const std::vector<NamedFunction>& devices,
-                                   const std::vector<PairVerdict>& pairs);
 nlohmann::ordered_json explain_json(const Topology& topo, const KernelRules& rules, const ManyVerdict& many);
 
-// pci_p2pdma_distance() for every ordered pair of `devices`, row by row (provider-major).
-std::vector<PairVerdict> matrix_verdicts(const Topology& t, const KernelRules& rules,
-                                         const std::vector<NamedFunction>& devices);
 // Grid labels: the short name, else the BDF ("BB:DD.F" when every function is in domain 0).
 std::vector<std::string> matrix_labels(const Topology& t, const std::vector<NamedFunction>& devices);
-std::string matrix_text(const Topology& topo, const KernelRules& rules,
-                        const std::vector<NamedFunction>& devices, const std::vector<PairVerdict>& pairs);
+
+// The matrix of every ordered pair of `devices`, written row by row as it is computed: memory does
+// not grow with the number of pairs.
+void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices);
+// {"schema_version": 2, "kernel", "devices", "pairs"}: pairs row-major, one line each, with the
+// map type, distances, common upstream device and whether the path crosses a host bridge; with
+// details, every field of verdict_json() (reason, kernel log, chains, ACS tests, remedy). `indent`
+// places the document inside another one at that depth.
+void write_matrix_json(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
+                       bool details, int indent = 0);
 std::string explain_text(const Topology& topo, const KernelRules& rules, const ManyVerdict& many);
 
 }  // namespace p2paudit

@@ -11,6 +11,8 @@
 
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
+#include "p2paudit/p2pdma_report.h"
 #include "p2paudit/topology.h"
 
 namespace p2paudit {
@@ -43,11 +45,10 @@ std::vector<std::string> what_if_causes(const Topology& before_topo, const Kerne
 // "<causes>: <the new answer's reason>".
 std::string what_if_why(const std::vector<std::string>& causes, const std::string& reason);
 
-// The pairs of `after` whose map type or pci_p2pdma_distance() differs from the same pair (by
-// BDF) in `before`; both as matrix_verdicts() gives them for the two topologies.
-std::vector<PairChange> kernel_verdict_changes(const Topology& before_topo, const KernelRules& before_rules,
-                                               const std::vector<PairVerdict>& before, const Topology& after_topo,
-                                               const KernelRules& after_rules, const std::vector<PairVerdict>& after);
+// The ordered pairs of `devices` (functions of `after`'s topology) whose map type or
+// pci_p2pdma_distance() differs from the same pair (by BDF) in `before`.
+std::vector<PairChange> kernel_verdict_changes(const P2pdmaIndex& before, const P2pdmaIndex& after,
+                                               const std::vector<NamedFunction>& devices);
 
 // The notes the what-if options added (in `after`, not in `before`): what was assumed.
 std::vector<std::string> notes_added(const KernelRules& before, const KernelRules& after);

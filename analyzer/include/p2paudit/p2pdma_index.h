@@ -1,0 +1,79 @@
+// pci_p2pdma_distance() for many pairs. Each function's upstream chain, depth, ACS redirect counts
+// and host-bridge whitelist result are computed once, so a pair's map type and distance cost
+// O(depth) and allocate nothing; reasons, log lines and remedies (PairVerdict) are built only
+// for the pairs that are printed. The answers equal pci_p2pdma_distance()'s on every pair.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma.h"
+#include "p2paudit/topology.h"
+
+namespace p2paudit {
+
+// The part of a PairVerdict that needs no text.
+struct PairOutcome {
+  MapType map_type = MapType::kUnknown;
+  int distance = 0;                     // calc_map_type_and_dist()'s distance
+  std::optional<int> p2pdma_distance;   // -1 refused; nullopt unknown
+  std::optional<int> legacy_return;     // 4.20-5.3 only
+  std::optional<size_t> common_ancestor;
+  bool through_host_bridge = false;     // the THRU_HOST_BRIDGE branch was taken under some assumption
+};
+
+class P2pdmaIndex {
+ public:
+  // Keeps references: both must outlive the index. O(functions + host bridges).
+  P2pdmaIndex(const Topology& topo, const KernelRules& rules);
+
+  const Topology& topology() const { return topo_; }
+  const KernelRules& rules() const { return rules_; }
+
+  PairOutcome outcome(size_t provider, size_t client) const;
+  // The whole verdict with texts: pci_p2pdma_distance().
+  PairVerdict verdict(size_t provider, size_t client) const;
+
+  // pci_upstream_bridge(), precomputed.
+  std::optional<size_t> upstream(size_t dev) const;
+  // Steps from dev up to its root bus device; 0 on a root bus.
+  size_t depth(size_t dev) const { return depth_[dev]; }
+  // The first device on both upstream chains (the device itself counts), nullopt when none.
+  std::optional<size_t> common_ancestor(size_t a, size_t b) const;
+
+ private:
+  struct HostBridgeResult {
+    bool passed[2] = {false, false};  // [assume the root device is a Root Port]
+    bool root_port_unknown = false;   // the answer depended on that assumption
+  };
+  struct Evaluation {
+    MapType type = MapType::kUnknown;
+    int dist = 0;
+    std::optional<int> legacy;
+    bool thru = false;
+  };
+
+  Evaluation evaluate(size_t provider, size_t client, std::optional<size_t> common, int dist_a, int dist_b,
+                      unsigned assume, unsigned& used) const;
+  bool host_bridge_passes(size_t dev, bool same, unsigned assume, unsigned& used) const;
+  HostBridgeResult whitelist_result(size_t host_bridge, bool same) const;
+
+  const Topology& topo_;
+  const KernelRules& rules_;
+  static constexpr uint32_t kNone = UINT32_MAX;
+  std::vector<uint32_t> up_;           // kNone on a root bus
+  std::vector<uint32_t> depth_;
+  std::vector<uint32_t> redirects_;    // devices with ACS redirect set, from dev to its root inclusive
+  std::vector<uint32_t> unreadable_;   // devices whose ACS control was not readable, likewise
+  std::vector<uint8_t> irregular_;     // on an upstream loop: answered by pci_p2pdma_distance()
+  std::vector<uint32_t> host_bridge_;  // index into topo.host_bridges, kNone when not found
+  std::vector<HostBridgeResult> whitelist_same_, whitelist_different_;
+  std::vector<uint8_t> zen_root_complex_;  // root_complex_whitelist() of 5.2-5.3, per host bridge
+  std::optional<bool> cpu_supports_;
+  bool refused_by_config_ = false;
+};
+
+}  // namespace p2paudit

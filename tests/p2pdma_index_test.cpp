@@ -1,0 +1,164 @@
+// P2pdmaIndex must give pci_p2pdma_distance()'s map type, distances, common ancestor and host-bridge
+// flag on every ordered pair: of every kernel-oracle machine, read in full and as an unprivileged
+// reader sees it, under every kernel era; and of random trees with unreadable ACS and root ports,
+// several host bridges, VFs and an unknown CPU.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+#include "synthetic_tree.h"
+
+namespace p2paudit {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One release of each era the rules distinguish (kernel_rules.h).
+const std::vector<std::string> kReleases = {"4.20", "5.2", "5.4", "5.9", "5.14", "5.19", "6.1", "7.1", "7.3"};
+
+KernelRules rules_for(const Topology& t, const std::string& release, std::vector<std::string> assume = {}) {
+  Platform platform = t.platform;
+  platform.kernel_release = release;
+  return load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", platform, {"", {}, std::move(assume)});
+}
+
+// Returns the number of pairs compared; every difference is a test failure naming the pair.
+size_t expect_index_agrees(const Topology& t, const KernelRules& rules, const std::string& what) {
+  P2pdmaIndex index(t, rules);
+  size_t compared = 0;
+  for (size_t p = 0; p < t.functions.size(); ++p)
+    for (size_t c = 0; c < t.functions.size(); ++c) {
+      PairVerdict v = pci_p2pdma_distance(t, rules, p, c);
+      PairOutcome o = index.outcome(p, c);
+      std::string pair = fmt::format("{} {} -> {} (kernel {})", what, t.functions[p].bdf.str(), t.functions[c].bdf.str(),
+                                     rules.release.version());
+      EXPECT_EQ(to_string(o.map_type), std::string(to_string(v.map_type))) << pair;
+      EXPECT_EQ(o.distance, v.distance) << pair;
+      EXPECT_EQ(o.p2pdma_distance, v.p2pdma_distance) << pair;
+      EXPECT_EQ(o.legacy_return, v.legacy_return) << pair;
+      EXPECT_EQ(o.common_ancestor, v.common_ancestor) << pair;
+      EXPECT_EQ(o.common_ancestor, index.common_ancestor(p, c)) << pair;
+      EXPECT_EQ(o.through_host_bridge, v.through_host_bridge) << pair;
+      ++compared;
+    }
+  return compared;
+}
+
+// What an unprivileged reader gets: 64 bytes of config space, so no ACS and no PCIe type.
+Topology unprivileged(Topology t) {
+  for (auto& f : t.functions) {
+    f.config_readable = std::min<size_t>(f.config_readable, 64);
+    f.acs = Acs{};
+    if (f.is_bridge()) f.is_pcie = false, f.pcie_type = PcieType::kUnknown;
+  }
+  return t;
+}
+
+TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnEveryOracleMachineAndEra) {
+  const fs::path dir = fs::path(P2PAUDIT_TEST_DATA) / "kernel-oracle";
+  size_t machines = 0, pairs = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (!fs::exists(e.path() / "sysroot.tar.gz")) continue;
+    Sysroot root = Sysroot::open((e.path() / "sysroot.tar.gz").string());
+    Topology t = read_topology(root);
+    ++machines;
+    for (const auto& release : kReleases) {
+      pairs += expect_index_agrees(t, rules_for(t, release), e.path().filename().string());
+      pairs += expect_index_agrees(unprivileged(t), rules_for(t, release), e.path().filename().string() + " unprivileged");
+    }
+    Topology unknown_cpu = t;
+    unknown_cpu.platform.cpu_vendor.clear();
+    unknown_cpu.platform.arch.clear();
+    pairs += expect_index_agrees(unknown_cpu, rules_for(unknown_cpu, "6.1"), e.path().filename().string() + " no CPU");
+  }
+  EXPECT_GE(machines, 20u);
+  EXPECT_GT(pairs, 10000u);
+}
+
+// A random forest: root ports and bridges under several host bridges, endpoints with VFs, ACS
+// present with and without redirect bits or unreadable, root-bus first devices away from 00.0.
+Topology random_tree(unsigned seed) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  test::Tree tree;
+  if (pick(3) == 0) tree.t.platform.cpu_vendor = "AuthenticAMD", tree.t.platform.cpu_family = 0x19;
+  if (pick(4) == 0) tree.t.platform.cpu_vendor.clear(), tree.t.platform.arch.clear();
+  std::vector<std::string> bridges;
+  int bus = 0;
+  for (int h = 0; h < 1 + pick(3); ++h) {
+    std::string host = fmt::format("pci0000:{:02x}", bus);
+    int root_bus = bus++;
+    bool host_dev_first = pick(3) != 0;
+    if (host_dev_first)
+      tree.host_dev(pick(2) ? 0x8086 : 0x1022, pick(2) ? 0x1450 : 0x29c0, host, fmt::format("{:02x}:00.0", root_bus));
+    for (int r = 0; r < 1 + pick(3); ++r) {
+      std::optional<uint16_t> acs;
+      if (pick(2)) acs = pick(2) ? (kAcsRr | kAcsCr) : kAcsSv;
+      std::string rp = fmt::format("{:02x}:{:02x}.0", root_bus, 1 + r);
+      size_t i = tree.rp(rp, acs, host);
+      if (pick(4) == 0) tree.t.functions[i].acs.state = CapState::kUnknown, tree.t.functions[i].config_readable = 64;
+      if (!host_dev_first && r == 0 && pick(2)) {
+        tree.t.functions[i].config_readable = 64;
+        tree.t.functions[i].is_pcie = false;
+        tree.t.functions[i].pcie_type = PcieType::kUnknown;
+      }
+      bridges.push_back(rp);
+    }
+    // Bridges and endpoints below, each under a random earlier bridge of this host.
+    size_t first = bridges.size() - 1;
+    for (int d = 0; d < 2 + pick(6); ++d) {
+      const std::string parent = bridges[first + static_cast<size_t>(pick(static_cast<int>(bridges.size() - first)))];
+      std::string bdf = fmt::format("{:02x}:00.0", ++bus);
+      if (pick(2)) {
+        std::optional<uint16_t> acs;
+        if (pick(2)) acs = pick(2) ? kAcsRr : kAcsEc;
+        tree.add(bdf, parent, 0x10b5, 0x8747, pick(2) ? PcieType::kSwitchDownstream : PcieType::kSwitchUpstream, acs, host);
+        bridges.push_back(bdf);
+      } else {
+        tree.ep(bdf, parent, std::nullopt, host);
+        if (pick(2)) tree.vf(fmt::format("{:02x}:00.1", bus), bdf);
+      }
+    }
+    bus += 2;
+  }
+  return tree.t;
+}
+
+TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnRandomTrees) {
+  size_t pairs = 0;
+  for (unsigned seed = 1; seed <= 60; ++seed) {
+    Topology t = random_tree(seed);
+    for (const auto& release : kReleases) pairs += expect_index_agrees(t, rules_for(t, release), fmt::format("seed {}", seed));
+    pairs += expect_index_agrees(t, rules_for(t, "6.1", {"8086:29c0:same-host-bridge"}), fmt::format("seed {} assumed", seed));
+    pairs += expect_index_agrees(t, rules_for(t, "6.1", {"8086:7000"}), fmt::format("seed {} root ports", seed));
+  }
+  EXPECT_GT(pairs, 20000u);
+}
+
+TEST(P2pdmaIndex, UpstreamAndDepthFollowVfsToTheirPfsBridge) {
+  test::Tree tree;
+  tree.host_dev(0x8086, 0x29c0);
+  tree.rp("00:01.0");
+  tree.add("01:00.0", "00:01.0", 0x10b5, 0x8747, PcieType::kSwitchUpstream);
+  tree.ep("02:00.0", "01:00.0");
+  tree.vf("02:00.1", "02:00.0");
+  Topology& t = tree.t;
+  KernelRules rules = rules_for(t, "6.1");
+  P2pdmaIndex index(t, rules);
+  EXPECT_EQ(index.depth(tree.index("00:01.0")), 0u);
+  EXPECT_EQ(index.depth(tree.index("02:00.0")), 2u);
+  EXPECT_EQ(index.upstream(tree.index("02:00.1")), tree.index("01:00.0"));
+  EXPECT_EQ(index.common_ancestor(tree.index("02:00.1"), tree.index("02:00.0")), tree.index("01:00.0"));
+  EXPECT_EQ(index.outcome(tree.index("02:00.1"), tree.index("02:00.0")).map_type, MapType::kBusAddr);
+}
+
+}  // namespace
+}  // namespace p2paudit
