@@ -1,0 +1,108 @@
+// Google Benchmark timings of the analyzer on synthetic machines (tools/p2paudit-synth), built
+// with -DP2PAUDIT_BENCHMARKS=ON; docs/performance.md says how to run it and what it measures.
+#include <benchmark/benchmark.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_report.h"
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+#include "synth.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Each size's machine is generated once per run, as a directory and a tarball, under /dev/shm
+// when it is writable: on a disk the directory reads would time the file system as much as us.
+class Machines {
+ public:
+  static Machines& instance() {
+    static Machines machines;
+    return machines;
+  }
+  ~Machines() {
+    std::error_code ec;
+    fs::remove_all(root_, ec);
+  }
+  Machines(const Machines&) = delete;
+  Machines& operator=(const Machines&) = delete;
+
+  std::string directory(int functions) { return generate(functions) + "/sysroot"; }
+  std::string tarball(int functions) { return generate(functions) + "/sysroot.tar.gz"; }
+  const fs::path& root() const { return root_; }
+
+ private:
+  Machines() {
+    std::string base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : fs::temp_directory_path().string();
+    std::string templ = base + "/p2paudit-bench-XXXXXX";
+    root_ = mkdtemp(templ.data());
+  }
+  std::string generate(int functions) {
+    auto [it, fresh] = made_.emplace(functions, (root_ / std::to_string(functions)).string());
+    if (fresh) {
+      p2paudit::synth::Options options;
+      options.functions = functions;
+      auto machine = p2paudit::synth::Machine::plan(options);
+      fs::create_directories(it->second + "/sysroot");
+      machine.write_directory(it->second + "/sysroot");
+      machine.write_tarball(it->second + "/sysroot.tar.gz");
+    }
+    return it->second;
+  }
+  fs::path root_;
+  std::map<int, std::string> made_;
+};
+
+void read_topology_from(benchmark::State& state, const std::string& path) {
+  for (auto _ : state) {
+    p2paudit::Topology t = p2paudit::read_topology(p2paudit::Sysroot::open(path));
+    benchmark::DoNotOptimize(t.functions.data());
+  }
+  state.counters["functions"] = static_cast<double>(state.range(0));
+}
+
+void BM_ReadTopologyDirectory(benchmark::State& state) {
+  read_topology_from(state, Machines::instance().directory(static_cast<int>(state.range(0))));
+}
+void BM_ReadTopologyTarball(benchmark::State& state) {
+  read_topology_from(state, Machines::instance().tarball(static_cast<int>(state.range(0))));
+}
+
+// pci_p2pdma_distance() for every ordered pair of the matrix's devices: what `matrix` costs with
+// the per-pair API.
+void BM_P2pdmaDistanceAllPairs(benchmark::State& state) {
+  auto topo = p2paudit::read_topology(p2paudit::Sysroot::open(Machines::instance().tarball(static_cast<int>(state.range(0)))));
+  auto rules = p2paudit::load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", topo.platform, {});
+  auto devices = p2paudit::matrix_devices(topo, false);
+  for (auto _ : state)
+    for (const auto& provider : devices)
+      for (const auto& client : devices) {
+        auto verdict = p2paudit::pci_p2pdma_distance(topo, rules, provider.index, client.index);
+        benchmark::DoNotOptimize(verdict.p2pdma_distance);
+      }
+  auto pairs = static_cast<int64_t>(devices.size() * devices.size());
+  state.SetItemsProcessed(state.iterations() * pairs);
+  state.counters["pairs"] = static_cast<double>(pairs);
+}
+
+BENCHMARK(BM_ReadTopologyDirectory)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ReadTopologyTarball)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_P2pdmaDistanceAllPairs)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("machines", Machines::instance().root().string());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
