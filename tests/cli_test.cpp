@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -103,16 +104,39 @@ TEST(Cli, CheckExitCodesForScripts) {
   EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0").status, 2);
 }
 
-TEST(Cli, PolicyJsonCarriesDecisionRulesReasonsRemedies) {
-  auto r = tool("--sysroot " + h200() + " policy --format json");
+TEST(Cli, PolicyJsonNamesEachPairsGroupAndGivesEachGroupOnce) {
+  auto r = tool("--sysroot " + h200() + " policy --format json --vendor-facts " + h200_vendor_facts());
   ASSERT_EQ(r.status, 0);
   json j = json::parse(r.output);
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   ASSERT_EQ(j["pairs"].size(), 25u);
+  std::map<int, int> members;
   for (const auto& p : j["pairs"]) {
-    for (const char* key : {"provider", "client", "decision", "rule", "rules", "reasons", "remedies", "authority", "facts"})
+    for (const char* key : {"provider", "client", "decision", "rule", "authority", "group"})
       EXPECT_TRUE(p.contains(key)) << key;
     EXPECT_TRUE(p["decision"] == "peer" || p["decision"] == "host_staged" || p["decision"] == "deny");
+    ++members[p["group"].get<int>()];
+  }
+  ASSERT_GE(j["groups"].size(), 2u);  // NVLink pairs and the NIC's are decided differently
+  for (const auto& g : j["groups"]) {
+    int id = g["group"].get<int>();
+    EXPECT_EQ(g["pairs"].get<int>(), members[id]) << id;
+    for (const char* key : {"decision", "rule", "authority", "rules", "warnings", "unknown_facts", "example"})
+      EXPECT_TRUE(g.contains(key)) << key;
+    EXPECT_FALSE(g["example"]["reason"].get<std::string>().empty());
+    for (const auto& p : j["pairs"])
+      if (p["group"] == id) EXPECT_EQ(p["decision"], g["decision"]);
+  }
+  // --details: every pair's own texts and facts, in the same groups with the same decisions.
+  json d = json::parse(tool("--sysroot " + h200() + " policy --details --format json --vendor-facts " + h200_vendor_facts()).output);
+  ASSERT_EQ(d["pairs"].size(), 25u);
+  for (size_t i = 0; i < 25; ++i) {
+    const auto& p = d["pairs"][i];
+    for (const char* key : {"provider", "client", "decision", "rule", "rules", "reasons", "remedies", "authority", "facts", "group"})
+      EXPECT_TRUE(p.contains(key)) << key;
+    EXPECT_EQ(p["decision"], j["pairs"][i]["decision"]);
+    EXPECT_EQ(p["group"], j["pairs"][i]["group"]);
+    EXPECT_EQ(p["rules"], j["groups"][p["group"].get<int>() - 1]["rules"]);
   }
 }
 

@@ -30,14 +30,17 @@ KernelRules rules_for(const Topology& t, const std::string& release, std::vector
   return load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", platform, {"", {}, std::move(assume)});
 }
 
+size_t whitelist_checks_compared = 0;
+
 // Returns the number of pairs compared; every difference is a test failure naming the pair.
 size_t expect_index_agrees(const Topology& t, const KernelRules& rules, const std::string& what) {
   P2pdmaIndex index(t, rules);
-  size_t compared = 0;
+  size_t compared = 0, checks = 0;
   for (size_t p = 0; p < t.functions.size(); ++p)
     for (size_t c = 0; c < t.functions.size(); ++c) {
       PairVerdict v = pci_p2pdma_distance(t, rules, p, c);
       PairOutcome o = index.outcome(p, c);
+      PairOutcome want = outcome_of(t, v);
       std::string pair = fmt::format("{} {} -> {} (kernel {})", what, t.functions[p].bdf.str(), t.functions[c].bdf.str(),
                                      rules.release.version());
       EXPECT_EQ(to_string(o.map_type), std::string(to_string(v.map_type))) << pair;
@@ -47,8 +50,21 @@ size_t expect_index_agrees(const Topology& t, const KernelRules& rules, const st
       EXPECT_EQ(o.common_ancestor, v.common_ancestor) << pair;
       EXPECT_EQ(o.common_ancestor, index.common_ancestor(p, c)) << pair;
       EXPECT_EQ(o.through_host_bridge, v.through_host_bridge) << pair;
+      EXPECT_EQ(o.cpu_rule_consulted, v.cpu_rule_consulted) << pair;
+      EXPECT_EQ(o.acs_redirecting, want.acs_redirecting) << pair;
+      EXPECT_EQ(o.acs_unreadable, want.acs_unreadable) << pair;
+      EXPECT_EQ(o.whitelist_check_count, v.host_bridges.size()) << pair;
+      if (o.whitelist_check_count != v.host_bridges.size()) continue;
+      for (size_t h = 0; h < o.whitelist_check_count; ++h) {
+        EXPECT_EQ(o.whitelist_checks[h].host_bridge, want.whitelist_checks[h].host_bridge) << pair << " check " << h;
+        EXPECT_EQ(o.whitelist_checks[h].root_device, v.host_bridges[h].root_device) << pair << " check " << h;
+        EXPECT_EQ(o.whitelist_checks[h].entry, v.host_bridges[h].entry) << pair << " check " << h;
+        EXPECT_EQ(o.whitelist_checks[h].passed, v.host_bridges[h].passed) << pair << " check " << h;
+      }
+      checks += o.whitelist_check_count;
       ++compared;
     }
+  whitelist_checks_compared += checks;
   return compared;
 }
 
@@ -81,6 +97,7 @@ TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnEveryOracleMachineAndEra) {
   }
   EXPECT_GE(machines, 20u);
   EXPECT_GT(pairs, 10000u);
+  EXPECT_GT(whitelist_checks_compared, 1000u);
 }
 
 // A random forest: root ports and bridges under several host bridges, endpoints with VFs, ACS

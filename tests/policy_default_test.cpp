@@ -212,7 +212,7 @@ FactSet facts_of(const test::Tree& tree, const std::string& p, const std::string
   Platform platform = tree.t.platform;
   platform.kernel_release = "7.2.13";
   KernelRules kernel = load_kernel_rules(std::filesystem::path(kRules) / "kernel", platform, {"", {}, std::move(assume)});
-  return pair_facts(tree.t, kernel, pci_p2pdma_distance(tree.t, kernel, tree.index(p), tree.index(c)));
+  return pair_facts(P2pdmaIndex(tree.t, kernel), tree.index(p), tree.index(c));
 }
 
 std::string str(const FactSet& f, const std::string& name) {

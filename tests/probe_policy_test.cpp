@@ -103,14 +103,14 @@ TEST(ProbeFacts, RecordedH200AnswersDecidePeerByNvlink) {
 
 TEST(ProbeFacts, LivePolicyAsksTheRuntimesUnlessNoProbe) {
   std::string tool = std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(h200_sysroot());
-  auto r = test::run_command(fakes_env("ok") + tool + " policy --format json 2>/dev/null");
+  auto r = test::run_command(fakes_env("ok") + tool + " policy --details --format json 2>/dev/null");
   ASSERT_EQ(r.status, 0) << r.output;
   auto j = json::parse(r.output);
   EXPECT_EQ(j["runtime_probe"]["source"], "live");
   EXPECT_EQ(gpu_pair(j, "0000:00:06.0", "0000:00:07.0")["decision"], "peer");
   EXPECT_EQ(gpu_pair(j, "0000:00:06.0", "0000:00:07.0")["rule"], "nvlink");
 
-  r = test::run_command(fakes_env("ok") + tool + " policy --no-probe --format json 2>/dev/null");
+  r = test::run_command(fakes_env("ok") + tool + " policy --no-probe --details --format json 2>/dev/null");
   ASSERT_EQ(r.status, 0) << r.output;
   j = json::parse(r.output);
   EXPECT_EQ(j["runtime_probe"]["source"], "none");
@@ -120,7 +120,7 @@ TEST(ProbeFacts, LivePolicyAsksTheRuntimesUnlessNoProbe) {
   EXPECT_EQ(test::run_command(fakes_env("ok") + tool + " check gpu0 gpu1 >/dev/null 2>&1").status, 0);
   EXPECT_EQ(test::run_command(fakes_env("ok") + tool + " check --no-probe gpu0 gpu1 >/dev/null 2>&1").status, 1);
   // A driver that refuses: host-staged by the driver's own answer.
-  r = test::run_command(fakes_env("p2p_not_supported") + tool + " policy --format json 2>/dev/null");
+  r = test::run_command(fakes_env("p2p_not_supported") + tool + " policy --details --format json 2>/dev/null");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(gpu_pair(json::parse(r.output), "0000:00:06.0", "0000:00:07.0")["rule"], "nvidia-driver-refuses");
 }
@@ -130,7 +130,7 @@ TEST(ProbeFacts, ASysrootIsNotProbed) {
   std::string env = fakes_env("ok");
   env.replace(env.find("P2PAUDIT_PROBE_ALLOW_SYSROOT=1"), 30, "P2PAUDIT_PROBE_ALLOW_SYSROOT=0");
   auto r = test::run_command(env + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(h200_sysroot()) +
-                             " policy --format json 2>/dev/null");
+                             " policy --details --format json 2>/dev/null");
   ASSERT_EQ(r.status, 0) << r.output;
   auto j = json::parse(r.output);
   EXPECT_EQ(j["runtime_probe"]["source"], "none");
@@ -146,7 +146,7 @@ TEST(ProbeFacts, SnapshotWithProbeCarriesTheAnswers) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("with the runtimes' answers"), std::string::npos) << r.output;
   // No fakes now: the stored answers decide.
-  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(out) + " policy --format json");
+  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(out) + " policy --details --format json");
   fs::remove(out);
   ASSERT_EQ(r.status, 0) << r.output;
   auto j = json::parse(r.output);
@@ -162,7 +162,7 @@ TEST(ProbeFacts, VendorFactsFileOverridesTheProbe) {
   std::ofstream(facts) << R"({"schema_version": 1, "pairs": [{"provider": "0000:00:06.0", "client": "0000:00:07.0",
     "facts": {"vendor.nvlink": false, "vendor.peer_supported": false}}]})";
   auto r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(dir.dir()) +
-                             " policy --format json --vendor-facts " + test::shell_quote(facts));
+                             " policy --details --format json --vendor-facts " + test::shell_quote(facts));
   ASSERT_EQ(r.status, 0) << r.output;
   auto j = json::parse(r.output);
   EXPECT_EQ(gpu_pair(j, "0000:00:06.0", "0000:00:07.0")["rule"], "nvidia-driver-refuses");
@@ -212,7 +212,7 @@ TEST(ProbeFacts, CorruptCopyOverridesEveryYes) {
                                 {"host_staged", {{"result", "verified"}, {"gbps", 20.5}, {"seconds", {0.1, 0.1}}}}};
   UnpackedH200 dir;
   dir.write("p2paudit-probe.json", doc.dump());
-  auto r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(dir.dir()) + " policy --format json");
+  auto r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(dir.dir()) + " policy --details --format json");
   ASSERT_EQ(r.status, 0) << r.output;
   const json corrupt = json::parse(r.output);
   const auto& pair = gpu_pair(corrupt, "0000:00:06.0", "0000:00:07.0");
@@ -231,7 +231,7 @@ TEST(ProbeFacts, CorruptCopyOverridesEveryYes) {
       }
     }
   dir.write("p2paudit-probe.json", doc.dump());
-  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(dir.dir()) + " policy --format json");
+  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(dir.dir()) + " policy --details --format json");
   ASSERT_EQ(r.status, 0) << r.output;
   const json after = json::parse(r.output);
   const auto& verified = gpu_pair(after, "0000:00:06.0", "0000:00:07.0");
@@ -446,7 +446,7 @@ TEST(ProbeRecording, H200CopyIsVerifiedAtThePlainCudaPeerBandwidth) {
 // The snapshot taken there, analysed here: the stored answers and the verified copy are facts.
 TEST(ProbeRecording, H200SnapshotWithProbeDecidesTheSameHere) {
   auto r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " +
-                             test::shell_quote(recording("snapshot-probe.tar.gz")) + " policy --format json");
+                             test::shell_quote(recording("snapshot-probe.tar.gz")) + " policy --details --format json");
   ASSERT_EQ(r.status, 0) << r.output;
   json j = json::parse(r.output);
   EXPECT_EQ(j["runtime_probe"]["source"], "snapshot");

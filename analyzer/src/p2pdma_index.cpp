@@ -61,6 +61,10 @@ P2pdmaIndex::P2pdmaIndex(const Topology& topo, const KernelRules& rules) : topo_
     whitelist_same_.push_back(whitelist_result(h, true));
     whitelist_different_.push_back(whitelist_result(h, false));
     zen_root_complex_.push_back(zen_root_complex(topo, topo.host_bridges[h]) ? 1 : 0);
+    bool root_port_unknown = false;
+    auto root = pci_host_bridge_dev(topo, rules, topo.host_bridges[h], false, root_port_unknown);
+    root_device_.push_back(root);
+    root_entry_.push_back(root ? whitelist_entry(rules, topo.functions[*root]) : std::nullopt);
   }
   if (rules.cpu_supports_p2pdma) cpu_supports_ = cpu_supports_p2pdma(topo.platform, rules);
   refused_by_config_ = rules.config_p2pdma == Known::kNo || !rules.p2pdma;
@@ -94,36 +98,37 @@ std::optional<size_t> P2pdmaIndex::common_ancestor(size_t a, size_t b) const {
 }
 
 // __host_bridge_whitelist() for dev's host bridge, from the precomputed result.
-bool P2pdmaIndex::host_bridge_passes(size_t dev, bool same, unsigned assume, unsigned& used) const {
+bool P2pdmaIndex::host_bridge_passes(Evaluation& e, size_t dev, bool same, unsigned assume, unsigned& used) const {
   uint32_t h = host_bridge_[dev];
+  Check& check = e.checks[e.check_count++];
+  check = {h, false};
   if (h == kNone) return false;
   const HostBridgeResult& r = same ? whitelist_same_[h] : whitelist_different_[h];
   if (r.root_port_unknown) used |= kRootPortUnreadable;
-  return r.passed[(assume & kRootPortUnreadable) ? 1 : 0];
+  return check.passed = r.passed[(assume & kRootPortUnreadable) ? 1 : 0];
 }
 
 // One run of calc_map_type_and_dist() (5.4+) or upstream_bridge_distance() (4.20-5.3) under one
 // set of assumptions, as Model in p2pdma.cpp makes it, from the precomputed chains.
 P2pdmaIndex::Evaluation P2pdmaIndex::evaluate(size_t provider, size_t client, std::optional<size_t> common,
-                                              int dist_a, int dist_b, unsigned assume, unsigned& used) const {
+                                              uint32_t acs_redirecting, uint32_t acs_unreadable, int dist_a, int dist_b,
+                                              unsigned assume, unsigned& used) const {
   Evaluation e;
   e.dist = dist_a + dist_b;
   int acs_cnt = 0;
   if (common) {
-    // The provider's chain up to the common device inclusive, then the client's below it.
-    size_t c = *common;
-    uint32_t known = redirects_[provider] + redirects_[client] - 2 * redirects_[c] +
-                     (pci_bridge_has_acs_redir(topo_.functions[c]).value_or(false) ? 1 : 0);
-    uint32_t unreadable = unreadable_[provider] + unreadable_[client] - 2 * unreadable_[c] +
-                          (pci_bridge_has_acs_redir(topo_.functions[c]) ? 0 : 1);
-    if (unreadable) used |= kAcsUnreadable;
-    acs_cnt = static_cast<int>(known + ((assume & kAcsUnreadable) ? unreadable : 0));
+    if (acs_unreadable) used |= kAcsUnreadable;
+    acs_cnt = static_cast<int>(acs_redirecting + ((assume & kAcsUnreadable) ? acs_unreadable : 0));
   }
   if (!rules_.map_types) {
     if (!common) {
       e.thru = true;
-      uint32_t hp = host_bridge_[provider], hc = host_bridge_[client];
-      if (rules_.amd_zen_root_complex && hp != kNone && zen_root_complex_[hp] && hc != kNone && zen_root_complex_[hc]) {
+      auto zen = [&](size_t dev) {
+        uint32_t h = host_bridge_[dev];
+        e.checks[e.check_count++] = {h, h != kNone && zen_root_complex_[h]};
+        return e.checks[e.check_count - 1].passed;
+      };
+      if (rules_.amd_zen_root_complex && zen(provider) && zen(client)) {
         e.dist = 0x1000 + dist_a + dist_b;
         e.legacy = e.dist;
         e.type = MapType::kThruHostBridge;
@@ -145,15 +150,16 @@ P2pdmaIndex::Evaluation P2pdmaIndex::evaluate(size_t provider, size_t client, st
   e.type = MapType::kThruHostBridge;
   bool cpu = false;
   if (rules_.cpu_supports_p2pdma) {
+    e.cpu_consulted = true;
     if (!cpu_supports_) used |= kCpuUnknown;
     cpu = cpu_supports_ ? *cpu_supports_ : (assume & kCpuUnknown) != 0;
   }
   if (cpu) return e;
   bool passes;
   if (host_bridge_[provider] == host_bridge_[client] && host_bridge_[provider] != kNone)
-    passes = host_bridge_passes(provider, true, assume, used);
+    passes = host_bridge_passes(e, provider, true, assume, used);
   else
-    passes = host_bridge_passes(provider, false, assume, used) && host_bridge_passes(client, false, assume, used);
+    passes = host_bridge_passes(e, provider, false, assume, used) && host_bridge_passes(e, client, false, assume, used);
   if (!passes) e.type = MapType::kNotSupported;
   return e;
 }
@@ -161,12 +167,16 @@ P2pdmaIndex::Evaluation P2pdmaIndex::evaluate(size_t provider, size_t client, st
 PairOutcome P2pdmaIndex::outcome(size_t provider, size_t client) const {
   PairOutcome out;
   if (irregular_[provider] || irregular_[client]) {
-    PairVerdict v = verdict(provider, client);
-    return {v.map_type, v.distance, v.p2pdma_distance, v.legacy_return, v.common_ancestor, v.through_host_bridge};
+    return outcome_of(topo_, verdict(provider, client));
   }
   out.common_ancestor = common_ancestor(provider, client);
   int dist_a, dist_b;
   if (out.common_ancestor) {
+    // The provider's chain up to the common device inclusive, then the client's below it.
+    size_t c = *out.common_ancestor;
+    auto redirect = pci_bridge_has_acs_redir(topo_.functions[c]);
+    out.acs_redirecting = redirects_[provider] + redirects_[client] - 2 * redirects_[c] + (redirect.value_or(false) ? 1 : 0);
+    out.acs_unreadable = unreadable_[provider] + unreadable_[client] - 2 * unreadable_[c] + (redirect ? 0 : 1);
     dist_a = static_cast<int>(depth_[provider] - depth_[*out.common_ancestor]);
     dist_b = static_cast<int>(depth_[client] - depth_[*out.common_ancestor]);
   } else {  // the walk counted every device of both chains
@@ -183,7 +193,8 @@ PairOutcome P2pdmaIndex::outcome(size_t provider, size_t client) const {
     count = 0;
     unsigned used = 0;
     for (unsigned assume = 0; assume < 8; ++assume)
-      if (!(assume & ~explore)) runs[count++] = evaluate(provider, client, out.common_ancestor, dist_a, dist_b, assume, used);
+      if (!(assume & ~explore)) runs[count++] = evaluate(provider, client, out.common_ancestor, out.acs_redirecting, out.acs_unreadable,
+                                                       dist_a, dist_b, assume, used);
     if (!(used & ~explore)) break;
     explore |= used;
   }
@@ -197,11 +208,45 @@ PairOutcome P2pdmaIndex::outcome(size_t provider, size_t client) const {
     if ((runs[i].type == MapType::kNotSupported ? -1 : runs[i].dist) != distance) distance.reset();
   }
   out.p2pdma_distance = distance;
+  out.cpu_rule_consulted = runs[0].cpu_consulted;
+  out.whitelist_check_count = runs[0].check_count;
+  for (size_t h = 0; h < runs[0].check_count; ++h) {
+    uint32_t hb = runs[0].checks[h].host_bridge;
+    WhitelistCheck& check = out.whitelist_checks[h];
+    if (hb != kNone) {
+      check.host_bridge = hb;
+      check.root_device = rules_.map_types ? root_device_[hb] : slot_devfn0(topo_, topo_.host_bridges[hb]);
+      if (rules_.map_types) check.entry = root_entry_[hb];
+    }
+    check.passed = runs[0].checks[h].passed;
+    for (size_t i = 1; i < count; ++i)  // as pci_p2pdma_distance_many() merges the evaluations
+      if (h < runs[i].check_count && runs[i].checks[h].passed != runs[0].checks[h].passed) check.passed.reset();
+  }
   if (refused_by_config_) {
     out.map_type = MapType::kNotSupported;
     out.p2pdma_distance = -1;
   }
   return out;
+}
+
+PairOutcome outcome_of(const Topology& topo, const PairVerdict& v) {
+  PairOutcome o{v.map_type, v.distance, v.p2pdma_distance, v.legacy_return, v.common_ancestor, v.through_host_bridge};
+  o.cpu_rule_consulted = v.cpu_rule_consulted;
+  for (const auto& hb : v.host_bridges) {
+    if (o.whitelist_check_count == std::size(o.whitelist_checks)) break;
+    WhitelistCheck& check = o.whitelist_checks[o.whitelist_check_count++];
+    for (size_t h = 0; h < topo.host_bridges.size() && !check.host_bridge; ++h)
+      if (topo.host_bridges[h].name == hb.host_bridge) check.host_bridge = h;
+    check.root_device = hb.root_device;
+    check.entry = hb.entry;
+    check.passed = hb.passed;
+  }
+  if (v.acs_considered)
+    for (const auto& test : v.acs_tests) {
+      o.acs_redirecting += test.redirect.value_or(false) ? 1 : 0;
+      o.acs_unreadable += test.redirect ? 0 : 1;
+    }
+  return o;
 }
 
 PairVerdict P2pdmaIndex::verdict(size_t provider, size_t client) const {

@@ -101,10 +101,11 @@ ordered_json machine_report(const MachineAnalysis& m, const ReportOptions& optio
 
   ordered_json verdicts = ordered_json::array(), decisions = ordered_json::array();
   std::map<std::string, int> copies{{"verified", 0}, {"corrupt", 0}, {"failed", 0}};
+  policy::PolicyEvaluator evaluator(topo, m.kernel, m.rules, m.evidence);
   for (const auto& p : devices)
     for (const auto& c : devices) {
       if (p.index == c.index) continue;
-      auto d = policy::decide_pair(topo, m.kernel, m.rules, m.evidence, p.index, c.index);
+      auto d = evaluator.decide_in_full(p.index, c.index);
       const PairVerdict& v = d.verdict;
       verdicts.push_back({{"provider", bdf(p.index)},
                           {"client", bdf(c.index)},

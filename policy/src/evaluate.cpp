@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <variant>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "p2paudit/json_output.h"
 
 namespace p2paudit::policy {
 
@@ -29,27 +33,147 @@ void derive_facts(FactSet& facts) {
   }
 }
 
+PolicyEvaluator::PolicyEvaluator(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
+                                 const VendorFactsDocument* vendor)
+    : topo_(topo), kernel_(kernel), rules_(rules), vendor_(vendor), index_(topo, kernel),
+      machine_(machine_facts(topo, kernel)) {
+  if (vendor_) {
+    FactSet all = machine_;  // the vendor's facts for every pair, over the analyzer's
+    for (const auto& [name, value] : vendor_->all.entries()) {
+      if (value) all.set(name, *value);
+      else all.set_unknown(name);
+    }
+    machine_ = std::move(all);
+  }
+  const auto& texts = kernel_text_facts();
+  for (const auto& name : rules_.condition_facts()) {
+    if (auto id = fact_id(name)) condition_facts_.push_back(*id);
+    conditions_read_texts_ |= std::find(texts.begin(), texts.end(), name) != texts.end();
+  }
+  provider_layers_.resize(topo.functions.size());
+  client_layers_.resize(topo.functions.size());
+  provider_signature_.assign(topo.functions.size(), UINT32_MAX);
+  client_signature_.assign(topo.functions.size(), UINT32_MAX);
+}
+
+PolicyEvaluator::~PolicyEvaluator() = default;
+
 namespace {
 
-// `add_vendor_facts` lays facts from outside the sysroot over the analyzer's, before derived facts.
-template <typename AddVendorFacts>
-PairDecision decide_pair_with(const Topology& topo, const KernelRules& kernel, const RuleSet& rules, size_t provider,
-                              size_t client, AddVendorFacts add_vendor_facts) {
-  PairDecision d{pci_p2pdma_distance(topo, kernel, provider, client), {}, {}};
-  d.facts = pair_facts(topo, kernel, d.verdict);
-  add_vendor_facts(topo.functions[provider].bdf, topo.functions[client].bdf, d.facts);
-  derive_facts(d.facts);
-  d.decision = rules.decide(d.facts);
-  return d;
+// The bytes of a fact as a memo key: absent, unknown and each value are told apart.
+void encode(const FactSet::Lookup& found, std::string& key) {
+  if (!found.set) {
+    key += '\0';
+    return;
+  }
+  if (!found.value) {
+    key += '\1';
+    return;
+  }
+  const FactValue& v = *found.value;
+  key += static_cast<char>(2 + v.index());
+  auto add_string = [&key](const std::string& s) {
+    key += std::to_string(s.size());
+    key += ':';
+    key += s;
+  };
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::string>) add_string(x);
+        else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          key += std::to_string(x.size());
+          for (const auto& item : x) add_string(item);
+        } else {
+          key.append(reinterpret_cast<const char*>(&x), sizeof x);
+        }
+      },
+      v);
 }
 
 }  // namespace
 
+const FactSet& PolicyEvaluator::device_layer(size_t dev, bool as_provider) {
+  auto& slot = (as_provider ? provider_layers_ : client_layers_)[dev];
+  if (!slot) {
+    slot = std::make_unique<FactSet>(device_facts(topo_.functions[dev], as_provider));
+    if (vendor_) vendor_->apply_device(topo_.functions[dev].bdf, as_provider, *slot);
+    (as_provider ? provider_signature_ : client_signature_)[dev] = device_signature(*slot);
+  }
+  return *slot;
+}
+
+// Devices whose facts agree on everything the conditions read get the same number.
+uint32_t PolicyEvaluator::device_signature(const FactSet& device) {
+  std::string key;
+  for (FactId id : condition_facts_) encode(device.lookup_here(id), key);
+  return device_signatures_.try_emplace(key, static_cast<uint32_t>(device_signatures_.size())).first->second;
+}
+
+FactSet PolicyEvaluator::layered_facts(size_t provider, size_t client, const PairOutcome& outcome, bool with_texts) {
+  FactSet facts = pair_own_facts(index_, provider, client, outcome);
+  if (with_texts) add_kernel_text_facts(topo_, index_.verdict(provider, client), facts);
+  if (vendor_) vendor_->apply_pair(topo_.functions[provider].bdf, topo_.functions[client].bdf, facts);
+  facts.lay_over({&device_layer(client, false), &device_layer(provider, true), &machine_});
+  derive_facts(facts);
+  return facts;
+}
+
+FactSet PolicyEvaluator::facts(size_t provider, size_t client) {
+  return layered_facts(provider, client, index_.outcome(provider, client), false).flattened();
+}
+
+size_t PolicyEvaluator::group_of(const Decision& d, size_t provider, size_t client) {
+  DecisionGroup g;
+  g.action = d.action;
+  g.rule = d.rule;
+  g.authority = d.authority;
+  for (const auto& f : d.fired) {
+    g.fired.push_back(f.id);
+    if (f.action == Action::kWarn) g.warnings.push_back(f.id);
+  }
+  g.undecided_rules = d.undecided_rules;
+  g.unknown_facts = d.unknown_facts;
+  std::string key = fmt::format("{}\n{}\n{}\n{}\n{}", to_string(g.action), g.rule, fmt::join(g.fired, ","),
+                                fmt::join(g.undecided_rules, ","), fmt::join(g.unknown_facts, ","));
+  auto [it, added] = group_ids_.try_emplace(key, groups_.size());
+  if (added) {
+    g.example = {provider, client};
+    groups_.push_back(std::move(g));
+  }
+  return it->second;
+}
+
+size_t PolicyEvaluator::decide(size_t provider, size_t client, bool count) {
+  // Beyond this many distinct keys (rules reading per-pair facts) decisions are not remembered.
+  constexpr size_t kMaxMemo = 1 << 16;
+  PairOutcome outcome = index_.outcome(provider, client);
+  FactSet facts = layered_facts(provider, client, outcome, conditions_read_texts_);
+  key_.clear();
+  key_.append(reinterpret_cast<const char*>(&provider_signature_[provider]), sizeof(uint32_t));
+  key_.append(reinterpret_cast<const char*>(&client_signature_[client]), sizeof(uint32_t));
+  for (FactId id : condition_facts_) encode(facts.lookup_here(id), key_);
+  size_t group;
+  if (auto it = memo_.find(key_); it != memo_.end()) {
+    group = it->second;
+  } else {
+    group = group_of(rules_.decide(facts), provider, client);
+    if (memo_.size() < kMaxMemo) memo_.emplace(key_, group);
+  }
+  if (count) ++groups_[group].pairs;
+  return group;
+}
+
+PairDecision PolicyEvaluator::decide_in_full(size_t provider, size_t client) {
+  PairDecision d{index_.verdict(provider, client), {}, {}};
+  d.facts = layered_facts(provider, client, outcome_of(topo_, d.verdict), true).flattened();
+  d.decision = rules_.decide(d.facts);
+  return d;
+}
+
 PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
                          const VendorFactsDocument* vendor, size_t provider, size_t client) {
-  return decide_pair_with(topo, kernel, rules, provider, client, [&](const Bdf& p, const Bdf& c, FactSet& facts) {
-    if (vendor) vendor->apply(p, c, facts);
-  });
+  return PolicyEvaluator(topo, kernel, rules, vendor).decide_in_full(provider, client);
 }
 
 nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecision& d) {
@@ -80,55 +204,156 @@ const char* short_code(Action a) {
 
 bool is_gpu(const Topology& topo, size_t i) { return device_class(topo.functions[i]) == "gpu"; }
 
+constexpr size_t kFlushBytes = 1 << 16;
+
+std::string group_heading(const DecisionGroup& g) {
+  return fmt::format("{} ({}{}{})", to_string(g.action), g.rule.empty() ? "no rule decided" : "rule " + g.rule,
+                     g.authority ? ", authority " : "", g.authority ? to_string(*g.authority) : "");
+}
+
+// why/fix/warning/unknown lines of one pair's decision.
+std::string decision_lines(const Decision& d) {
+  std::string out = fmt::format("  why: {}\n", d.reason);
+  if (!d.remedy.empty()) out += fmt::format("  fix: {}\n", d.remedy);
+  for (const auto& fired : d.fired)
+    if (fired.action == Action::kWarn) out += fmt::format("  warning [{}]: {}\n", fired.id, fired.reason);
+  if (!d.unknown_facts.empty()) out += fmt::format("  unknown: {}\n", fmt::join(d.unknown_facts, ", "));
+  return out;
+}
+
+nlohmann::ordered_json group_json(PolicyEvaluator& evaluator, size_t index) {
+  const DecisionGroup& g = evaluator.groups()[index];
+  const Topology& t = evaluator.topology();
+  PairDecision example = evaluator.decide_in_full(g.example.first, g.example.second);
+  const Decision& d = example.decision;
+  return {{"group", index + 1},
+          {"decision", to_string(g.action)},
+          {"rule", g.rule.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.rule)},
+          {"authority", g.authority ? nlohmann::ordered_json(to_string(*g.authority)) : nlohmann::ordered_json(nullptr)},
+          {"rules", g.fired},
+          {"warnings", g.warnings},
+          {"undecided_rules", g.undecided_rules},
+          {"unknown_facts", g.unknown_facts},
+          {"pairs", g.pairs},
+          {"example", {{"provider", t.functions[g.example.first].bdf.str()},
+                       {"client", t.functions[g.example.second].bdf.str()},
+                       {"reason", d.reason},
+                       {"remedy", d.remedy},
+                       {"reasons", d.reasons()},
+                       {"remedies", d.remedies()}}}};
+}
+
 }  // namespace
 
-std::string policy_table_text(const Topology& topo, const std::vector<NamedFunction>& devices,
-                              const std::vector<PairDecision>& pairs) {
-  std::string out;
+void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
+                       bool details) {
+  const Topology& topo = evaluator.topology();
   auto labels = matrix_labels(topo, devices);
   size_t width = 6;
   for (const auto& l : labels) width = std::max(width, l.size() + 2);
-  out += fmt::format("{:<{}}", "", width);
-  for (const auto& l : labels) out += fmt::format("{:<{}}", l, width);
-  out += "\n";
+  std::string buf = fmt::format("{:<{}}", "", width);
+  for (const auto& l : labels) buf += fmt::format("{:<{}}", l, width);
+  buf += "\n";
+  std::string cells[3], self = fmt::format("{:<{}}", "X", width);
+  for (Action a : {Action::kPeer, Action::kHostStaged, Action::kDeny})
+    cells[static_cast<int>(a)] = fmt::format("{:<{}}", short_code(a), width);
   for (size_t r = 0; r < devices.size(); ++r) {
-    out += fmt::format("{:<{}}", labels[r], width);
+    buf += fmt::format("{:<{}}", labels[r], width);
     for (size_t c = 0; c < devices.size(); ++c)
-      out += fmt::format("{:<{}}", r == c ? "X" : short_code(pairs[r * devices.size() + c].decision.action), width);
-    out += "\n";
+      buf += r == c ? self : cells[static_cast<int>(evaluator.groups()[evaluator.decide(devices[r].index, devices[c].index, false)].action)];
+    buf += "\n";
+    if (buf.size() >= kFlushBytes) out << buf, buf.clear();
   }
-  out += "\nRows are providers (whose memory is read or written), columns clients (which do the DMA).\n"
+  buf += "\nRows are providers (whose memory is read or written), columns clients (which do the DMA).\n"
          "PEER = try peer-to-peer DMA, HOST = stage through host memory, DENY = refuse.\n\n";
   for (size_t r = 0; r < devices.size(); ++r)
     for (size_t c = 0; c < devices.size(); ++c) {
       if (r == c) continue;
-      const PairDecision& p = pairs[r * devices.size() + c];
-      const Decision& d = p.decision;
-      out += fmt::format("{} -> {}: {} ({}{}{})\n", labels[r], labels[c], to_string(d.action),
-                         d.rule.empty() ? "no rule decided" : "rule " + d.rule,
-                         d.authority ? ", authority " : "", d.authority ? to_string(*d.authority) : "");
-      out += fmt::format("  why: {}\n", d.reason);
-      if (!d.remedy.empty()) out += fmt::format("  fix: {}\n", d.remedy);
-      for (const auto& fired : d.fired)
-        if (fired.action == Action::kWarn) out += fmt::format("  warning [{}]: {}\n", fired.id, fired.reason);
-      if (!d.unknown_facts.empty()) {
-        std::string unknown;
-        for (const auto& f : d.unknown_facts) unknown += (unknown.empty() ? "" : ", ") + f;
-        out += fmt::format("  unknown: {}\n", unknown);
+      if (details) {
+        PairDecision p = evaluator.decide_in_full(devices[r].index, devices[c].index);
+        const Decision& d = p.decision;
+        buf += fmt::format("{} -> {}: {} ({}{}{})\n", labels[r], labels[c], to_string(d.action),
+                           d.rule.empty() ? "no rule decided" : "rule " + d.rule, d.authority ? ", authority " : "",
+                           d.authority ? to_string(*d.authority) : "");
+        buf += decision_lines(d);
+      } else {
+        size_t g = evaluator.decide(devices[r].index, devices[c].index);
+        buf += fmt::format("{} -> {}: {} [{}]\n", labels[r], labels[c], group_heading(evaluator.groups()[g]), g + 1);
       }
+      if (buf.size() >= kFlushBytes) out << buf, buf.clear();
     }
-  return out;
+  out << buf;
+  if (details || devices.size() < 2) return;
+  // Each group once, with the texts of its first pair: they name that pair.
+  std::vector<std::string> name(topo.functions.size());
+  for (size_t i = 0; i < devices.size(); ++i) name[devices[i].index] = labels[i];
+  out << "\nDecisions (the reasons of each group's first pair; `p2paudit check A B` or --details gives any pair's):\n";
+  for (size_t g = 0; g < evaluator.groups().size(); ++g) {
+    const DecisionGroup& group = evaluator.groups()[g];
+    if (group.pairs == 0) continue;
+    auto [p, c] = group.example;
+    out << fmt::format("\n[{}] {}: {} pair{}, first {} -> {}\n", g + 1, group_heading(group), group.pairs,
+                       group.pairs == 1 ? "" : "s", name[p], name[c]);
+    out << decision_lines(evaluator.decide_in_full(p, c).decision);
+  }
 }
 
-std::string env_exports(const Topology& topo, const std::vector<PairDecision>& pairs) {
-  size_t gpu_pairs = 0, peer = 0, nvlink = 0;
-  for (const auto& p : pairs) {
-    if (p.verdict.provider == p.verdict.client || !is_gpu(topo, p.verdict.provider) || !is_gpu(topo, p.verdict.client))
-      continue;
-    ++gpu_pairs;
-    if (p.decision.action == Action::kPeer) ++peer;
-    if (const FactValue* v = p.facts.get("vendor.nvlink"); v && std::get<bool>(*v)) ++nvlink;
+void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
+                       const nlohmann::ordered_json& head, bool details) {
+  const Topology& topo = evaluator.topology();
+  nlohmann::ordered_json document = {{"schema_version", kPolicySchemaVersion}};
+  for (const auto& [key, value] : head.items()) document[key] = value;
+  nlohmann::ordered_json devs = nlohmann::ordered_json::array();
+  for (const auto& d : devices) devs.push_back({{"name", d.short_name}, {"bdf", topo.functions[d.index].bdf.str()}});
+  document["devices"] = devs;
+  std::string buf = json_text(document);
+  buf.resize(buf.size() - 2);  // "\n}": the pairs follow, written as they are decided
+  buf += ",\n  \"pairs\": [";
+  std::vector<std::string> bdf(topo.functions.size());
+  for (const auto& d : devices) bdf[d.index] = topo.functions[d.index].bdf.str();
+  bool first = true;
+  for (const auto& p : devices)
+    for (const auto& c : devices) {
+      buf += first ? "\n    " : ",\n    ";
+      first = false;
+      size_t g = evaluator.decide(p.index, c.index);
+      if (details) {
+        auto j = pair_decision_json(topo, evaluator.decide_in_full(p.index, c.index));
+        j["group"] = g + 1;
+        escape_json_strings(j);
+        buf += j.dump();
+      } else {
+        const DecisionGroup& group = evaluator.groups()[g];
+        fmt::format_to(std::back_inserter(buf),
+                       "{{\"provider\": \"{}\", \"client\": \"{}\", \"decision\": \"{}\", \"rule\": {}, "
+                       "\"authority\": {}, \"group\": {}}}",
+                       bdf[p.index], bdf[c.index], to_string(group.action),
+                       group.rule.empty() ? "null" : "\"" + group.rule + "\"",
+                       group.authority ? fmt::format("\"{}\"", to_string(*group.authority)) : "null", g + 1);
+      }
+      if (buf.size() >= kFlushBytes) out << buf, buf.clear();
+    }
+  buf += first ? "],\n  \"groups\": [" : "\n  ],\n  \"groups\": [";
+  for (size_t g = 0; g < evaluator.groups().size(); ++g) {
+    auto j = group_json(evaluator, g);
+    escape_json_strings(j);
+    buf += (g ? ",\n    " : "\n    ") + j.dump();
   }
+  buf += evaluator.groups().empty() ? "]\n}\n" : "\n  ]\n}\n";
+  out << buf;
+}
+
+std::string env_exports(PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices) {
+  const Topology& topo = evaluator.topology();
+  size_t gpu_pairs = 0, peer = 0, nvlink = 0;
+  for (const auto& p : devices)
+    for (const auto& c : devices) {
+      if (p.index == c.index || !is_gpu(topo, p.index) || !is_gpu(topo, c.index)) continue;
+      ++gpu_pairs;
+      if (evaluator.groups()[evaluator.decide(p.index, c.index, false)].action == Action::kPeer) ++peer;
+      FactSet facts = evaluator.facts(p.index, c.index);
+      if (const FactValue* v = facts.get("vendor.nvlink"); v && std::get<bool>(*v)) ++nvlink;
+    }
   std::string out = "# p2paudit policy --format env: exports derived from the GPU pairs' decisions\n";
   if (gpu_pairs == 0) return out + "# fewer than two GPUs: nothing to set\n";
   bool all_peer = peer == gpu_pairs;

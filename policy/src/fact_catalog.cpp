@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -202,7 +203,7 @@ const std::vector<FactSpec>& fact_catalog() {
 
 const FactSpec* find_fact(std::string_view name) {
   static const auto index = [] {
-    std::map<std::string_view, const FactSpec*> by_name;
+    std::unordered_map<std::string_view, const FactSpec*> by_name;
     for (const auto& f : fact_catalog()) by_name.emplace(f.name, &f);
     return by_name;
   }();

@@ -85,27 +85,83 @@ std::string render_size(std::int64_t bytes) {
   return fmt::format("{:.1f} {}", scaled, kUnits[unit]);
 }
 
-void FactSet::set(std::string_view name, FactValue value) {
+std::optional<FactId> fact_id(std::string_view name) {
   const FactSpec* spec = find_fact(name);
-  if (!spec) throw std::invalid_argument(unknown_fact_message(name));
-  auto checked = check_fact_value(*spec, std::move(value));
+  if (!spec) return std::nullopt;
+  return static_cast<FactId>(spec - fact_catalog().data());
+}
+
+const FactSpec& fact_spec(FactId id) { return fact_catalog()[static_cast<size_t>(id)]; }
+
+const FactSet::Entry* FactSet::find(FactId id) const {
+  for (const auto& e : values_)
+    if (e.id == id) return &e;
+  return nullptr;
+}
+
+void FactSet::put(FactId id, std::optional<FactValue> value) {
+  for (auto& e : values_)
+    if (e.id == id) {
+      e.value = std::move(value);
+      return;
+    }
+  values_.push_back({id, std::move(value)});
+}
+
+void FactSet::set(std::string_view name, FactValue value) {
+  auto id = fact_id(name);
+  if (!id) throw std::invalid_argument(unknown_fact_message(name));
+  set(*id, std::move(value));
+}
+
+void FactSet::set(FactId id, FactValue value) {
+  auto checked = check_fact_value(fact_spec(id), std::move(value));
   if (!checked.value) throw std::invalid_argument(checked.error);
-  values_.insert_or_assign(std::string(name), std::move(checked.value));
+  put(id, std::move(checked.value));
 }
 
 void FactSet::set_unknown(std::string_view name) {
-  if (!find_fact(name)) throw std::invalid_argument(unknown_fact_message(name));
-  values_.insert_or_assign(std::string(name), std::nullopt);
+  auto id = fact_id(name);
+  if (!id) throw std::invalid_argument(unknown_fact_message(name));
+  put(*id, std::nullopt);
 }
 
 const FactValue* FactSet::get(std::string_view name) const {
-  auto it = values_.find(name);
-  return it != values_.end() && it->second ? &*it->second : nullptr;
+  auto id = fact_id(name);
+  return id ? get(*id) : nullptr;
+}
+
+const FactValue* FactSet::get(FactId id) const {
+  if (const Entry* e = find(id)) return e->value ? &*e->value : nullptr;
+  for (const FactSet* layer : under_)
+    if (const Entry* e = layer->find(id)) return e->value ? &*e->value : nullptr;
+  return nullptr;
+}
+
+FactSet::Lookup FactSet::lookup_here(FactId id) const {
+  const Entry* e = find(id);
+  if (!e) return {};
+  return {true, e->value ? &*e->value : nullptr};
+}
+
+FactSet FactSet::flattened() const {
+  FactSet out;
+  for (auto it = under_.rbegin(); it != under_.rend(); ++it)
+    for (const auto& e : (*it)->values_) out.put(e.id, e.value);
+  for (const auto& e : values_) out.put(e.id, e.value);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::optional<FactValue>>> FactSet::entries() const {
+  std::vector<std::pair<std::string, std::optional<FactValue>>> out;
+  for (const auto& e : values_) out.emplace_back(fact_spec(e.id).name, e.value);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
 }
 
 nlohmann::json FactSet::to_json() const {
   auto j = nlohmann::json::object();
-  for (const auto& [name, value] : values_) {
+  for (const auto& [name, value] : flattened().entries()) {
     if (!value) {
       j[name] = nullptr;
       continue;
@@ -140,7 +196,7 @@ FactSet FactSet::from_json(const nlohmann::json& j, const std::string& origin) {
     else throw InputError(fmt::format("{}: fact '{}': expected true/false, a number, a string, a list of strings or null", origin, name));
     auto checked = check_fact_value(*spec, std::move(value));
     if (!checked.value) throw InputError(fmt::format("{}: {}", origin, checked.error));
-    facts.values_.insert_or_assign(name, std::move(checked.value));
+    facts.put(static_cast<FactId>(spec - fact_catalog().data()), std::move(checked.value));
   }
   return facts;
 }
@@ -375,39 +431,43 @@ VendorFactsDocument VendorFactsDocument::load(const std::string& path) {
   return parse(read_input_file(path, kMaxVendorFactsBytes), path);
 }
 
+namespace {
+
+void copy_facts(const FactSet& from, FactSet& into) {
+  for (const auto& [name, value] : from.entries()) {
+    if (value) into.set(name, *value);
+    else into.set_unknown(name);
+  }
+}
+
+}  // namespace
+
 void VendorFactsDocument::apply(const Bdf& provider, const Bdf& client, FactSet& facts) const {
-  auto copy = [&](const FactSet& from) {
-    for (const auto& [name, value] : from.entries()) {
-      if (value) facts.set(name, *value);
-      else facts.set_unknown(name);
-    }
-  };
+  copy_facts(all, facts);
+  apply_device(provider, true, facts);
+  apply_device(client, false, facts);
+  apply_pair(provider, client, facts);
+}
+
+void VendorFactsDocument::apply_device(const Bdf& device, bool as_provider, FactSet& facts) const {
+  auto it = devices.find(device);
+  if (it == devices.end()) return;
   // A device's facts are stored under "provider."; as the client they become "client.".
-  auto copy_device = [&](const Bdf& device, const char* role) {
-    auto it = devices.find(device);
-    if (it == devices.end()) return;
-    for (const auto& [name, value] : it->second.entries()) {
-      std::string as_role = role + name.substr(std::string_view("provider.").size());
-      if (value) facts.set(as_role, *value);
-      else facts.set_unknown(as_role);
-    }
-  };
-  copy(all);
-  copy_device(provider, "provider.");
-  copy_device(client, "client.");
-  if (auto it = pairs.find({provider, client}); it != pairs.end()) copy(it->second);
+  for (const auto& [name, value] : it->second.entries()) {
+    std::string as_role = (as_provider ? "provider." : "client.") + name.substr(std::string_view("provider.").size());
+    if (value) facts.set(as_role, *value);
+    else facts.set_unknown(as_role);
+  }
+}
+
+void VendorFactsDocument::apply_pair(const Bdf& provider, const Bdf& client, FactSet& facts) const {
+  if (auto it = pairs.find({provider, client}); it != pairs.end()) copy_facts(it->second, facts);
 }
 
 void VendorFactsDocument::merge(const VendorFactsDocument& over) {
-  auto lay = [](FactSet& into, const FactSet& from) {
-    for (const auto& [name, value] : from.entries()) {
-      if (value) into.set(name, *value);
-      else into.set_unknown(name);
-    }
-  };
-  lay(all, over.all);
-  for (const auto& [bdf, set] : over.devices) lay(devices[bdf], set);
-  for (const auto& [key, set] : over.pairs) lay(pairs[key], set);
+  copy_facts(over.all, all);
+  for (const auto& [bdf, set] : over.devices) copy_facts(set, devices[bdf]);
+  for (const auto& [key, set] : over.pairs) copy_facts(set, pairs[key]);
 }
 
 }  // namespace p2paudit::policy

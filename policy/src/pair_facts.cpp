@@ -1,6 +1,7 @@
 #include "p2paudit/policy/pair_facts.h"
 
 #include <algorithm>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -25,24 +26,21 @@ std::optional<double> gts(const std::string& speed) {
 
 // Every device the traffic crosses: both chains up to and including the common ancestor, or up
 // to the root bus when there is none.
-std::vector<size_t> path_devices(const PairVerdict& v) {
+std::vector<size_t> path_devices(const P2pdmaIndex& index, size_t provider, size_t client, const PairOutcome& o) {
   std::vector<size_t> out;
-  auto add_until_common = [&](const std::vector<size_t>& chain) {
-    for (size_t dev : chain) {
-      if (std::find(out.begin(), out.end(), dev) == out.end()) out.push_back(dev);
-      if (v.common_ancestor && dev == *v.common_ancestor) break;
+  for (size_t start : {provider, client})
+    for (std::optional<size_t> dev = start; dev; dev = index.upstream(*dev)) {
+      if (std::find(out.begin(), out.end(), *dev) == out.end()) out.push_back(*dev);
+      if (dev == o.common_ancestor || out.size() > index.topology().functions.size()) break;
     }
-  };
-  add_until_common(v.provider_chain);
-  add_until_common(v.client_chain);
   return out;
 }
 
-void set_link_facts(const Topology& t, const PairVerdict& v, FactSet& facts) {
+void set_link_facts(const Topology& t, const std::vector<size_t>& path, FactSet& facts) {
   std::optional<double> narrowest_speed;
   std::optional<int> narrowest_width;
   bool degraded = false, any_link = false;
-  for (size_t dev : path_devices(v)) {
+  for (size_t dev : path) {
     const Link& l = t.functions[dev].link;
     auto cur = gts(l.current_speed), max = gts(l.max_speed);
     if (!cur || !l.current_width) continue;  // no PCIe link (virtual or integrated function)
@@ -57,13 +55,13 @@ void set_link_facts(const Topology& t, const PairVerdict& v, FactSet& facts) {
   facts.set("path.degraded_link", degraded);
 }
 
-std::string relation(const Topology& t, const PairVerdict& v) {
-  const Function& p = t.functions[v.provider];
-  const Function& c = t.functions[v.client];
-  if (v.provider == v.client) return "same_function";
+std::string relation(const Topology& t, size_t provider, size_t client, const PairOutcome& o) {
+  const Function& p = t.functions[provider];
+  const Function& c = t.functions[client];
+  if (provider == client) return "same_function";
   if (p.bdf.domain == c.bdf.domain && p.bdf.bus == c.bdf.bus && p.bdf.dev == c.bdf.dev) return "same_device";
-  if (v.common_ancestor) {
-    PcieType type = t.functions[*v.common_ancestor].pcie_type;
+  if (o.common_ancestor) {
+    PcieType type = t.functions[*o.common_ancestor].pcie_type;
     return type == PcieType::kRootPort ? "same_root_port" : "same_switch";
   }
   return p.host_bridge == c.host_bridge ? "same_host_bridge" : "different_host_bridges";
@@ -123,10 +121,11 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
 
 // Every bridge the traffic crosses has an enabled 64-bit prefetchable window: what large
 // (above 4 GiB) BARs need to be routed at all.
-std::optional<bool> bridges_64bit_prefetch(const Topology& t, const PairVerdict& v) {
-  for (size_t dev : path_devices(v)) {
+std::optional<bool> bridges_64bit_prefetch(const Topology& t, const std::vector<size_t>& path, size_t provider,
+                                           size_t client) {
+  for (size_t dev : path) {
     const Function& f = t.functions[dev];
-    if (dev == v.provider || dev == v.client || !f.is_bridge()) continue;
+    if (dev == provider || dev == client || !f.is_bridge()) continue;
     if (f.windows.empty()) return std::nullopt;  // header not readable
     for (const auto& w : f.windows)
       if (w.kind == "prefetch" && !(w.enabled && w.is_64bit)) return false;
@@ -147,7 +146,7 @@ bool nvidia_recognised_switch(const Function& f) {
 
 // The open driver's walk: each GPU's own port must be a recognised switch port; then a recognised
 // switch level (by bus number) above both. The GSP firmware's chipset rule is not predictable.
-bool nvidia_common_switch(const Topology& t, const PairVerdict& v) {
+bool nvidia_common_switch(const Topology& t, size_t provider, size_t client) {
   auto switch_buses = [&](size_t gpu) {
     std::vector<std::pair<uint32_t, uint8_t>> buses;
     const Function& g = t.functions[gpu];
@@ -157,7 +156,7 @@ bool nvidia_common_switch(const Topology& t, const PairVerdict& v) {
         buses.emplace_back(t.functions[*up].bdf.domain, t.functions[*up].bdf.bus);
     return buses;
   };
-  auto a = switch_buses(v.provider), b = switch_buses(v.client);
+  auto a = switch_buses(provider), b = switch_buses(client);
   return std::any_of(a.begin(), a.end(), [&](const auto& bus) { return std::find(b.begin(), b.end(), bus) != b.end(); });
 }
 
@@ -172,54 +171,38 @@ std::string authority(const Function& p, const Function& c) {
   return "kernel";
 }
 
-void set_kernel_facts(const Topology& t, const KernelRules& rules, const PairVerdict& v, FactSet& facts) {
-  facts.set("kernel.map_type", to_string(v.map_type));
-  facts.set("kernel.distance", int64_t{v.distance});
-  if (v.p2pdma_distance) {
-    facts.set("kernel.p2pdma_distance", int64_t{*v.p2pdma_distance});
-    facts.set("kernel.allowed", *v.p2pdma_distance >= 0);
+void set_kernel_facts(const Topology& t, const KernelRules& rules, const PairOutcome& o, FactSet& facts) {
+  facts.set("kernel.map_type", to_string(o.map_type));
+  facts.set("kernel.distance", int64_t{o.distance});
+  if (o.p2pdma_distance) {
+    facts.set("kernel.p2pdma_distance", int64_t{*o.p2pdma_distance});
+    facts.set("kernel.allowed", *o.p2pdma_distance >= 0);
   }
-  if (v.acs_considered) {
-    std::vector<std::string> redirecting;
-    bool unknown = false;
-    for (const auto& test : v.acs_tests) {
-      if (!test.redirect) unknown = true;
-      else if (*test.redirect) redirecting.push_back(t.functions[test.function].bdf.str());
-    }
-    if (!redirecting.empty() || !unknown) {
-      facts.set("kernel.acs_redirect", !redirecting.empty());
-      facts.set("kernel.acs_redirect_devices", redirecting);
-    }
-  } else {
+  if (!o.common_ancestor) {
     facts.set("kernel.acs_redirect", false);  // no common upstream bridge: the kernel does not look
     facts.set("kernel.acs_redirect_devices", std::vector<std::string>{});
+  } else if (o.acs_redirecting > 0 || o.acs_unreadable == 0) {
+    facts.set("kernel.acs_redirect", o.acs_redirecting > 0);  // the devices come with the kernel's texts
   }
-  if (!v.host_bridges.empty()) {
-    const auto& hb = v.host_bridges.front();
-    if (hb.root_device) {
-      const Function& r = t.functions[*hb.root_device];
+  const auto checks = std::span(o.whitelist_checks, o.whitelist_check_count);
+  if (!checks.empty()) {
+    if (const auto& root = checks.front().root_device) {
+      const Function& r = t.functions[*root];
       facts.set("kernel.host_bridge", fmt::format("{:04x}:{:04x}", r.vendor, r.device));
     }
-    bool all_known = std::all_of(v.host_bridges.begin(), v.host_bridges.end(), [](const auto& h) { return h.passed; });
-    if (all_known) {
-      bool passed = std::all_of(v.host_bridges.begin(), v.host_bridges.end(), [](const auto& h) { return *h.passed; });
+    if (std::all_of(checks.begin(), checks.end(), [](const auto& h) { return h.passed.has_value(); })) {
+      bool passed = std::all_of(checks.begin(), checks.end(), [](const auto& h) { return *h.passed; });
       facts.set("kernel.whitelist", passed ? "whitelisted" : "not_whitelisted");
       if (passed)
-        facts.set("kernel.whitelist_assumed",
-                  std::any_of(v.host_bridges.begin(), v.host_bridges.end(),
-                              [&](const auto& h) { return h.entry && *h.entry >= rules.table_entries; }));
+        facts.set("kernel.whitelist_assumed", std::any_of(checks.begin(), checks.end(), [&](const auto& h) {
+                    return h.entry && *h.entry >= rules.table_entries;
+                  }));
     }
-  } else if (v.map_type == MapType::kBusAddr || (v.cpu_rule_consulted && v.cpu_supports_p2pdma.value_or(false))) {
-    facts.set("kernel.whitelist", "not_consulted");
   }
-  if (v.cpu_supports_p2pdma) facts.set("kernel.cpu_rule", *v.cpu_supports_p2pdma);
-  if (rules.config_p2pdma != Known::kUnknown) facts.set("kernel.config_p2pdma", rules.config_p2pdma == Known::kYes);
-  facts.set("kernel.release", rules.release.text);
-  facts.set("kernel.reason", v.reason);
-  std::string remedy = !v.remedy.disable_acs_redir.empty()
-                           ? "add the kernel parameter pci=disable_acs_redir=" + v.remedy.disable_acs_redir
-                           : v.remedy.whitelist;
-  if (!remedy.empty()) facts.set("kernel.remedy", remedy);
+  auto cpu = o.cpu_rule_consulted ? cpu_supports_p2pdma(t.platform, rules) : std::nullopt;
+  if (checks.empty() && (o.map_type == MapType::kBusAddr || cpu.value_or(false)))
+    facts.set("kernel.whitelist", "not_consulted");
+  if (cpu) facts.set("kernel.cpu_rule", *cpu);
 }
 
 }  // namespace
@@ -236,20 +219,13 @@ std::string device_class(const Function& f) {
   return "other";
 }
 
-FactSet pair_facts(const Topology& t, const KernelRules& rules, const PairVerdict& v) {
+FactSet machine_facts(const Topology& t, const KernelRules& rules) {
   FactSet facts;
-  const Function& p = t.functions[v.provider];
-  const Function& c = t.functions[v.client];
-  set_kernel_facts(t, rules, v, facts);
-  facts.set("path.relation", relation(t, v));
-  facts.set("path.same_model", p.vendor == c.vendor && p.device == c.device);
+  if (rules.config_p2pdma != Known::kUnknown) facts.set("kernel.config_p2pdma", rules.config_p2pdma == Known::kYes);
+  facts.set("kernel.release", rules.release.text);
   // No copy test is in the evidence until a probe's results (or a facts file) say otherwise.
   facts.set("vendor.copy_result", std::string("not_run"));
   facts.set("vendor.copy_verified", false);
-  if (p.numa_node >= 0 && c.numa_node >= 0) facts.set("path.same_numa_node", p.numa_node == c.numa_node);
-  else if (p.numa_node < 0 && c.numa_node < 0) facts.set("path.same_numa_node", true);  // no NUMA information: one node
-  set_link_facts(t, v, facts);
-  if (auto b = bridges_64bit_prefetch(t, v)) facts.set("path.bridges_64bit_prefetch", *b);
   const std::string& mode = t.platform.iommu_mode;
   if (mode == "off" || mode == "passthrough" || mode == "translated") facts.set("iommu.mode", mode);
   facts.set("platform.vm_guest", t.platform.hypervisor);
@@ -260,11 +236,31 @@ FactSet pair_facts(const Topology& t, const KernelRules& rules, const PairVerdic
     facts.set("platform.amd_zen", t.platform.cpu_vendor == "AuthenticAMD" && *t.platform.cpu_family >= 0x17);
   else if (!t.platform.arch.empty())
     facts.set("platform.amd_zen", false);
-  set_device_facts(p, "provider.", facts);
-  set_device_facts(c, "client.", facts);
+  return facts;
+}
+
+FactSet device_facts(const Function& f, bool as_provider) {
+  FactSet facts;
+  set_device_facts(f, as_provider ? "provider." : "client.", facts);
+  return facts;
+}
+
+FactSet pair_own_facts(const P2pdmaIndex& index, size_t provider, size_t client, const PairOutcome& o) {
+  const Topology& t = index.topology();
+  FactSet facts;
+  const Function& p = t.functions[provider];
+  const Function& c = t.functions[client];
+  set_kernel_facts(t, index.rules(), o, facts);
+  facts.set("path.relation", relation(t, provider, client, o));
+  facts.set("path.same_model", p.vendor == c.vendor && p.device == c.device);
+  if (p.numa_node >= 0 && c.numa_node >= 0) facts.set("path.same_numa_node", p.numa_node == c.numa_node);
+  else if (p.numa_node < 0 && c.numa_node < 0) facts.set("path.same_numa_node", true);  // no NUMA information: one node
+  auto path = path_devices(index, provider, client, o);
+  set_link_facts(t, path, facts);
+  if (auto b = bridges_64bit_prefetch(t, path, provider, client)) facts.set("path.bridges_64bit_prefetch", *b);
   facts.set("vendor.authority", authority(p, c));
-  if (p.driver == "nvidia" && c.driver == "nvidia" && v.provider != v.client) {
-    facts.set("vendor.nvidia_common_switch", nvidia_common_switch(t, v));
+  if (p.driver == "nvidia" && c.driver == "nvidia" && provider != client) {
+    facts.set("vendor.nvidia_common_switch", nvidia_common_switch(t, provider, client));
     if (p.nvidia_clique_state != CapState::kUnknown && c.nvidia_clique_state != CapState::kUnknown)
       facts.set("vendor.nvidia_vm_clique", p.nvidia_clique_state == CapState::kPresent &&
                                                c.nvidia_clique_state == CapState::kPresent &&
@@ -273,5 +269,36 @@ FactSet pair_facts(const Topology& t, const KernelRules& rules, const PairVerdic
   return facts;
 }
 
+const std::vector<std::string>& kernel_text_facts() {
+  static const std::vector<std::string> names = {"kernel.reason", "kernel.remedy", "kernel.acs_redirect_devices"};
+  return names;
+}
+
+void add_kernel_text_facts(const Topology& t, const PairVerdict& v, FactSet& facts) {
+  facts.set("kernel.reason", v.reason);
+  std::string remedy = !v.remedy.disable_acs_redir.empty()
+                           ? "add the kernel parameter pci=disable_acs_redir=" + v.remedy.disable_acs_redir
+                           : v.remedy.whitelist;
+  if (!remedy.empty()) facts.set("kernel.remedy", remedy);
+  if (!v.acs_considered) return;  // set with the pair's own facts
+  std::vector<std::string> redirecting;
+  bool unknown = false;
+  for (const auto& test : v.acs_tests) {
+    if (!test.redirect) unknown = true;
+    else if (*test.redirect) redirecting.push_back(t.functions[test.function].bdf.str());
+  }
+  if (!redirecting.empty() || !unknown) facts.set("kernel.acs_redirect_devices", redirecting);
+}
+
+FactSet pair_facts(const P2pdmaIndex& index, size_t provider, size_t client) {
+  const Topology& t = index.topology();
+  FactSet machine = machine_facts(t, index.rules());
+  FactSet as_provider = device_facts(t.functions[provider], true);
+  FactSet as_client = device_facts(t.functions[client], false);
+  FactSet facts = pair_own_facts(index, provider, client, index.outcome(provider, client));
+  add_kernel_text_facts(t, index.verdict(provider, client), facts);
+  facts.lay_over({&as_client, &as_provider, &machine});
+  return facts.flattened();
+}
 
 }  // namespace p2paudit::policy

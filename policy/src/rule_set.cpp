@@ -75,6 +75,21 @@ Decision RuleSet::decide(const FactSet& facts) const {
   return d;
 }
 
+std::vector<std::string> RuleSet::condition_facts() const {
+  std::vector<std::string> out;
+  std::vector<const Condition*> todo;
+  for (const auto& rule : rules_) todo.push_back(&rule.when);
+  while (!todo.empty()) {  // conditions nest as deep as the loader allows
+    const Condition* c = todo.back();
+    todo.pop_back();
+    if (c->kind == Condition::Kind::kTest) out.push_back(c->fact);
+    for (const auto& child : c->children) todo.push_back(&child);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<std::string> Decision::rule_ids() const {
   std::vector<std::string> out;
   for (const auto& f : fired) out.push_back(f.id);

@@ -15,18 +15,26 @@ PairChange decision_change(const Topology& before_topo, const KernelRules& befor
           what_if_why(causes, after.decision.reason)};
 }
 
-std::vector<PairChange> decision_changes(const Topology& before_topo, const KernelRules& before_rules,
-                                         const std::vector<PairDecision>& before, const Topology& after_topo,
-                                         const KernelRules& after_rules, const std::vector<PairDecision>& after) {
-  std::map<std::pair<Bdf, Bdf>, const PairDecision*> as_read;
-  for (const auto& d : before)
-    as_read[{before_topo.functions[d.verdict.provider].bdf, before_topo.functions[d.verdict.client].bdf}] = &d;
+std::vector<PairChange> decision_changes(PolicyEvaluator& before, PolicyEvaluator& after,
+                                         const std::vector<NamedFunction>& devices) {
+  const Topology& before_topo = before.topology();
+  const Topology& after_topo = after.topology();
+  std::vector<std::optional<size_t>> as_read;  // the same function in `before`, by device position
+  for (const auto& d : devices) as_read.push_back(before_topo.index_of(after_topo.functions[d.index].bdf));
+  auto state = [](PolicyEvaluator& e, size_t p, size_t c) {
+    PairOutcome o = e.index().outcome(p, c);
+    const DecisionGroup& g = e.groups()[e.decide(p, c)];
+    return PairState{o.map_type, o.p2pdma_distance, to_string(g.action), g.rule};
+  };
   std::vector<PairChange> changes;
-  for (const auto& d : after) {
-    auto it = as_read.find({after_topo.functions[d.verdict.provider].bdf, after_topo.functions[d.verdict.client].bdf});
-    if (it == as_read.end() || decision_state(*it->second) == decision_state(d)) continue;
-    changes.push_back(decision_change(before_topo, before_rules, *it->second, after_topo, after_rules, d));
-  }
+  for (size_t p = 0; p < devices.size(); ++p)
+    for (size_t c = 0; c < devices.size(); ++c) {
+      if (!as_read[p] || !as_read[c]) continue;  // the same machine has the same functions; never expected
+      size_t ap = devices[p].index, ac = devices[c].index;
+      if (state(before, *as_read[p], *as_read[c]) == state(after, ap, ac)) continue;
+      changes.push_back(decision_change(before_topo, before.index().rules(), before.decide_in_full(*as_read[p], *as_read[c]),
+                                        after_topo, after.index().rules(), after.decide_in_full(ap, ac)));
+    }
   return changes;
 }
 

@@ -22,6 +22,7 @@ struct PolicyArgs {
   bool no_default = false;          // --no-default-rules: only the --rules files
   std::string vendor_facts;         // --vendor-facts FILE
   bool all = false;
+  bool details = false;             // policy: every pair's own reasons (and facts in JSON)
   std::vector<std::string> pair;    // check: PROVIDER CLIENT
   std::string require = "peer";     // check: peer | host_staged
   bool no_probe = false;            // --no-probe: do not ask the runtimes on a live machine
@@ -46,28 +47,7 @@ nlohmann::ordered_json runtimes_json(const RuntimeEvidence& r) {
   return {{"source", r.source}, {"note", r.note}, {"asked", r.asked}};
 }
 
-policy::PairDecision decide(const Context& ctx, size_t provider, size_t client) {
-  return policy::decide_pair(ctx.topo, ctx.kernel, ctx.rules, ctx.vendor ? &*ctx.vendor : nullptr, provider, client);
-}
-
-// --diff: the decisions of the same pairs in the machine as read (the rules and the runtimes'
-// answers are the same; only the what-if options are dropped).
-struct DecisionsAsRead {
-  MachineAsRead machine;
-  std::vector<policy::PairDecision> pairs;
-};
-DecisionsAsRead decide_as_read(const GlobalOptions& global, const Context& ctx,
-                               const std::vector<std::pair<size_t, size_t>>& pairs) {
-  DecisionsAsRead out{load_machine_as_read(global), {}};
-  auto as_read = [&](size_t i) {  // the same function, read once more
-    if (auto j = out.machine.topo.index_of(ctx.topo.functions[i].bdf)) return *j;
-    throw InputError(fmt::format("{} changed while it was read", global.source()));
-  };
-  for (const auto& [p, c] : pairs)
-    out.pairs.push_back(policy::decide_pair(out.machine.topo, out.machine.kernel, ctx.rules,
-                                            ctx.vendor ? &*ctx.vendor : nullptr, as_read(p), as_read(c)));
-  return out;
-}
+const policy::VendorFactsDocument* vendor_of(const Context& ctx) { return ctx.vendor ? &*ctx.vendor : nullptr; }
 
 Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
   std::optional<std::string> stored_probe;
@@ -99,35 +79,21 @@ void add_rule_options(CLI::App* cmd, PolicyArgs& args) {
 int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
   Context ctx = load_context(global, args);
   auto devices = matrix_devices(ctx.topo, args.all);
-  std::vector<policy::PairDecision> pairs;
-  for (const auto& p : devices)
-    for (const auto& c : devices)
-      pairs.push_back(decide(ctx, p.index, c.index));
+  policy::PolicyEvaluator evaluator(ctx.topo, ctx.kernel, ctx.rules, vendor_of(ctx));
   if (global.diff) {
-    std::vector<std::pair<size_t, size_t>> indexes;
-    for (const auto& d : pairs) indexes.emplace_back(d.verdict.provider, d.verdict.client);
-    auto as_read = decide_as_read(global, ctx, indexes);
-    print_changes(global, ctx.topo,
-                  policy::decision_changes(as_read.machine.topo, as_read.machine.kernel, as_read.pairs, ctx.topo,
-                                           ctx.kernel, pairs),
-                  as_read.machine.kernel, ctx.kernel);
+    // The machine as read, with the same rules and runtime answers; only the what-if options dropped.
+    MachineAsRead as_read = load_machine_as_read(global);
+    policy::PolicyEvaluator before(as_read.topo, as_read.kernel, ctx.rules, vendor_of(ctx));
+    print_changes(global, ctx.topo, policy::decision_changes(before, evaluator, devices), as_read.kernel, ctx.kernel);
     return kExitOk;
   }
   if (global.format == "env") {
-    std::cout << policy::env_exports(ctx.topo, pairs);
+    std::cout << policy::env_exports(evaluator, devices);
   } else if (global.format == "json") {
-    nlohmann::ordered_json j;
-    j["schema_version"] = policy::kPolicySchemaVersion;
-    j["kernel"] = kernel_json(ctx.kernel);
-    nlohmann::ordered_json devs = nlohmann::ordered_json::array();
-    for (const auto& d : devices) devs.push_back({{"name", d.short_name}, {"bdf", ctx.topo.functions[d.index].bdf.str()}});
-    j["devices"] = devs;
-    j["runtime_probe"] = runtimes_json(ctx.runtimes);
-    j["pairs"] = nlohmann::ordered_json::array();
-    for (const auto& p : pairs) j["pairs"].push_back(policy::pair_decision_json(ctx.topo, p));
-    std::cout << dump_json(j);
+    nlohmann::ordered_json head = {{"kernel", kernel_json(ctx.kernel)}, {"runtime_probe", runtimes_json(ctx.runtimes)}};
+    policy::write_policy_json(std::cout, evaluator, devices, head, args.details);
   } else {
-    std::cout << policy::policy_table_text(ctx.topo, devices, pairs);
+    policy::write_policy_text(std::cout, evaluator, devices, args.details);
     std::cout << "\nRuntimes: " << ctx.runtimes.note;
     if (!ctx.runtimes.asked.empty()) std::cout << ": " << fmt::format("{}", fmt::join(ctx.runtimes.asked, ", "));
     std::cout << "\n";
@@ -139,16 +105,21 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
   Context ctx = load_context(global, args);
   size_t provider = resolve_device(ctx.topo, global, args.pair[0]);
   size_t client = resolve_device(ctx.topo, global, args.pair[1]);
-  auto d = decide(ctx, provider, client);
+  auto d = policy::PolicyEvaluator(ctx.topo, ctx.kernel, ctx.rules, vendor_of(ctx)).decide_in_full(provider, client);
   bool ok = args.require == "peer" ? d.decision.action == policy::Action::kPeer
                                    : d.decision.action != policy::Action::kDeny;
   std::optional<PairChange> what_if;  // --diff: this pair in the machine as read -> under the options
   std::vector<std::string> assumed;
   if (global.diff) {
-    auto as_read = decide_as_read(global, ctx, {{provider, client}});
-    what_if = policy::decision_change(as_read.machine.topo, as_read.machine.kernel, as_read.pairs.front(), ctx.topo,
-                                      ctx.kernel, d);
-    assumed = notes_added(as_read.machine.kernel, ctx.kernel);
+    MachineAsRead as_read = load_machine_as_read(global);
+    auto same = [&](size_t i) {  // the same function, read once more
+      if (auto j = as_read.topo.index_of(ctx.topo.functions[i].bdf)) return *j;
+      throw InputError(fmt::format("{} changed while it was read", global.source()));
+    };
+    auto before = policy::PolicyEvaluator(as_read.topo, as_read.kernel, ctx.rules, vendor_of(ctx))
+                      .decide_in_full(same(provider), same(client));
+    what_if = policy::decision_change(as_read.topo, as_read.kernel, before, ctx.topo, ctx.kernel, d);
+    assumed = notes_added(as_read.kernel, ctx.kernel);
   }
   if (global.format == "json") {
     auto j = policy::pair_decision_json(ctx.topo, d);
@@ -179,6 +150,8 @@ void add_policy_command(CLI::App& app, const GlobalOptions& global, int* status)
   auto* cmd = app.add_subcommand("policy", "Decide per pair: peer, host-staged or deny, with rules and reasons");
   add_rule_options(cmd, *args);
   cmd->add_flag("--all", args->all, "Every PCI function, not only GPUs, accelerators, NVMe, NICs and FPGAs");
+  cmd->add_flag("--details", args->details,
+                "Every pair's own reasons, remedies and warnings (and facts in JSON), not once per decision group");
   cmd->callback([&global, status, args] { *status = run_policy(global, *args); });
 
   auto check = app.add_subcommand("check", "Exit 0 when PROVIDER -> CLIENT meets --require, 1 when not, 2 on error");

@@ -2,14 +2,20 @@
 // decision; and the renderings `p2paudit policy` prints (table, JSON, shell exports).
 #pragma once
 
+#include <map>
+#include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/policy/pair_facts.h"
@@ -17,7 +23,9 @@
 
 namespace p2paudit::policy {
 
-inline constexpr int kPolicySchemaVersion = 1;
+// 2: pairs name their decision group; reasons, remedies and facts are given once per group
+// (every pair's with --details).
+inline constexpr int kPolicySchemaVersion = 2;
 
 // rules/policy/default.yaml, then every rules/advisories/*.yaml in name order.
 std::vector<std::string> default_rule_files(const std::string& rules_dir);
@@ -31,16 +39,82 @@ struct PairDecision {
 // Facts that follow from others once vendor facts are in (bar_covers_memory).
 void derive_facts(FactSet& facts);
 
+// What pairs with the same decision share: everything but the texts, which name the pair.
+struct DecisionGroup {
+  Action action = Action::kHostStaged;
+  std::string rule;                           // "" when no rule decided
+  std::optional<Authority> authority;
+  std::vector<std::string> fired;             // ids of every rule that fired, warns included
+  std::vector<std::string> warnings;          // ids of the warn rules among them
+  std::vector<std::string> undecided_rules;
+  std::vector<std::string> unknown_facts;
+  size_t pairs = 0;                           // pairs decide() has put here
+  std::pair<size_t, size_t> example{0, 0};    // the first of them (provider, client)
+};
+
+// Decisions for many pairs of one machine. The machine's and each device's facts are computed
+// once; a pair adds its own (O(depth of the tree)); pairs whose facts agree on everything the
+// rules' conditions read get the same decision without evaluating the rules again. Reasons and
+// remedies name the pair, so they are rendered only for the pairs that are printed.
+class PolicyEvaluator {
+ public:
+  // Keeps references to all four (vendor may be nullptr): they must outlive the evaluator.
+  PolicyEvaluator(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
+                  const VendorFactsDocument* vendor);
+  ~PolicyEvaluator();
+
+  const P2pdmaIndex& index() const { return index_; }
+  const Topology& topology() const { return topo_; }
+  // The index of the pair's group in groups(); counted in the group's `pairs` unless !count (a
+  // second pass over the same pairs).
+  size_t decide(size_t provider, size_t client, bool count = true);
+  const std::vector<DecisionGroup>& groups() const { return groups_; }
+  // The pair's whole decision: the verdict with its texts, every fact, the rules' texts rendered.
+  PairDecision decide_in_full(size_t provider, size_t client);
+  // The pair's facts in one set, without the kernel's texts.
+  FactSet facts(size_t provider, size_t client);
+
+ private:
+  const FactSet& device_layer(size_t dev, bool as_provider);
+  // The pair's own facts laid over its devices' and the machine's.
+  FactSet layered_facts(size_t provider, size_t client, const PairOutcome& outcome, bool with_texts);
+  uint32_t device_signature(const FactSet& device);
+  size_t group_of(const Decision& d, size_t provider, size_t client);
+
+  const Topology& topo_;
+  const KernelRules& kernel_;
+  const RuleSet& rules_;
+  const VendorFactsDocument* vendor_;
+  P2pdmaIndex index_;
+  FactSet machine_;
+  std::vector<FactId> condition_facts_;
+  bool conditions_read_texts_ = false;
+  std::vector<std::unique_ptr<FactSet>> provider_layers_, client_layers_;
+  std::vector<uint32_t> provider_signature_, client_signature_;
+  std::unordered_map<std::string, uint32_t> device_signatures_;
+  std::unordered_map<std::string, size_t> memo_;     // condition facts' values -> group
+  std::map<std::string, size_t> group_ids_;          // group's content -> index
+  std::vector<DecisionGroup> groups_;
+  std::string key_;                                  // reused for every pair
+};
+
 // Facts from a vendor facts file (VendorFactsDocument, facts.h, which refuses facts the analyzer
 // computes) are laid over the analyzer's; nullptr: none.
 PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
                          const VendorFactsDocument* vendor, size_t provider, size_t client);
-
 nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecision& d);
-std::string policy_table_text(const Topology& topo, const std::vector<NamedFunction>& devices,
-                              const std::vector<PairDecision>& pairs);
+
+// `p2paudit policy`: the grid, a line per pair naming its group, then each group once with the
+// reasons and remedies of its first pair; with details every pair's own reasons. Written as the
+// pairs are decided: memory grows with the number of groups, not of pairs.
+void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
+                       bool details);
+// {"schema_version": 2, ...head, "devices", "pairs": [{provider, client, decision, rule, authority,
+// group}...], "groups": [...]}; with details each pair is pair_decision_json()'s object plus its group.
+void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
+                       const nlohmann::ordered_json& head, bool details);
 // Shell exports for NCCL, llama.cpp/GGML, oneCCL and vLLM from the GPU pairs' decisions
 // (docs/policy-env.md gives each consumer's own semantics).
-std::string env_exports(const Topology& topo, const std::vector<PairDecision>& pairs);
+std::string env_exports(PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices);
 
 }  // namespace p2paudit::policy

@@ -65,29 +65,58 @@ std::string render_fact_value(const FactValue& value);
 // Bytes as a person reads them: "256 MiB", "32 GiB", "1.5 KiB", "17 bytes".
 std::string render_size(std::int64_t bytes);
 
+// A catalogued fact by its position in fact_catalog(): what code that evaluates many pairs uses
+// instead of the name.
+enum class FactId : std::uint16_t {};
+std::optional<FactId> fact_id(std::string_view name);
+const FactSpec& fact_spec(FactId id);
+
 class FactSet {
  public:
   // Both throw std::invalid_argument for a name not in the catalogue or a value of the wrong type
   // (an enum value outside its set included): facts are produced by code, so that is a bug.
   // An integer is accepted for a kNumber fact.
   void set(std::string_view name, FactValue value);
+  void set(FactId id, FactValue value);
   void set_unknown(std::string_view name);  // explicit, for readers: same effect as never set
-
   // nullptr when the fact is unknown.
   const FactValue* get(std::string_view name) const;
+  const FactValue* get(FactId id) const;
   bool known(std::string_view name) const { return get(name) != nullptr; }
 
-  // Facts set explicitly (known or unknown), by name.
-  const std::map<std::string, std::optional<FactValue>, std::less<>>& entries() const { return values_; }
+  // Facts not set here are looked up in `under`, first to last (not owned: each must outlive this
+  // set). A pair's own facts lie over its devices' and the machine's, which are computed once; a
+  // fact set here as unknown hides a value below.
+  void lay_over(std::vector<const FactSet*> under) { under_ = std::move(under); }
+  // Whether the fact is set in this set itself, layers below aside, and its value (nullptr when set
+  // as unknown).
+  struct Lookup {
+    bool set = false;
+    const FactValue* value = nullptr;
+  };
+  Lookup lookup_here(FactId id) const;
+  // The same facts in one set of its own, with no layers below.
+  FactSet flattened() const;
 
-  // {"name": value-or-null, ...}; null is an explicitly unknown fact.
+  // Facts set explicitly here (known or unknown), by name; the layers below are not included.
+  std::vector<std::pair<std::string, std::optional<FactValue>>> entries() const;
+  bool empty() const { return values_.empty(); }
+  // {"name": value-or-null, ...} of every layer; null is an explicitly unknown fact.
   nlohmann::json to_json() const;
   // Reads that shape back (a hand-written facts file, a probe's output); throws InputError naming
   // `origin` and the fact for an unknown name or a wrong type.
   static FactSet from_json(const nlohmann::json& j, const std::string& origin);
 
  private:
-  std::map<std::string, std::optional<FactValue>, std::less<>> values_;
+  struct Entry {
+    FactId id;
+    std::optional<FactValue> value;
+  };
+  const Entry* find(FactId id) const;
+  void put(FactId id, std::optional<FactValue> value);
+
+  std::vector<Entry> values_;  // a few dozen at most: a linear search beats a map
+  std::vector<const FactSet*> under_;
 };
 
 // Facts from vendor tools (--vendor-facts FILE; docs/policy.md), as JSON:
@@ -110,6 +139,9 @@ struct VendorFactsDocument {
 
   // Copies the facts for (provider, client) over `facts`: all's, each device's, then the pair's own.
   void apply(const Bdf& provider, const Bdf& client, FactSet& facts) const;
+  // The same in parts: one device's facts as the provider's or the client's, and a pair's own.
+  void apply_device(const Bdf& device, bool as_provider, FactSet& facts) const;
+  void apply_pair(const Bdf& provider, const Bdf& client, FactSet& facts) const;
   // Lays `over`'s facts over these (the runtime probe's first, a hand-written file over them).
   void merge(const VendorFactsDocument& over);
 };

@@ -5,10 +5,12 @@
 
 #include <map>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/topology.h"
 
@@ -17,6 +19,18 @@ namespace p2paudit::policy {
 // "gpu", "accelerator", "nvme", "nic", "fpga", "storage", "bridge" or "other".
 std::string device_class(const Function& f);
 
-FactSet pair_facts(const Topology& topo, const KernelRules& rules, const PairVerdict& verdict);
+// The machine's facts, shared by every pair: platform, IOMMU, the kernel's config and release, and
+// the copy defaults (no copy tested until a probe's results or a facts file say so).
+FactSet machine_facts(const Topology& topo, const KernelRules& rules);
+// One device's facts, as "provider.X" or as "client.X".
+FactSet device_facts(const Function& f, bool as_provider);
+// The pair's own facts (kernel verdict, path, whose peer logic) from the index's outcome, in
+// O(depth). The kernel's texts need the whole verdict and are added by add_kernel_text_facts()
+// only for pairs whose reasons are printed, or when a rule's condition reads one.
+FactSet pair_own_facts(const P2pdmaIndex& index, size_t provider, size_t client, const PairOutcome& outcome);
+const std::vector<std::string>& kernel_text_facts();  // "kernel.reason", "kernel.remedy", ...
+void add_kernel_text_facts(const Topology& topo, const PairVerdict& verdict, FactSet& facts);
+// Every analyzer fact of one pair in one set, the kernel's texts included.
+FactSet pair_facts(const P2pdmaIndex& index, size_t provider, size_t client);
 
 }  // namespace p2paudit::policy

@@ -166,6 +166,9 @@ class RuleSet {
   // decision is host_staged, reason kNoRuleDecided: staging works wherever each device can reach
   // system memory, so it is the answer that is safe without evidence.
   Decision decide(const FactSet& facts) const;
+  // Every fact some rule's `when` reads, sorted: a decision depends on these alone (the texts
+  // may name more).
+  std::vector<std::string> condition_facts() const;
 
  private:
   std::vector<Rule> rules_;

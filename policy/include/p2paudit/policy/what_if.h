@@ -18,10 +18,9 @@ PairState decision_state(const PairDecision& d);
 PairChange decision_change(const Topology& before_topo, const KernelRules& before_rules, const PairDecision& before,
                            const Topology& after_topo, const KernelRules& after_rules, const PairDecision& after);
 
-// The pairs of `after` whose map type, pci_p2pdma_distance(), action or deciding rule differs from
-// the same pair (by BDF) in `before`.
-std::vector<PairChange> decision_changes(const Topology& before_topo, const KernelRules& before_rules,
-                                         const std::vector<PairDecision>& before, const Topology& after_topo,
-                                         const KernelRules& after_rules, const std::vector<PairDecision>& after);
+// The ordered pairs of `devices` (functions of `after`'s topology) whose map type,
+// pci_p2pdma_distance(), action or deciding rule differs from the same pair (by BDF) in `before`.
+std::vector<PairChange> decision_changes(PolicyEvaluator& before, PolicyEvaluator& after,
+                                         const std::vector<NamedFunction>& devices);
 
 }  // namespace p2paudit::policy

@@ -9,7 +9,7 @@ date -u > "$D/date.txt"; uname -r >> "$D/date.txt"
 nvidia-smi -L > "$D/nvidia-smi-L.txt" 2>&1
 { nvidia-smi topo -m; for x in r w n a p; do echo "== topo -p2p $x"; nvidia-smi topo -p2p $x; done; } > "$D/nvidia-smi-topo.txt" 2>&1
 "$B/p2paudit" policy > "$D/policy.txt" 2>&1; echo "rc $?" >> "$D/policy.txt"
-"$B/p2paudit" policy --format json > "$D/policy.json" 2>"$D/policy.stderr"
+"$B/p2paudit" policy --details --format json > "$D/policy.json" 2>"$D/policy.stderr"
 "$B/p2paudit" check gpu0 gpu1 > "$D/check.txt" 2>&1; echo "rc $?" >> "$D/check.txt"
 "$B/p2paudit" probe --copy --format json > "$D/probe-copy.json" 2>"$D/probe-copy.stderr"; echo "rc $?" >> "$D/probe-copy.stderr"
 "$B/cuda-peer-copy" > "$D/cuda-peer-copy.txt" 2>&1; echo "rc $?" >> "$D/cuda-peer-copy.txt"
