@@ -11,8 +11,10 @@
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
@@ -99,8 +101,9 @@ class DirectoryBackend : public Sysroot::Backend {
 
   Kind kind(const std::string& path) const override {
     if (path.empty()) return Kind::kDirectory;
+    auto [dir, name] = open_parent(path);
     struct stat st{};
-    if (::fstatat(root_.get(), path.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Kind::kMissing;
+    if (dir < 0 || ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Kind::kMissing;
     if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
     if (S_ISREG(st.st_mode)) return Kind::kFile;
     if (S_ISLNK(st.st_mode)) return Kind::kSymlink;
@@ -117,12 +120,15 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
   std::optional<std::string> read(const std::string& path, size_t max) const override {
-    Fd fd = open_file(path);
+    struct stat st{};
+    Fd fd = open_file(path, &st);
     if (fd.get() < 0) return std::nullopt;
     std::string data;
     size_t used = 0;
-    // sysfs and procfs report sizes that are not what they hold: read to EOF, bounded.
-    while (used <= max) {
+    // sysfs and procfs report sizes that are not what they hold: read those to EOF, bounded. A
+    // captured tree is a plain file system, whose sizes are true: no read to find the end.
+    const size_t expected = live_ ? SIZE_MAX : static_cast<size_t>(st.st_size);
+    while (used <= max && used != expected) {
       if (used == data.size()) data.resize(std::min(max + 1, data.size() * 2 + 4096));
       ssize_t n = ::read(fd.get(), data.data() + used, data.size() - used);
       if (n < 0 && errno == EINTR) continue;
@@ -135,9 +141,9 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
   std::optional<uint64_t> size(const std::string& path) const override {
-    Fd fd = open_file(path);
     struct stat st{};
-    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return std::nullopt;
+    Fd fd = open_file(path, &st);
+    if (fd.get() < 0) return std::nullopt;
     return static_cast<uint64_t>(st.st_size);
   }
 
@@ -170,22 +176,19 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
  private:
-  // Opens the directory `path` one component at a time without following links; keeps the last
-  // one open, since reads come in runs from the same function's directory.
+  // Opens the directory `path` one component at a time without following links, from the
+  // nearest directory already open: reads come in runs from the same functions' directories.
   int open_directory(const std::string& path) const {
     if (path.empty()) return root_.get();
-    if (path == cached_dir_path_ && cached_dir_.get() >= 0) return cached_dir_.get();
-    Fd current;
-    int at = root_.get();
-    for (const auto& part : split_path(path)) {
-      Fd next(::openat(at, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (next.get() < 0) return -1;
-      current = std::move(next);
-      at = current.get();
-    }
-    cached_dir_ = std::move(current);
-    cached_dir_path_ = path;
-    return cached_dir_.get();
+    if (auto it = dirs_.find(path); it != dirs_.end()) return it->second.get();
+    auto slash = path.rfind('/');
+    int parent = open_directory(slash == std::string::npos ? "" : path.substr(0, slash));
+    if (parent < 0) return -1;
+    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    Fd dir(::openat(parent, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir.get() < 0) return -1;
+    if (dirs_.size() >= kMaxOpenDirs) dirs_.clear();  // parent is not used past this point
+    return dirs_.emplace(path, std::move(dir)).first->second.get();
   }
 
   std::pair<int, std::string> open_parent(const std::string& path) const {
@@ -196,20 +199,19 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
   // O_NONBLOCK: a FIFO would otherwise block the open; fstat then refuses anything not regular.
-  Fd open_file(const std::string& path) const {
+  Fd open_file(const std::string& path, struct stat* st) const {
     auto [dir, name] = open_parent(path);
     if (dir < 0) return Fd();
     Fd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    struct stat st{};
-    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return Fd();
+    if (fd.get() < 0 || ::fstat(fd.get(), st) != 0 || !S_ISREG(st->st_mode)) return Fd();
     return fd;
   }
 
   Fd root_;
   fs::path host_root_;
   bool live_;
-  mutable Fd cached_dir_;
-  mutable std::string cached_dir_path_;
+  static constexpr size_t kMaxOpenDirs = 256;
+  mutable std::unordered_map<std::string, Fd> dirs_;
 };
 
 // A snapshot archive read in one pass into memory: nothing is written to disk, so nothing can be
@@ -449,14 +451,19 @@ bool Sysroot::is_archive() const { return backend_->archive(); }
 
 namespace {
 
+constexpr size_t kMaxKnownDirectories = 1 << 20;
+
 // Resolves every component of `parts` inside the backend as the kernel would below a chroot,
 // except that ".." above the top is refused rather than clamped. With follow_last false the
 // last component is not followed (lstat semantics). nullopt when missing, looping or escaping.
+// `base` is a directory already resolved, where the walk starts. `directories` remembers the
+// resolved paths found to be real directories, so that no walk stats them again.
 std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::vector<std::string> parts, bool follow_last,
-                                         const SysrootLimits& limits) {
+                                         const SysrootLimits& limits, std::unordered_set<std::string>& directories,
+                                         const std::string& base = "") {
   std::vector<std::string> todo(parts.rbegin(), parts.rend());
-  std::vector<std::string> done;
-  std::string so_far;
+  std::vector<std::string> done = split_path(base);
+  std::string so_far = base;
   auto pop = [&] {
     done.pop_back();
     auto slash = so_far.rfind('/');
@@ -477,8 +484,9 @@ std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::vector<
     done.push_back(part);
     so_far = join(so_far, part);
     if (so_far.size() > limits.max_path_bytes) return std::nullopt;
-    Kind k = b.kind(so_far);
+    Kind k = directories.count(so_far) ? Kind::kDirectory : b.kind(so_far);
     if (k == Kind::kMissing) return std::nullopt;
+    if (k == Kind::kDirectory && directories.size() < kMaxKnownDirectories) directories.insert(so_far);
     if (k == Kind::kSymlink && (!last || follow_last)) {
       if (++links > limits.max_symlinks) return std::nullopt;
       auto target = b.link_target(so_far);
@@ -499,14 +507,31 @@ std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::vector<
 
 }  // namespace
 
-std::optional<std::string> Sysroot::resolve(const std::string& relative) const {
-  return resolve_parts(*backend_, split_path(relative), true, limits_);
+// A path's directory is resolved once: the reader asks for a dozen files in each function's
+// directory, and resolving walks (and stats) every component of a deep sysfs path.
+std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bool follow_last) const {
+  auto parts = split_path(relative);
+  if (parts.size() < 2 || parts.back() == "..")
+    return resolve_parts(*backend_, std::move(parts), follow_last, limits_, directories_);
+  std::string last = std::move(parts.back());
+  parts.pop_back();
+  std::string dir = fmt::format("{}", fmt::join(parts, "/"));
+  auto cached = resolved_dirs_.find(dir);
+  if (cached == resolved_dirs_.end()) {
+    auto resolved = resolve_parts(*backend_, std::move(parts), true, limits_, directories_);
+    if (resolved && !directories_.count(*resolved) && backend_->kind(*resolved) != Kind::kDirectory) resolved.reset();
+    if (resolved_dirs_.size() >= kMaxResolvedDirs) resolved_dirs_.clear();  // a bound, not an expected case
+    cached = resolved_dirs_.emplace(dir, resolved).first;
+  }
+  if (!cached->second) return std::nullopt;
+  return resolve_parts(*backend_, {last}, follow_last, limits_, directories_, *cached->second);
 }
 
+std::optional<std::string> Sysroot::resolve(const std::string& relative) const { return resolve_path(relative, true); }
+
 bool Sysroot::exists(const std::string& relative) const {
-  auto parts = split_path(relative);
-  if (parts.empty()) return true;
-  return resolve_parts(*backend_, parts, false, limits_).has_value();
+  if (split_path(relative).empty()) return true;
+  return resolve_path(relative, false).has_value();
 }
 
 std::optional<std::string> Sysroot::read_text(const std::string& relative) const {
@@ -541,9 +566,8 @@ std::optional<uint64_t> Sysroot::file_size(const std::string& relative) const {
 }
 
 std::optional<std::string> Sysroot::read_link(const std::string& relative) const {
-  auto parts = split_path(relative);
-  if (parts.empty()) return std::nullopt;
-  auto path = resolve_parts(*backend_, parts, false, limits_);
+  if (split_path(relative).empty()) return std::nullopt;
+  auto path = resolve_path(relative, false);
   if (!path || backend_->kind(*path) != Kind::kSymlink) return std::nullopt;
   return backend_->link_target(*path);
 }

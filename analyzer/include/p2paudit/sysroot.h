@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace p2paudit {
@@ -65,9 +67,16 @@ class Sysroot {
 
  private:
   Sysroot() = default;
+  std::optional<std::string> resolve_path(const std::string& relative, bool follow_last) const;
+
+  static constexpr size_t kMaxResolvedDirs = 1 << 20;
   std::string origin_;
   SysrootLimits limits_;
   std::unique_ptr<Backend> backend_;
+  // Directory -> what it resolves to (nullopt: missing or not a directory). Not thread-safe, like
+  // the backends' open-directory caches: one Sysroot is read by one thread.
+  mutable std::unordered_map<std::string, std::optional<std::string>> resolved_dirs_;
+  mutable std::unordered_set<std::string> directories_;  // resolved paths that are real directories
 };
 
 }  // namespace p2paudit
