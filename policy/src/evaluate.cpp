@@ -36,7 +36,7 @@ void derive_facts(FactSet& facts) {
 PolicyEvaluator::PolicyEvaluator(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
                                  const VendorFactsDocument* vendor)
     : topo_(topo), kernel_(kernel), rules_(rules), vendor_(vendor), index_(topo, kernel),
-      machine_(machine_facts(topo, kernel)) {
+      pair_context_(index_), machine_(machine_facts(topo, kernel)) {
   if (vendor_) {
     FactSet all = machine_;  // the vendor's facts for every pair, over the analyzer's
     for (const auto& [name, value] : vendor_->all.entries()) {
@@ -50,6 +50,8 @@ PolicyEvaluator::PolicyEvaluator(const Topology& topo, const KernelRules& kernel
     if (auto id = fact_id(name)) condition_facts_.push_back(*id);
     conditions_read_texts_ |= std::find(texts.begin(), texts.end(), name) != texts.end();
   }
+  read_by_conditions_.assign(fact_catalog().size(), false);
+  for (FactId id : condition_facts_) read_by_conditions_[static_cast<size_t>(id)] = true;
   provider_layers_.resize(topo.functions.size());
   client_layers_.resize(topo.functions.size());
   provider_signature_.assign(topo.functions.size(), UINT32_MAX);
@@ -111,7 +113,7 @@ uint32_t PolicyEvaluator::device_signature(const FactSet& device) {
 }
 
 FactSet PolicyEvaluator::layered_facts(size_t provider, size_t client, const PairOutcome& outcome, bool with_texts) {
-  FactSet facts = pair_own_facts(index_, provider, client, outcome);
+  FactSet facts = pair_own_facts(pair_context_, provider, client, outcome);
   if (with_texts) add_kernel_text_facts(topo_, index_.verdict(provider, client), facts);
   if (vendor_) vendor_->apply_pair(topo_.functions[provider].bdf, topo_.functions[client].bdf, facts);
   facts.lay_over({&device_layer(client, false), &device_layer(provider, true), &machine_});
@@ -152,7 +154,13 @@ size_t PolicyEvaluator::decide(size_t provider, size_t client, bool count) {
   key_.clear();
   key_.append(reinterpret_cast<const char*>(&provider_signature_[provider]), sizeof(uint32_t));
   key_.append(reinterpret_cast<const char*>(&client_signature_[client]), sizeof(uint32_t));
-  for (FactId id : condition_facts_) encode(facts.lookup_here(id), key_);
+  // The pair's own facts that conditions read, with their ids: what is not listed comes from the
+  // devices (their signatures) or the machine (the same for every pair).
+  for (const auto& e : facts.here())
+    if (read_by_conditions_[static_cast<size_t>(e.id)]) {
+      key_.append(reinterpret_cast<const char*>(&e.id), sizeof e.id);
+      encode({true, e.value ? &*e.value : nullptr}, key_);
+    }
   size_t group;
   if (auto it = memo_.find(key_); it != memo_.end()) {
     group = it->second;

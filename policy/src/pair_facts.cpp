@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <span>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -24,6 +25,31 @@ std::optional<double> gts(const std::string& speed) {
   return std::nullopt;
 }
 
+// The pair facts set for every pair, by id: looking names up costs more than the rest.
+struct PairFactIds {
+  FactId narrowest_link_speed_gts = id("path.narrowest_link_speed_gts");
+  FactId narrowest_link_width = id("path.narrowest_link_width");
+  FactId degraded_link = id("path.degraded_link");
+  FactId relation = id("path.relation"), same_model = id("path.same_model"), same_numa_node = id("path.same_numa_node");
+  FactId bridges_64bit_prefetch = id("path.bridges_64bit_prefetch"), authority = id("vendor.authority");
+  FactId map_type = id("kernel.map_type"), distance = id("kernel.distance"), p2pdma_distance = id("kernel.p2pdma_distance");
+  FactId allowed = id("kernel.allowed"), acs_redirect = id("kernel.acs_redirect");
+  FactId acs_redirect_devices = id("kernel.acs_redirect_devices"), host_bridge = id("kernel.host_bridge");
+  FactId whitelist = id("kernel.whitelist"), whitelist_assumed = id("kernel.whitelist_assumed");
+  FactId cpu_rule = id("kernel.cpu_rule");
+
+  static FactId id(std::string_view name) {
+    auto found = fact_id(name);
+    if (!found) throw std::logic_error(fmt::format("fact {} is not catalogued", name));
+    return *found;
+  }
+};
+
+const PairFactIds& ids() {
+  static const PairFactIds instance;
+  return instance;
+}
+
 // Every device the traffic crosses: both chains up to and including the common ancestor, or up
 // to the root bus when there is none.
 std::vector<size_t> path_devices(const P2pdmaIndex& index, size_t provider, size_t client, const PairOutcome& o) {
@@ -36,23 +62,22 @@ std::vector<size_t> path_devices(const P2pdmaIndex& index, size_t provider, size
   return out;
 }
 
-void set_link_facts(const Topology& t, const std::vector<size_t>& path, FactSet& facts) {
+void set_link_facts(const PairFactsContext& context, const std::vector<size_t>& path, FactSet& facts) {
   std::optional<double> narrowest_speed;
   std::optional<int> narrowest_width;
   bool degraded = false, any_link = false;
   for (size_t dev : path) {
-    const Link& l = t.functions[dev].link;
-    auto cur = gts(l.current_speed), max = gts(l.max_speed);
-    if (!cur || !l.current_width) continue;  // no PCIe link (virtual or integrated function)
+    const PairFactsContext::LinkSpeeds& l = context.links[dev];
+    if (!l.current || !l.current_width) continue;  // no PCIe link (virtual or integrated function)
     any_link = true;
-    narrowest_speed = narrowest_speed ? std::min(*narrowest_speed, *cur) : *cur;
+    narrowest_speed = narrowest_speed ? std::min(*narrowest_speed, *l.current) : *l.current;
     narrowest_width = narrowest_width ? std::min(*narrowest_width, l.current_width) : l.current_width;
-    degraded |= (max && *cur < *max) || (l.max_width && l.current_width < l.max_width);
+    degraded |= (l.max && *l.current < *l.max) || (l.max_width && l.current_width < l.max_width);
   }
   if (!any_link) return;
-  facts.set("path.narrowest_link_speed_gts", *narrowest_speed);
-  facts.set("path.narrowest_link_width", int64_t{*narrowest_width});
-  facts.set("path.degraded_link", degraded);
+  facts.set(ids().narrowest_link_speed_gts, *narrowest_speed);
+  facts.set(ids().narrowest_link_width, int64_t{*narrowest_width});
+  facts.set(ids().degraded_link, degraded);
 }
 
 std::string relation(const Topology& t, size_t provider, size_t client, const PairOutcome& o) {
@@ -121,14 +146,14 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
 
 // Every bridge the traffic crosses has an enabled 64-bit prefetchable window: what large
 // (above 4 GiB) BARs need to be routed at all.
-std::optional<bool> bridges_64bit_prefetch(const Topology& t, const std::vector<size_t>& path, size_t provider,
-                                           size_t client) {
+std::optional<bool> bridges_64bit_prefetch(const PairFactsContext& context, const std::vector<size_t>& path,
+                                           size_t provider, size_t client) {
   for (size_t dev : path) {
-    const Function& f = t.functions[dev];
-    if (dev == provider || dev == client || !f.is_bridge()) continue;
-    if (f.windows.empty()) return std::nullopt;  // header not readable
-    for (const auto& w : f.windows)
-      if (w.kind == "prefetch" && !(w.enabled && w.is_64bit)) return false;
+    if (dev == provider || dev == client) continue;
+    if (context.bridge_prefetch_64bit[dev] != 1) {
+      if (context.bridge_prefetch_64bit[dev] == -1) return std::nullopt;  // header not readable
+      if (context.bridge_prefetch_64bit[dev] == 0) return false;
+    }
   }
   return true;
 }
@@ -172,37 +197,37 @@ std::string authority(const Function& p, const Function& c) {
 }
 
 void set_kernel_facts(const Topology& t, const KernelRules& rules, const PairOutcome& o, FactSet& facts) {
-  facts.set("kernel.map_type", to_string(o.map_type));
-  facts.set("kernel.distance", int64_t{o.distance});
+  facts.set(ids().map_type, to_string(o.map_type));
+  facts.set(ids().distance, int64_t{o.distance});
   if (o.p2pdma_distance) {
-    facts.set("kernel.p2pdma_distance", int64_t{*o.p2pdma_distance});
-    facts.set("kernel.allowed", *o.p2pdma_distance >= 0);
+    facts.set(ids().p2pdma_distance, int64_t{*o.p2pdma_distance});
+    facts.set(ids().allowed, *o.p2pdma_distance >= 0);
   }
   if (!o.common_ancestor) {
-    facts.set("kernel.acs_redirect", false);  // no common upstream bridge: the kernel does not look
-    facts.set("kernel.acs_redirect_devices", std::vector<std::string>{});
+    facts.set(ids().acs_redirect, false);  // no common upstream bridge: the kernel does not look
+    facts.set(ids().acs_redirect_devices, std::vector<std::string>{});
   } else if (o.acs_redirecting > 0 || o.acs_unreadable == 0) {
-    facts.set("kernel.acs_redirect", o.acs_redirecting > 0);  // the devices come with the kernel's texts
+    facts.set(ids().acs_redirect, o.acs_redirecting > 0);  // the devices come with the kernel's texts
   }
   const auto checks = std::span(o.whitelist_checks, o.whitelist_check_count);
   if (!checks.empty()) {
     if (const auto& root = checks.front().root_device) {
       const Function& r = t.functions[*root];
-      facts.set("kernel.host_bridge", fmt::format("{:04x}:{:04x}", r.vendor, r.device));
+      facts.set(ids().host_bridge, fmt::format("{:04x}:{:04x}", r.vendor, r.device));
     }
     if (std::all_of(checks.begin(), checks.end(), [](const auto& h) { return h.passed.has_value(); })) {
       bool passed = std::all_of(checks.begin(), checks.end(), [](const auto& h) { return *h.passed; });
-      facts.set("kernel.whitelist", passed ? "whitelisted" : "not_whitelisted");
+      facts.set(ids().whitelist, passed ? "whitelisted" : "not_whitelisted");
       if (passed)
-        facts.set("kernel.whitelist_assumed", std::any_of(checks.begin(), checks.end(), [&](const auto& h) {
+        facts.set(ids().whitelist_assumed, std::any_of(checks.begin(), checks.end(), [&](const auto& h) {
                     return h.entry && *h.entry >= rules.table_entries;
                   }));
     }
   }
   auto cpu = o.cpu_rule_consulted ? cpu_supports_p2pdma(t.platform, rules) : std::nullopt;
   if (checks.empty() && (o.map_type == MapType::kBusAddr || cpu.value_or(false)))
-    facts.set("kernel.whitelist", "not_consulted");
-  if (cpu) facts.set("kernel.cpu_rule", *cpu);
+    facts.set(ids().whitelist, "not_consulted");
+  if (cpu) facts.set(ids().cpu_rule, *cpu);
 }
 
 }  // namespace
@@ -245,20 +270,33 @@ FactSet device_facts(const Function& f, bool as_provider) {
   return facts;
 }
 
-FactSet pair_own_facts(const P2pdmaIndex& index, size_t provider, size_t client, const PairOutcome& o) {
+PairFactsContext::PairFactsContext(const P2pdmaIndex& index) : index(index) {
+  for (const Function& f : index.topology().functions) {
+    links.push_back({gts(f.link.current_speed), gts(f.link.max_speed), f.link.current_width, f.link.max_width});
+    int8_t prefetch = 1;
+    if (f.is_bridge() && f.windows.empty()) prefetch = -1;
+    for (const auto& w : f.windows)
+      if (f.is_bridge() && w.kind == "prefetch" && !(w.enabled && w.is_64bit)) prefetch = 0;
+    bridge_prefetch_64bit.push_back(prefetch);
+  }
+}
+
+FactSet pair_own_facts(const PairFactsContext& context, size_t provider, size_t client, const PairOutcome& o) {
+  const P2pdmaIndex& index = context.index;
   const Topology& t = index.topology();
   FactSet facts;
+  facts.reserve(32);  // what a pair sets, with room for vendor and derived facts
   const Function& p = t.functions[provider];
   const Function& c = t.functions[client];
   set_kernel_facts(t, index.rules(), o, facts);
-  facts.set("path.relation", relation(t, provider, client, o));
-  facts.set("path.same_model", p.vendor == c.vendor && p.device == c.device);
-  if (p.numa_node >= 0 && c.numa_node >= 0) facts.set("path.same_numa_node", p.numa_node == c.numa_node);
-  else if (p.numa_node < 0 && c.numa_node < 0) facts.set("path.same_numa_node", true);  // no NUMA information: one node
+  facts.set(ids().relation, relation(t, provider, client, o));
+  facts.set(ids().same_model, p.vendor == c.vendor && p.device == c.device);
+  if (p.numa_node >= 0 && c.numa_node >= 0) facts.set(ids().same_numa_node, p.numa_node == c.numa_node);
+  else if (p.numa_node < 0 && c.numa_node < 0) facts.set(ids().same_numa_node, true);  // no NUMA information: one node
   auto path = path_devices(index, provider, client, o);
-  set_link_facts(t, path, facts);
-  if (auto b = bridges_64bit_prefetch(t, path, provider, client)) facts.set("path.bridges_64bit_prefetch", *b);
-  facts.set("vendor.authority", authority(p, c));
+  set_link_facts(context, path, facts);
+  if (auto b = bridges_64bit_prefetch(context, path, provider, client)) facts.set(ids().bridges_64bit_prefetch, *b);
+  facts.set(ids().authority, authority(p, c));
   if (p.driver == "nvidia" && c.driver == "nvidia" && provider != client) {
     facts.set("vendor.nvidia_common_switch", nvidia_common_switch(t, provider, client));
     if (p.nvidia_clique_state != CapState::kUnknown && c.nvidia_clique_state != CapState::kUnknown)
@@ -295,7 +333,7 @@ FactSet pair_facts(const P2pdmaIndex& index, size_t provider, size_t client) {
   FactSet machine = machine_facts(t, index.rules());
   FactSet as_provider = device_facts(t.functions[provider], true);
   FactSet as_client = device_facts(t.functions[client], false);
-  FactSet facts = pair_own_facts(index, provider, client, index.outcome(provider, client));
+  FactSet facts = pair_own_facts(PairFactsContext(index), provider, client, index.outcome(provider, client));
   add_kernel_text_facts(t, index.verdict(provider, client), facts);
   facts.lay_over({&as_client, &as_provider, &machine});
   return facts.flattened();

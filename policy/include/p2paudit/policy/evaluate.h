@@ -86,8 +86,10 @@ class PolicyEvaluator {
   const RuleSet& rules_;
   const VendorFactsDocument* vendor_;
   P2pdmaIndex index_;
+  PairFactsContext pair_context_;
   FactSet machine_;
   std::vector<FactId> condition_facts_;
+  std::vector<bool> read_by_conditions_;             // by FactId
   bool conditions_read_texts_ = false;
   std::vector<std::unique_ptr<FactSet>> provider_layers_, client_layers_;
   std::vector<uint32_t> provider_signature_, client_signature_;

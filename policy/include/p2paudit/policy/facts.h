@@ -95,12 +95,19 @@ class FactSet {
     const FactValue* value = nullptr;
   };
   Lookup lookup_here(FactId id) const;
+  struct Entry {
+    FactId id;
+    std::optional<FactValue> value;
+  };
+  // The facts set in this set itself, in the order they were first set.
+  const std::vector<Entry>& here() const { return values_; }
   // The same facts in one set of its own, with no layers below.
   FactSet flattened() const;
 
   // Facts set explicitly here (known or unknown), by name; the layers below are not included.
   std::vector<std::pair<std::string, std::optional<FactValue>>> entries() const;
   bool empty() const { return values_.empty(); }
+  void reserve(size_t facts) { values_.reserve(facts); }
   // {"name": value-or-null, ...} of every layer; null is an explicitly unknown fact.
   nlohmann::json to_json() const;
   // Reads that shape back (a hand-written facts file, a probe's output); throws InputError naming
@@ -108,10 +115,6 @@ class FactSet {
   static FactSet from_json(const nlohmann::json& j, const std::string& origin);
 
  private:
-  struct Entry {
-    FactId id;
-    std::optional<FactValue> value;
-  };
   const Entry* find(FactId id) const;
   void put(FactId id, std::optional<FactValue> value);
 

@@ -3,7 +3,9 @@
 // links, runtime versions) stay unknown unless a vendor facts file supplies them.
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 #include <utility>
@@ -27,7 +29,17 @@ FactSet device_facts(const Function& f, bool as_provider);
 // The pair's own facts (kernel verdict, path, whose peer logic) from the index's outcome, in
 // O(depth). The kernel's texts need the whole verdict and are added by add_kernel_text_facts()
 // only for pairs whose reasons are printed, or when a rule's condition reads one.
-FactSet pair_own_facts(const P2pdmaIndex& index, size_t provider, size_t client, const PairOutcome& outcome);
+struct PairFactsContext {
+  explicit PairFactsContext(const P2pdmaIndex& index);
+  struct LinkSpeeds {
+    std::optional<double> current, max;  // GT/s; nullopt when the attribute is absent or "Unknown"
+    int current_width = 0, max_width = 0;
+  };
+  const P2pdmaIndex& index;
+  std::vector<LinkSpeeds> links;                // per function, parsed once
+  std::vector<int8_t> bridge_prefetch_64bit;    // per function: 1 yes (or not a bridge), 0 no, -1 unknown
+};
+FactSet pair_own_facts(const PairFactsContext& context, size_t provider, size_t client, const PairOutcome& outcome);
 const std::vector<std::string>& kernel_text_facts();  // "kernel.reason", "kernel.remedy", ...
 void add_kernel_text_facts(const Topology& topo, const PairVerdict& verdict, FactSet& facts);
 // Every analyzer fact of one pair in one set, the kernel's texts included.
