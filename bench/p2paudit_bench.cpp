@@ -10,7 +10,9 @@
 
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/evaluate.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "synth.h"
@@ -92,9 +94,48 @@ void BM_P2pdmaDistanceAllPairs(benchmark::State& state) {
   state.counters["pairs"] = static_cast<double>(pairs);
 }
 
+// The same pairs through P2pdmaIndex, what `matrix` and the audit use: map type and distance in
+// O(depth) from per-function facts computed once (the index's construction is timed too).
+void BM_P2pdmaIndexAllPairs(benchmark::State& state) {
+  auto topo = p2paudit::read_topology(p2paudit::Sysroot::open(Machines::instance().tarball(static_cast<int>(state.range(0)))));
+  auto rules = p2paudit::load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", topo.platform, {});
+  auto devices = p2paudit::matrix_devices(topo, state.range(1) != 0);
+  for (auto _ : state) {
+    p2paudit::P2pdmaIndex index(topo, rules);
+    for (const auto& provider : devices)
+      for (const auto& client : devices) benchmark::DoNotOptimize(index.outcome(provider.index, client.index).map_type);
+  }
+  auto pairs = static_cast<int64_t>(devices.size() * devices.size());
+  state.SetItemsProcessed(state.iterations() * pairs);
+  state.counters["pairs"] = static_cast<double>(pairs);
+}
+
+// The default policy's decision for every ordered pair of the devices that matter (policy's cost
+// without its output), the evaluator made anew each time.
+void BM_PolicyAllPairs(benchmark::State& state) {
+  auto topo = p2paudit::read_topology(p2paudit::Sysroot::open(Machines::instance().tarball(static_cast<int>(state.range(0)))));
+  auto rules = p2paudit::load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", topo.platform, {});
+  auto policy = p2paudit::policy::RuleSet::load(p2paudit::policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
+  auto devices = p2paudit::matrix_devices(topo, false);
+  size_t groups = 0;
+  for (auto _ : state) {
+    p2paudit::policy::PolicyEvaluator evaluator(topo, rules, policy, nullptr);
+    for (const auto& provider : devices)
+      for (const auto& client : devices) benchmark::DoNotOptimize(evaluator.decide(provider.index, client.index));
+    groups = evaluator.groups().size();
+  }
+  auto pairs = static_cast<int64_t>(devices.size() * devices.size());
+  state.SetItemsProcessed(state.iterations() * pairs);
+  state.counters["pairs"] = static_cast<double>(pairs);
+  state.counters["groups"] = static_cast<double>(groups);
+}
+
 BENCHMARK(BM_ReadTopologyDirectory)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadTopologyTarball)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2pdmaDistanceAllPairs)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
+// {functions, every function (matrix --all) or the devices that matter}
+BENCHMARK(BM_P2pdmaIndexAllPairs)->Args({512, 0})->Args({4096, 0})->Args({4096, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PolicyAllPairs)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
