@@ -14,6 +14,7 @@
 #include "p2paudit/p2pdma_index.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
+#include "synth.h"
 #include "synthetic_tree.h"
 
 namespace p2paudit {
@@ -158,6 +159,29 @@ TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnRandomTrees) {
     pairs += expect_index_agrees(t, rules_for(t, "6.1", {"8086:7000"}), fmt::format("seed {} root ports", seed));
   }
   EXPECT_GT(pairs, 20000u);
+}
+
+// Generated machines (tools/p2paudit-synth) as the reader reads them: switch trees with ACS on,
+// off and mixed, SR-IOV VFs, several host bridges; every pair of every function.
+TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnGeneratedMachines) {
+  char dir_template[] = "/tmp/p2paudit-index-test-XXXXXX";
+  const fs::path dir = mkdtemp(dir_template);
+  size_t pairs = 0;
+  for (auto acs : {synth::AcsMode::kOn, synth::AcsMode::kOff, synth::AcsMode::kMixed}) {
+    synth::Options options;
+    options.functions = 160;
+    options.depth = 2;
+    options.fanout = 2;
+    options.acs = acs;
+    options.cpu = acs == synth::AcsMode::kOff ? synth::CpuVendor::kIntel : synth::CpuVendor::kAmd;
+    const std::string tarball = (dir / fmt::format("machine-{}.tar.gz", static_cast<int>(acs))).string();
+    synth::Machine::plan(options).write_tarball(tarball);
+    Topology t = read_topology(Sysroot::open(tarball));
+    ASSERT_EQ(t.functions.size(), 160u);
+    for (const auto& release : {"5.4", "6.1"}) pairs += expect_index_agrees(t, rules_for(t, release), tarball);
+  }
+  fs::remove_all(dir);
+  EXPECT_EQ(pairs, 6u * 160 * 160);
 }
 
 TEST(P2pdmaIndex, UpstreamAndDepthFollowVfsToTheirPfsBridge) {

@@ -25,11 +25,16 @@ std::vector<std::string> default_rule_files(const std::string& rules_dir) {
 }
 
 void derive_facts(FactSet& facts) {
-  for (const char* role : {"provider.", "client."}) {
-    const FactValue* bar = facts.get(std::string(role) + "largest_bar");
-    const FactValue* memory = facts.get(std::string(role) + "memory_size");
-    if (bar && memory)
-      facts.set(std::string(role) + "bar_covers_memory", std::get<int64_t>(*bar) >= std::get<int64_t>(*memory));
+  struct Role {
+    FactId bar, memory, covers;
+  };
+  static const Role roles[] = {
+      {*fact_id("provider.largest_bar"), *fact_id("provider.memory_size"), *fact_id("provider.bar_covers_memory")},
+      {*fact_id("client.largest_bar"), *fact_id("client.memory_size"), *fact_id("client.bar_covers_memory")}};
+  for (const Role& role : roles) {
+    const FactValue* bar = facts.get(role.bar);
+    const FactValue* memory = facts.get(role.memory);
+    if (bar && memory) facts.set(role.covers, std::get<int64_t>(*bar) >= std::get<int64_t>(*memory));
   }
 }
 
@@ -272,6 +277,7 @@ void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std:
     buf += "\n";
     if (buf.size() >= kFlushBytes) out << buf, buf.clear();
   }
+  std::vector<std::string> headings;  // by group: "peer (rule x, authority y) [N]\n"
   buf += "\nRows are providers (whose memory is read or written), columns clients (which do the DMA).\n"
          "PEER = try peer-to-peer DMA, HOST = stage through host memory, DENY = refuse.\n\n";
   for (size_t r = 0; r < devices.size(); ++r)
@@ -286,7 +292,13 @@ void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std:
         buf += decision_lines(d);
       } else {
         size_t g = evaluator.decide(devices[r].index, devices[c].index);
-        buf += fmt::format("{} -> {}: {} [{}]\n", labels[r], labels[c], group_heading(evaluator.groups()[g]), g + 1);
+        if (g >= headings.size()) headings.resize(g + 1);
+        if (headings[g].empty()) headings[g] = fmt::format("{} [{}]\n", group_heading(evaluator.groups()[g]), g + 1);
+        buf += labels[r];
+        buf += " -> ";
+        buf += labels[c];
+        buf += ": ";
+        buf += headings[g];
       }
       if (buf.size() >= kFlushBytes) out << buf, buf.clear();
     }

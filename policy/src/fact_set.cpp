@@ -31,9 +31,13 @@ std::string unknown_fact_message(std::string_view name) {
 
 }  // namespace
 
-FactValueCheck check_fact_value(const FactSpec& spec, FactValue value) {
+namespace {
+
+// Why `value` (integers already made numbers where the spec asks for a number) cannot be the
+// value of `spec`; "" when it can.
+std::string fact_value_error(const FactSpec& spec, const FactValue& value) {
   auto wrong = [&](const char* expected) {
-    return FactValueCheck{std::nullopt, fmt::format("{} is {} fact, got {}", spec.name, expected, value_kind(value))};
+    return fmt::format("{} is {} fact, got {}", spec.name, expected, value_kind(value));
   };
   switch (spec.type) {
     case FactType::kBool:
@@ -43,7 +47,6 @@ FactValueCheck check_fact_value(const FactSpec& spec, FactValue value) {
       if (!std::holds_alternative<std::int64_t>(value)) return wrong("an integer");
       break;
     case FactType::kNumber:
-      if (auto* i = std::get_if<std::int64_t>(&value)) value = static_cast<double>(*i);
       if (!std::holds_alternative<double>(value)) return wrong("a number");
       break;
     case FactType::kString:
@@ -53,13 +56,27 @@ FactValueCheck check_fact_value(const FactSpec& spec, FactValue value) {
       auto* s = std::get_if<std::string>(&value);
       if (!s) return wrong("an enum");
       if (std::find(spec.allowed.begin(), spec.allowed.end(), *s) == spec.allowed.end())
-        return {std::nullopt, fmt::format("'{}' is not a value of {} (one of: {})", *s, spec.name, fmt::join(spec.allowed, ", "))};
+        return fmt::format("'{}' is not a value of {} (one of: {})", *s, spec.name, fmt::join(spec.allowed, ", "));
       break;
     }
     case FactType::kStringList:
       if (!std::holds_alternative<std::vector<std::string>>(value)) return wrong("a list of strings");
       break;
   }
+  return {};
+}
+
+void as_number_if_asked(const FactSpec& spec, FactValue& value) {
+  if (spec.type != FactType::kNumber) return;
+  if (auto* i = std::get_if<std::int64_t>(&value)) value = static_cast<double>(*i);
+}
+
+}  // namespace
+
+FactValueCheck check_fact_value(const FactSpec& spec, FactValue value) {
+  as_number_if_asked(spec, value);
+  std::string error = fact_value_error(spec, value);
+  if (!error.empty()) return {std::nullopt, std::move(error)};
   return {std::move(value), {}};
 }
 
@@ -99,13 +116,22 @@ const FactSet::Entry* FactSet::find(FactId id) const {
   return nullptr;
 }
 
-void FactSet::put(FactId id, std::optional<FactValue> value) {
+void FactSet::put(FactId id, std::optional<FactValue>&& value) {
   for (auto& e : values_)
     if (e.id == id) {
       e.value = std::move(value);
       return;
     }
   values_.push_back({id, std::move(value)});
+}
+
+void FactSet::put(FactId id, FactValue&& value) {
+  for (auto& e : values_)
+    if (e.id == id) {
+      e.value.emplace(std::move(value));
+      return;
+    }
+  values_.push_back(Entry{id, std::optional<FactValue>(std::move(value))});
 }
 
 void FactSet::set(std::string_view name, FactValue value) {
@@ -115,9 +141,10 @@ void FactSet::set(std::string_view name, FactValue value) {
 }
 
 void FactSet::set(FactId id, FactValue value) {
-  auto checked = check_fact_value(fact_spec(id), std::move(value));
-  if (!checked.value) throw std::invalid_argument(checked.error);
-  put(id, std::move(checked.value));
+  const FactSpec& spec = fact_spec(id);
+  as_number_if_asked(spec, value);
+  if (std::string error = fact_value_error(spec, value); !error.empty()) throw std::invalid_argument(error);
+  put(id, std::move(value));
 }
 
 void FactSet::set_unknown(std::string_view name) {
@@ -147,8 +174,8 @@ FactSet::Lookup FactSet::lookup_here(FactId id) const {
 FactSet FactSet::flattened() const {
   FactSet out;
   for (auto it = under_.rbegin(); it != under_.rend(); ++it)
-    for (const auto& e : (*it)->values_) out.put(e.id, e.value);
-  for (const auto& e : values_) out.put(e.id, e.value);
+    for (const auto& e : (*it)->values_) out.put(e.id, std::optional<FactValue>(e.value));
+  for (const auto& e : values_) out.put(e.id, std::optional<FactValue>(e.value));
   return out;
 }
 

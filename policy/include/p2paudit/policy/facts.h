@@ -116,7 +116,8 @@ class FactSet {
 
  private:
   const Entry* find(FactId id) const;
-  void put(FactId id, std::optional<FactValue> value);
+  void put(FactId id, std::optional<FactValue>&& value);
+  void put(FactId id, FactValue&& value);
 
   std::vector<Entry> values_;  // a few dozen at most: a linear search beats a map
   std::vector<const FactSet*> under_;
