@@ -84,6 +84,12 @@ class Sysroot::Backend {
   virtual std::optional<std::string> link_target(const std::string& path) const = 0;
   // A regular file's bytes, at most max + 1 of them (so the caller can tell "too large").
   virtual std::optional<std::string> read(const std::string& path, size_t max) const = 0;
+  // read() of a path whose last component may be a link: then `link` is set and nothing is read
+  // (the caller resolves it). A backend that learns it while opening saves a lookup per file.
+  virtual std::optional<std::string> read_unless_link(const std::string& path, size_t max, bool& link) const {
+    link = kind(path) == Kind::kSymlink;
+    return link ? std::nullopt : read(path, max);
+  }
   virtual std::optional<uint64_t> size(const std::string& path) const = 0;
   virtual std::vector<std::string> list(const std::string& path, size_t max) const = 0;
   virtual std::optional<fs::path> host_path(const std::string&) const { return std::nullopt; }
@@ -120,8 +126,13 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
   std::optional<std::string> read(const std::string& path, size_t max) const override {
+    bool link = false;
+    return read_unless_link(path, max, link);
+  }
+
+  std::optional<std::string> read_unless_link(const std::string& path, size_t max, bool& link) const override {
     struct stat st{};
-    Fd fd = open_file(path, &st);
+    Fd fd = open_file(path, &st, &link);
     if (fd.get() < 0) return std::nullopt;
     std::string data;
     size_t used = 0;
@@ -199,10 +210,12 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
   // O_NONBLOCK: a FIFO would otherwise block the open; fstat then refuses anything not regular.
-  Fd open_file(const std::string& path, struct stat* st) const {
+  // `link` is set when the last component is a symlink (O_NOFOLLOW refuses it with ELOOP).
+  Fd open_file(const std::string& path, struct stat* st, bool* link = nullptr) const {
     auto [dir, name] = open_parent(path);
     if (dir < 0) return Fd();
     Fd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (fd.get() < 0 && errno == ELOOP && link) *link = true;
     if (fd.get() < 0 || ::fstat(fd.get(), st) != 0 || !S_ISREG(st->st_mode)) return Fd();
     return fd;
   }
@@ -509,12 +522,7 @@ std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::vector<
 
 // A path's directory is resolved once: the reader asks for a dozen files in each function's
 // directory, and resolving walks (and stats) every component of a deep sysfs path.
-std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bool follow_last) const {
-  auto parts = split_path(relative);
-  if (parts.size() < 2 || parts.back() == "..")
-    return resolve_parts(*backend_, std::move(parts), follow_last, limits_, directories_);
-  std::string last = std::move(parts.back());
-  parts.pop_back();
+std::optional<std::string> Sysroot::resolve_directory(std::vector<std::string> parts) const {
   std::string dir = fmt::format("{}", fmt::join(parts, "/"));
   auto cached = resolved_dirs_.find(dir);
   if (cached == resolved_dirs_.end()) {
@@ -523,8 +531,35 @@ std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bo
     if (resolved_dirs_.size() >= kMaxResolvedDirs) resolved_dirs_.clear();  // a bound, not an expected case
     cached = resolved_dirs_.emplace(dir, resolved).first;
   }
-  if (!cached->second) return std::nullopt;
-  return resolve_parts(*backend_, {last}, follow_last, limits_, directories_, *cached->second);
+  return cached->second;
+}
+
+std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bool follow_last) const {
+  auto parts = split_path(relative);
+  if (parts.size() < 2 || parts.back() == "..")
+    return resolve_parts(*backend_, std::move(parts), follow_last, limits_, directories_);
+  std::string last = std::move(parts.back());
+  parts.pop_back();
+  auto dir = resolve_directory(std::move(parts));
+  if (!dir) return std::nullopt;
+  return resolve_parts(*backend_, {last}, follow_last, limits_, directories_, *dir);
+}
+
+// A file in a resolved directory is opened at once, not looked at first; only a link is resolved.
+std::optional<std::string> Sysroot::read_file(const std::string& relative, size_t max) const {
+  auto parts = split_path(relative);
+  if (parts.size() >= 2 && parts.back() != "..") {
+    std::string last = std::move(parts.back());
+    parts.pop_back();
+    auto dir = resolve_directory(std::move(parts));
+    if (!dir) return std::nullopt;
+    bool link = false;
+    auto data = backend_->read_unless_link(join(*dir, last), max, link);
+    if (!link) return data;
+  }
+  auto path = resolve(relative);
+  if (!path) return std::nullopt;
+  return backend_->read(*path, max);
 }
 
 std::optional<std::string> Sysroot::resolve(const std::string& relative) const { return resolve_path(relative, true); }
@@ -535,9 +570,7 @@ bool Sysroot::exists(const std::string& relative) const {
 }
 
 std::optional<std::string> Sysroot::read_text(const std::string& relative) const {
-  auto path = resolve(relative);
-  if (!path) return std::nullopt;
-  auto data = backend_->read(*path, limits_.max_file_bytes);
+  auto data = read_file(relative, limits_.max_file_bytes);
   if (data && data->size() > limits_.max_file_bytes) too_large(origin_, relative, limits_.max_file_bytes);
   return data;
 }
@@ -551,9 +584,7 @@ std::optional<std::string> Sysroot::read_line(const std::string& relative) const
 }
 
 std::optional<std::vector<uint8_t>> Sysroot::read_bytes(const std::string& relative, size_t max) const {
-  auto path = resolve(relative);
-  if (!path) return std::nullopt;
-  auto data = backend_->read(*path, max);
+  auto data = read_file(relative, max);
   if (!data) return std::nullopt;
   if (data->size() > max) data->resize(max);
   return std::vector<uint8_t>(data->begin(), data->end());

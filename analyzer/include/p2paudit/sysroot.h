@@ -68,6 +68,8 @@ class Sysroot {
  private:
   Sysroot() = default;
   std::optional<std::string> resolve_path(const std::string& relative, bool follow_last) const;
+  std::optional<std::string> resolve_directory(std::vector<std::string> parts) const;
+  std::optional<std::string> read_file(const std::string& relative, size_t max) const;
 
   static constexpr size_t kMaxResolvedDirs = 1 << 20;
   std::string origin_;
