@@ -40,7 +40,7 @@ void derive_facts(FactSet& facts) {
 
 PolicyEvaluator::PolicyEvaluator(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
                                  const VendorFactsDocument* vendor)
-    : topo_(topo), kernel_(kernel), rules_(rules), vendor_(vendor), index_(topo, kernel),
+    : topo_(topo), rules_(rules), vendor_(vendor), index_(topo, kernel),
       pair_context_(index_), machine_(machine_facts(topo, kernel)) {
   if (vendor_) {
     FactSet all = machine_;  // the vendor's facts for every pair, over the analyzer's

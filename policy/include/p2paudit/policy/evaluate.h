@@ -82,7 +82,6 @@ class PolicyEvaluator {
   size_t group_of(const Decision& d, size_t provider, size_t client);
 
   const Topology& topo_;
-  const KernelRules& kernel_;
   const RuleSet& rules_;
   const VendorFactsDocument* vendor_;
   P2pdmaIndex index_;
