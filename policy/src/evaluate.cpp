@@ -117,9 +117,10 @@ uint32_t PolicyEvaluator::device_signature(const FactSet& device) {
   return device_signatures_.try_emplace(key, static_cast<uint32_t>(device_signatures_.size())).first->second;
 }
 
-FactSet PolicyEvaluator::layered_facts(size_t provider, size_t client, const PairOutcome& outcome, bool with_texts) {
+FactSet PolicyEvaluator::layered_facts(size_t provider, size_t client, const PairOutcome& outcome,
+                                       const PairVerdict* verdict) {
   FactSet facts = pair_own_facts(pair_context_, provider, client, outcome);
-  if (with_texts) add_kernel_text_facts(topo_, index_.verdict(provider, client), facts);
+  if (verdict) add_kernel_text_facts(topo_, *verdict, facts);
   if (vendor_) vendor_->apply_pair(topo_.functions[provider].bdf, topo_.functions[client].bdf, facts);
   facts.lay_over({&device_layer(client, false), &device_layer(provider, true), &machine_});
   derive_facts(facts);
@@ -127,7 +128,7 @@ FactSet PolicyEvaluator::layered_facts(size_t provider, size_t client, const Pai
 }
 
 FactSet PolicyEvaluator::facts(size_t provider, size_t client) {
-  return layered_facts(provider, client, index_.outcome(provider, client), false).flattened();
+  return layered_facts(provider, client, index_.outcome(provider, client), nullptr).flattened();
 }
 
 size_t PolicyEvaluator::group_of(const Decision& d, size_t provider, size_t client) {
@@ -155,7 +156,9 @@ size_t PolicyEvaluator::decide(size_t provider, size_t client, bool count) {
   // Beyond this many distinct keys (rules reading per-pair facts) decisions are not remembered.
   constexpr size_t kMaxMemo = 1 << 16;
   PairOutcome outcome = index_.outcome(provider, client);
-  FactSet facts = layered_facts(provider, client, outcome, conditions_read_texts_);
+  std::optional<PairVerdict> verdict;  // only when a condition reads the kernel's texts
+  if (conditions_read_texts_) verdict = index_.verdict(provider, client);
+  FactSet facts = layered_facts(provider, client, outcome, verdict ? &*verdict : nullptr);
   key_.clear();
   key_.append(reinterpret_cast<const char*>(&provider_signature_[provider]), sizeof(uint32_t));
   key_.append(reinterpret_cast<const char*>(&client_signature_[client]), sizeof(uint32_t));
@@ -179,7 +182,7 @@ size_t PolicyEvaluator::decide(size_t provider, size_t client, bool count) {
 
 PairDecision PolicyEvaluator::decide_in_full(size_t provider, size_t client) {
   PairDecision d{index_.verdict(provider, client), {}, {}};
-  d.facts = layered_facts(provider, client, outcome_of(topo_, d.verdict), true).flattened();
+  d.facts = layered_facts(provider, client, outcome_of(topo_, d.verdict), &d.verdict).flattened();
   d.decision = rules_.decide(d.facts);
   return d;
 }

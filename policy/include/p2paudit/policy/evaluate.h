@@ -76,8 +76,9 @@ class PolicyEvaluator {
 
  private:
   const FactSet& device_layer(size_t dev, bool as_provider);
-  // The pair's own facts laid over its devices' and the machine's.
-  FactSet layered_facts(size_t provider, size_t client, const PairOutcome& outcome, bool with_texts);
+  // The pair's own facts laid over its devices' and the machine's; the kernel's texts from
+  // `verdict` when given (the pair's whole verdict, computed once by the caller).
+  FactSet layered_facts(size_t provider, size_t client, const PairOutcome& outcome, const PairVerdict* verdict);
   uint32_t device_signature(const FactSet& device);
   size_t group_of(const Decision& d, size_t provider, size_t client);
 
