@@ -141,10 +141,22 @@ TEST(Cli, PolicyJsonNamesEachPairsGroupAndGivesEachGroupOnce) {
 }
 
 TEST(Cli, PolicyTableLabelsEveryFunction) {
-  auto r = tool("--sysroot " + h200() + " policy --all");
+  auto r = tool("--sysroot " + h200() + " --verbose policy --all");
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.output.find("00:00.0 -> gpu0: host_staged"), std::string::npos) << r.output.substr(0, 400);
   EXPECT_EQ(r.output.find("\n -> "), std::string::npos);  // no pair without a label
+  // The concise grid: a row per function, each starting with its label.
+  auto concise = tool("--sysroot " + h200() + " policy --all").output;
+  std::istringstream in(concise);
+  std::string line;
+  std::getline(in, line);  // the column labels
+  size_t rows = 0;
+  while (std::getline(in, line) && !line.empty()) {
+    EXPECT_NE(line.front(), ' ') << line;
+    ++rows;
+  }
+  auto j = json::parse(tool("--sysroot " + h200() + " policy --all --format json").output);
+  EXPECT_EQ(rows, j["devices"].size());
 }
 
 TEST(Cli, EnvExportsFollowTheGpuDecisions) {

@@ -301,6 +301,28 @@ rules:
   EXPECT_EQ(peer.unknown_facts, std::vector<std::string>{"platform.vm_guest"});
 }
 
+// Only unknowns that leave a rule of another action undecided could change the decision: warn
+// rules and rules agreeing with the decision do not (the concise policy text prints only these).
+TEST(Decide, DecisiveUnknownsAreThoseThatCouldChangeTheAction) {
+  RuleFile file = parse(R"(version: 1
+rules:
+- {id: vm, when: {platform.vm_guest: true}, action: warn, reason: "vm"}
+- {id: staged-early, when: {vendor.nvlink: true}, action: host_staged, reason: "agrees"}
+- {id: deny-iommu, when: {iommu.mode: translated}, action: deny, reason: "translated"}
+- {id: staged, when: {kernel.allowed: false}, action: host_staged, reason: "refused"}
+- {id: peer-late, when: {vendor.peer_supported: true}, action: peer, reason: "not reached once decided"}
+)");
+  RuleSet set;
+  set.add(file);
+  Decision d = set.decide(gpu_pair());
+  EXPECT_EQ(d.rule, "staged");
+  EXPECT_EQ(d.unknown_facts, (std::vector<std::string>{"iommu.mode", "platform.vm_guest", "vendor.nvlink"}));
+  EXPECT_EQ(d.decisive_unknown_facts, std::vector<std::string>{"iommu.mode"});
+  FactSet known = gpu_pair();
+  known.set("iommu.mode", std::string("off"));
+  EXPECT_TRUE(set.decide(known).decisive_unknown_facts.empty());
+}
+
 TEST(Decide, LaterFilesOverrideInPlaceOrReplaceAll) {
   RuleSet set = RuleSet::load({test::data_path("policy/valid.yaml"), test::data_path("policy/override.yaml")});
   std::vector<std::string> ids;

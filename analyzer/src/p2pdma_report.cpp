@@ -1,10 +1,12 @@
 #include "p2paudit/p2pdma_report.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 
 #include <fmt/format.h>
 
+#include "p2paudit/device_class.h"
 #include "p2paudit/json_output.h"
 
 namespace p2paudit {
@@ -13,30 +15,16 @@ namespace {
 
 using nlohmann::ordered_json;
 
-struct ClassGroup {
-  const char* prefix;
-  bool (*match)(uint32_t class_code);
-};
-
-// Order of the groups in the matrix; within a group, BDF order.
-constexpr ClassGroup kGroups[] = {
-    {"gpu", [](uint32_t c) { return (c >> 16) == 0x03; }},
-    {"accel", [](uint32_t c) { return (c >> 16) == 0x12 || (c >> 8) == 0x0b40; }},
-    {"nvme", [](uint32_t c) { return (c >> 8) == 0x0108; }},
-    {"nic", [](uint32_t c) { return (c >> 16) == 0x02; }},
-    {"ib", [](uint32_t c) { return (c >> 8) == 0x0c06; }},
-};
-
-// Short names of every named function, keyed by function index.
+// Short names of every function in the default view, keyed by function index: each class numbered
+// in BDF order (gpu0, gpu1, fpga0...).
 std::vector<std::string> short_names(const Topology& topo) {
   std::vector<std::string> names(topo.functions.size());
-  for (const auto& g : kGroups) {
-    int n = 0;
-    for (size_t i = 0; i < topo.functions.size(); ++i) {
-      const Function& f = topo.functions[i];
-      if (!f.is_virtfn && names[i].empty() && g.match(f.class_code))
-        names[i] = fmt::format("{}{}", g.prefix, n++);
-    }
+  std::array<int, size_t(DeviceClass::kOther) + 1> next{};
+  for (size_t i = 0; i < topo.functions.size(); ++i) {
+    const Function& f = topo.functions[i];
+    if (f.is_virtfn) continue;
+    DeviceClass c = classify_device(f);
+    if (in_default_view(c)) names[i] = fmt::format("{}{}", short_name_prefix(c), next[size_t(c)]++);
   }
   return names;
 }
@@ -87,6 +75,16 @@ std::string chain_text(const Topology& t, const std::vector<size_t>& chain) {
 
 std::string distance_text(const std::optional<int>& d) { return d ? std::to_string(*d) : "unknown"; }
 
+Tone map_type_tone(MapType m) {
+  switch (m) {
+    case MapType::kBusAddr: return Tone::kGood;
+    case MapType::kThruHostBridge: return Tone::kCaution;
+    case MapType::kNotSupported: return Tone::kBad;
+    case MapType::kUnknown: break;
+  }
+  return Tone::kUnknown;
+}
+
 }  // namespace
 
 std::vector<NamedFunction> matrix_devices(const Topology& topo, bool all) {
@@ -96,11 +94,13 @@ std::vector<NamedFunction> matrix_devices(const Topology& topo, bool all) {
     for (size_t i = 0; i < topo.functions.size(); ++i) out.push_back({i, names[i]});
     return out;
   }
-  for (const auto& g : kGroups)
+  // Grouped by class in DeviceClass order, BDF order within a class.
+  std::vector<DeviceClass> classes(topo.functions.size(), DeviceClass::kOther);
+  for (size_t i = 0; i < topo.functions.size(); ++i)
+    if (!names[i].empty()) classes[i] = classify_device(topo.functions[i]);
+  for (size_t c = 0; c < size_t(DeviceClass::kOther); ++c)
     for (size_t i = 0; i < topo.functions.size(); ++i)
-      if (!topo.functions[i].is_virtfn && g.match(topo.functions[i].class_code) &&
-          names[i].starts_with(g.prefix))
-        out.push_back({i, names[i]});
+      if (!names[i].empty() && size_t(classes[i]) == c) out.push_back({i, names[i]});
   return out;
 }
 
@@ -292,11 +292,12 @@ constexpr size_t kFlushBytes = 1 << 16;
 
 }  // namespace
 
-void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices) {
+void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
+                       const TextStyle& style) {
   const Topology& t = index.topology();
   out << kernel_heading(index.rules());
   if (devices.empty()) {
-    out << "No GPU, accelerator, NVMe, NIC or InfiniBand function found (--all shows every function).\n";
+    out << "No GPU, accelerator, FPGA, NVMe, NIC or InfiniBand function found (`p2paudit matrix --all` shows every function).\n";
     return;
   }
   std::vector<std::string> labels = matrix_labels(t, devices);
@@ -305,7 +306,7 @@ void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::v
   auto cell = [&](std::string_view text) { return fmt::format("{:<{}}", text, width + 2); };
   const MapType kinds[] = {MapType::kUnknown, MapType::kNotSupported, MapType::kBusAddr, MapType::kThruHostBridge};
   std::string cells[5];  // by map type, then self
-  for (MapType m : kinds) cells[static_cast<int>(m)] = cell(matrix_code(m, false));
+  for (MapType m : kinds) cells[static_cast<int>(m)] = style.paint(cell(matrix_code(m, false)), map_type_tone(m));
   cells[4] = cell(matrix_code(MapType::kBusAddr, true));
   auto end_row = [](std::string& row) {
     while (!row.empty() && row.back() == ' ') row.pop_back();

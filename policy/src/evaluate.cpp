@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <variant>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "p2paudit/device_class.h"
 #include "p2paudit/json_output.h"
 
 namespace p2paudit::policy {
@@ -218,7 +220,7 @@ const char* short_code(Action a) {
   return "?";
 }
 
-bool is_gpu(const Topology& topo, size_t i) { return device_class(topo.functions[i]) == "gpu"; }
+bool is_gpu(const Topology& topo, size_t i) { return classify_device(topo.functions[i]) == DeviceClass::kGpu; }
 
 constexpr size_t kFlushBytes = 1 << 16;
 
@@ -261,64 +263,170 @@ nlohmann::ordered_json group_json(PolicyEvaluator& evaluator, size_t index) {
 
 }  // namespace
 
-void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
-                       bool details) {
-  const Topology& topo = evaluator.topology();
-  auto labels = matrix_labels(topo, devices);
-  size_t width = 6;
-  for (const auto& l : labels) width = std::max(width, l.size() + 2);
-  std::string buf = fmt::format("{:<{}}", "", width);
-  for (const auto& l : labels) buf += fmt::format("{:<{}}", l, width);
-  buf += "\n";
-  std::string cells[3], self = fmt::format("{:<{}}", "X", width);
-  for (Action a : {Action::kPeer, Action::kHostStaged, Action::kDeny})
-    cells[static_cast<int>(a)] = fmt::format("{:<{}}", short_code(a), width);
+namespace {
+
+Tone action_tone(Action a) {
+  return a == Action::kPeer ? Tone::kGood : a == Action::kDeny ? Tone::kBad : Tone::kCaution;
+}
+
+// The grid: each cell the pair's action; with note, the footnote number of the pair's reasons.
+class PolicyGrid {
+ public:
+  PolicyGrid(const std::vector<std::string>& labels, const TextStyle& style) : labels_(labels), style_(style) {
+    for (const auto& l : labels) width_ = std::max(width_, l.size() + 2);
+  }
+  void set_note_width(size_t digits) { width_ = std::max(width_, 4 + digits + 2 + 2); }
+  std::string header() const {
+    std::string row = fmt::format("{:<{}}", "", width_);
+    for (const auto& l : labels_) row += fmt::format("{:<{}}", l, width_);
+    return trimmed(row);
+  }
+  void start_row(std::string& buf, size_t r) const { buf += fmt::format("{:<{}}", labels_[r], width_); }
+  void self(std::string& buf) const { buf += fmt::format("{:<{}}", "X", width_); }
+  void cell(std::string& buf, Action a, size_t note) const {
+    std::string text = note ? fmt::format("{}[{}]", short_code(a), note) : short_code(a);
+    buf += style_.paint(fmt::format("{:<{}}", text, width_), action_tone(a));
+  }
+  static void end_row(std::string& buf) {
+    while (!buf.empty() && buf.back() == ' ') buf.pop_back();
+    buf += '\n';
+  }
+
+ private:
+  static std::string trimmed(std::string row) {
+    end_row(row);
+    return row;
+  }
+  const std::vector<std::string>& labels_;
+  const TextStyle& style_;
+  size_t width_ = 6;
+};
+
+constexpr const char* kGridLegend =
+    "Rows are providers (whose memory is read or written), columns clients (which do the DMA).\n"
+    "PEER = try peer-to-peer DMA, HOST = stage through host memory, DENY = refuse";
+
+// --verbose/--details: every pair's own decision and texts.
+void write_policy_per_pair(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
+                           const std::vector<std::string>& labels, const TextStyle& style) {
+  PolicyGrid grid(labels, style);
+  std::string buf = grid.header();
   for (size_t r = 0; r < devices.size(); ++r) {
-    buf += fmt::format("{:<{}}", labels[r], width);
+    grid.start_row(buf, r);
     for (size_t c = 0; c < devices.size(); ++c)
-      buf += r == c ? self : cells[static_cast<int>(evaluator.groups()[evaluator.decide(devices[r].index, devices[c].index, false)].action)];
-    buf += "\n";
+      if (r == c) grid.self(buf);
+      else grid.cell(buf, evaluator.groups()[evaluator.decide(devices[r].index, devices[c].index, false)].action, 0);
+    PolicyGrid::end_row(buf);
     if (buf.size() >= kFlushBytes) out << buf, buf.clear();
   }
-  std::vector<std::string> headings;  // by group: "peer (rule x, authority y) [N]\n"
-  buf += "\nRows are providers (whose memory is read or written), columns clients (which do the DMA).\n"
-         "PEER = try peer-to-peer DMA, HOST = stage through host memory, DENY = refuse.\n\n";
+  buf += fmt::format("\n{}.\n\n", kGridLegend);
   for (size_t r = 0; r < devices.size(); ++r)
     for (size_t c = 0; c < devices.size(); ++c) {
       if (r == c) continue;
-      if (details) {
-        PairDecision p = evaluator.decide_in_full(devices[r].index, devices[c].index);
-        const Decision& d = p.decision;
-        buf += fmt::format("{} -> {}: {} ({}{}{})\n", labels[r], labels[c], to_string(d.action),
-                           d.rule.empty() ? "no rule decided" : "rule " + d.rule, d.authority ? ", authority " : "",
-                           d.authority ? to_string(*d.authority) : "");
-        buf += decision_lines(d);
-      } else {
-        size_t g = evaluator.decide(devices[r].index, devices[c].index);
-        if (g >= headings.size()) headings.resize(g + 1);
-        if (headings[g].empty()) headings[g] = fmt::format("{} [{}]\n", group_heading(evaluator.groups()[g]), g + 1);
-        buf += labels[r];
-        buf += " -> ";
-        buf += labels[c];
-        buf += ": ";
-        buf += headings[g];
-      }
+      const Decision d = evaluator.decide_in_full(devices[r].index, devices[c].index).decision;
+      buf += fmt::format("{} -> {}: {} ({}{}{})\n", labels[r], labels[c], style.paint(to_string(d.action), action_tone(d.action)),
+                         d.rule.empty() ? "no rule decided" : "rule " + d.rule, d.authority ? ", authority " : "",
+                         d.authority ? to_string(*d.authority) : "");
+      buf += decision_lines(d);
       if (buf.size() >= kFlushBytes) out << buf, buf.clear();
     }
   out << buf;
-  if (details || devices.size() < 2) return;
-  // Each group once, with the texts of its first pair: they name that pair.
-  std::vector<std::string> name(topo.functions.size());
-  for (size_t i = 0; i < devices.size(); ++i) name[devices[i].index] = labels[i];
-  out << "\nDecisions (the reasons of each group's first pair; `p2paudit check A B` or --details gives any pair's):\n";
-  for (size_t g = 0; g < evaluator.groups().size(); ++g) {
+}
+
+// A footnote: one distinct decision text and the pairs it covers.
+struct PolicyNote {
+  std::string heading;  // "host_staged (rule x, authority y)"
+  Action action = Action::kHostStaged;
+  std::string body;     // why/fix/unknown lines
+  size_t pairs = 0;
+  std::vector<std::string> first_pairs;  // the first few, "gpu0 -> gpu1"
+};
+
+// A warning's text and the footnotes whose pairs it fired on.
+struct PolicyWarning {
+  std::string line;
+  std::vector<size_t> notes;
+  size_t pairs = 0;
+};
+
+}  // namespace
+
+void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
+                       bool per_pair, const TextStyle& style) {
+  const Topology& topo = evaluator.topology();
+  auto labels = matrix_labels(topo, devices);
+  if (per_pair) return write_policy_per_pair(out, evaluator, devices, labels, style);
+  constexpr size_t kPairsNamed = 6;
+  // Groups differ in what a pair-specific text names or in unknowns that change nothing; a note is
+  // what the reader is told: action, rule, why, fix and the unknowns that could change the action.
+  std::vector<size_t> note_of_group;  // 0: not yet seen
+  std::vector<std::vector<size_t>> warnings_of_group;
+  std::map<std::string, size_t> note_by_text;
+  std::vector<PolicyNote> notes;
+  std::vector<PolicyWarning> warnings;
+  std::map<std::string, size_t> warning_by_line;
+  auto note_of = [&](size_t g) {
+    if (g < note_of_group.size() && note_of_group[g]) return note_of_group[g];
     const DecisionGroup& group = evaluator.groups()[g];
-    if (group.pairs == 0) continue;
-    auto [p, c] = group.example;
-    out << fmt::format("\n[{}] {}: {} pair{}, first {} -> {}\n", g + 1, group_heading(group), group.pairs,
-                       group.pairs == 1 ? "" : "s", name[p], name[c]);
-    out << decision_lines(evaluator.decide_in_full(p, c).decision);
+    const Decision d = evaluator.decide_in_full(group.example.first, group.example.second).decision;
+    PolicyNote note{group_heading(group), d.action, fmt::format("    why: {}\n", d.reason)};
+    if (!d.remedy.empty()) note.body += fmt::format("    fix: {}\n", d.remedy);
+    if (!d.decisive_unknown_facts.empty())
+      note.body += fmt::format("    unknown, and it could change this: {}\n", fmt::join(d.decisive_unknown_facts, ", "));
+    auto [it, added] = note_by_text.try_emplace(note.heading + "\n" + note.body, notes.size() + 1);
+    if (added) notes.push_back(std::move(note));
+    if (g >= note_of_group.size()) note_of_group.resize(g + 1, 0), warnings_of_group.resize(g + 1);
+    for (const auto& fired : d.fired) {
+      if (fired.action != Action::kWarn) continue;
+      auto [w, new_warning] = warning_by_line.try_emplace(fmt::format("[{}] {}", fired.id, fired.reason), warnings.size());
+      if (new_warning) warnings.push_back({w->first, {}});
+      warnings_of_group[g].push_back(w->second);
+      auto& covered = warnings[w->second].notes;
+      if (std::find(covered.begin(), covered.end(), it->second) == covered.end()) covered.push_back(it->second);
+    }
+    return note_of_group[g] = it->second;
+  };
+
+  PolicyGrid grid(labels, style);
+  // Note numbers are known only as pairs are decided: the grid is built before it is printed, at a
+  // width fitting up to 999 notes (a machine with more has more groups than a grid can show anyway).
+  grid.set_note_width(3);
+  std::string buf = grid.header();
+  size_t pairs = 0;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    grid.start_row(buf, r);
+    for (size_t c = 0; c < devices.size(); ++c) {
+      if (r == c) {
+        grid.self(buf);
+        continue;
+      }
+      size_t g = evaluator.decide(devices[r].index, devices[c].index);
+      size_t n = note_of(g);
+      for (size_t w : warnings_of_group[g]) ++warnings[w].pairs;
+      ++pairs;
+      PolicyNote& note = notes[n - 1];
+      if (++note.pairs <= kPairsNamed) note.first_pairs.push_back(labels[r] + " -> " + labels[c]);
+      grid.cell(buf, note.action, n);
+    }
+    PolicyGrid::end_row(buf);
+    if (buf.size() >= kFlushBytes) out << buf, buf.clear();
   }
+  buf += fmt::format("\n{}; [N] = note N below.\n", kGridLegend);
+  out << buf;
+  for (size_t n = 1; n <= notes.size(); ++n) {
+    const PolicyNote& note = notes[n - 1];
+    std::string which = fmt::format("{}", fmt::join(note.first_pairs, ", "));
+    if (note.pairs > note.first_pairs.size()) which += fmt::format(" and {} more", note.pairs - note.first_pairs.size());
+    out << fmt::format("\n[{}] {}: {} pair{} ({})\n{}", n, style.paint(note.heading, action_tone(note.action)), note.pairs,
+                       note.pairs == 1 ? "" : "s", which, note.body);
+  }
+  if (!warnings.empty()) out << "\nWarnings:\n";
+  for (const auto& w : warnings) {
+    std::string scope = w.pairs == pairs ? "every pair"
+                                         : fmt::format("{} of {} pairs, in notes {}", w.pairs, pairs, fmt::join(w.notes, ", "));
+    out << fmt::format("  {} ({})\n", w.line, scope);
+  }
+  if (devices.size() >= 2) out << "\n`--verbose`: every pair's reasons, warnings and unknown facts.\n";
 }
 
 void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,

@@ -6,13 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
 
 namespace p2paudit::policy {
 
 namespace {
-
-bool is_xilinx_fpga(const Function& f) { return f.vendor == 0x10ee; }
 
 // "16.0 GT/s PCIe" -> 16.0; nullopt for "Unknown" or an empty attribute.
 std::optional<double> gts(const std::string& speed) {
@@ -94,7 +93,7 @@ std::string relation(const Topology& t, size_t provider, size_t client, const Pa
 
 void set_device_facts(const Function& f, const std::string& prefix, FactSet& facts) {
   facts.set(prefix + "bdf", f.bdf.str());
-  facts.set(prefix + "class", device_class(f));
+  facts.set(prefix + "class", std::string(device_class_name(classify_device(f))));
   facts.set(prefix + "vendor", fmt::format("{:04x}", f.vendor));
   facts.set(prefix + "device", fmt::format("{:04x}", f.device));
   if (!f.driver.empty()) facts.set(prefix + "driver", f.driver);
@@ -231,18 +230,6 @@ void set_kernel_facts(const Topology& t, const KernelRules& rules, const PairOut
 }
 
 }  // namespace
-
-std::string device_class(const Function& f) {
-  uint32_t base = f.class_code >> 16, sub = (f.class_code >> 8) & 0xff;
-  if (is_xilinx_fpga(f) && (base == 0x12 || base == 0x05 || base == 0x0b)) return "fpga";
-  if (base == 0x03) return "gpu";
-  if (base == 0x12 || base == 0x0b) return "accelerator";
-  if (base == 0x01 && sub == 0x08) return "nvme";
-  if (base == 0x02 || (base == 0x0c && sub == 0x06)) return "nic";
-  if (base == 0x01) return "storage";
-  if (base == 0x06) return "bridge";
-  return "other";
-}
 
 FactSet machine_facts(const Topology& t, const KernelRules& rules) {
   FactSet facts;

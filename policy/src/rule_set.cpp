@@ -44,6 +44,7 @@ RuleSet RuleSet::load(const std::vector<std::string>& paths) {
 Decision RuleSet::decide(const FactSet& facts) const {
   Decision d;
   bool decided = false;
+  std::vector<const Rule*> undecided_decisive;  // all before the deciding rule: later ones are skipped
   for (const auto& rule : rules_) {
     bool decisive = rule.action != Action::kWarn;
     if (decided && decisive) continue;
@@ -64,14 +65,21 @@ Decision RuleSet::decide(const FactSet& facts) const {
       case Tri::kUnknown:
         d.undecided_rules.push_back(rule.id);
         rule.when.collect_unknown_facts(facts, d.unknown_facts);
+        if (decisive) undecided_decisive.push_back(&rule);
         break;
       case Tri::kFalse:
         break;
     }
   }
   if (!decided) d.reason = kNoRuleDecided;
-  std::sort(d.unknown_facts.begin(), d.unknown_facts.end());
-  d.unknown_facts.erase(std::unique(d.unknown_facts.begin(), d.unknown_facts.end()), d.unknown_facts.end());
+  auto sort_unique = [](std::vector<std::string>& v) {
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+  };
+  sort_unique(d.unknown_facts);
+  for (const Rule* rule : undecided_decisive)
+    if (rule->action != d.action) rule->when.collect_unknown_facts(facts, d.decisive_unknown_facts);
+  sort_unique(d.decisive_unknown_facts);
   return d;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "level_zero_api.h"
 #include "level_zero_steps.h"
 #include "p2paudit/probe/isolate.h"
@@ -371,6 +373,8 @@ RuntimeReport probe_devices(const ProbeOptions& options, std::vector<DeviceSlot>
   for (size_t p = 0; p < slots.size(); ++p) {
     for (size_t c = 0; c < slots.size(); ++c) {
       if (p == c || slots[p].driver != slots[c].driver) continue;
+      options.report_progress(fmt::format("level_zero: pair {} -> {}", slots[p].bdf.empty() ? std::to_string(p) : slots[p].bdf,
+                                          slots[c].bdf.empty() ? std::to_string(c) : slots[c].bdf));
       PairAnswer pair;
       pair.provider = static_cast<int>(p);
       pair.client = static_cast<int>(c);

@@ -13,11 +13,15 @@ namespace p2paudit::probe {
 
 std::vector<RuntimeReport> probe_all(const ProbeOptions& options) {
   std::vector<RuntimeReport> reports;
+  options.report_progress("nvml");
   reports.push_back(probe_nvml(options));
+  options.report_progress("cuda");
   reports.push_back(probe_cuda(options));
 #ifdef P2PAUDIT_HAVE_LEVEL_ZERO
+  options.report_progress("level_zero");
   reports.push_back(probe_level_zero(options));
 #endif
+  options.report_progress("hip");
   reports.push_back(probe_hip(options));
   return reports;
 }

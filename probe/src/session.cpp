@@ -167,6 +167,7 @@ void run_pair_task(RuntimeReport& report, const std::string& key, const ProbeOpt
   while (next < todo.size()) {
     std::vector<std::pair<int, int>> pairs;
     for (size_t i = next; i < todo.size(); ++i) pairs.emplace_back(todo[i]->provider, todo[i]->client);
+    options.report_progress(fmt::format("{} {}: {} of {} pairs done", report.runtime, key, next, todo.size()));
     IsolatedResult r = run_isolated(key, options.timeout_seconds, [&] { return session(pairs); });
     size_t done = 0;
     for (const auto& piece : r.partial) {

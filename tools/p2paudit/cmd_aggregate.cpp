@@ -1,8 +1,6 @@
 // `p2paudit aggregate INPUT...`: many machines' reports and snapshots as counts per host-bridge
 // ID, kernel release and deciding rule; `--partial` writes a state that later runs merge
 // (docs/fleet.md).
-#include <unistd.h>
-
 #include <iostream>
 #include <memory>
 
@@ -36,8 +34,7 @@ int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
   options.tool_version = P2PAUDIT_VERSION;
   options.jobs = args.jobs;
   options.skipped = [](const fleet::SkippedInput& s) { print_error(fmt::format("skipped {}: {}", s.input, s.reason)); };
-  bool terminal = ::isatty(STDERR_FILENO);
-  if (terminal)
+  if (progress_wanted())
     options.progress = [](const fleet::AggregateProgress& p) {
       std::cerr << fmt::format("\raggregate: {} found, {} read, {} skipped", p.found, p.read, p.skipped)
                 << (p.finished ? "\n" : "") << std::flush;

@@ -28,7 +28,7 @@ int run_matrix(const GlobalOptions& global, bool all, bool details) {
     write_matrix_json(std::cout, index, devices, details);
     std::cout << "\n";
   } else {
-    write_matrix_text(std::cout, index, devices);
+    write_matrix_text(std::cout, index, devices, text_style(global));
   }
   return kExitOk;
 }
@@ -39,7 +39,7 @@ void add_matrix_command(CLI::App& app, const GlobalOptions& global, int* status)
   auto* cmd = app.add_subcommand("matrix", "The kernel's P2PDMA verdict for every pair of devices that matter");
   auto all = std::make_shared<bool>(false);
   auto details = std::make_shared<bool>(false);
-  cmd->add_flag("--all", *all, "Every PCI function, not only GPUs, accelerators, NVMe, NICs and InfiniBand");
+  cmd->add_flag("--all", *all, "Every PCI function, not only GPUs, accelerators, FPGAs, NVMe, NICs and InfiniBand");
   cmd->add_flag("--details", *details,
                 "JSON: every pair with its reason, kernel log lines, chains and remedy (as `explain` gives them)");
   cmd->callback([&global, status, all, details] { *status = run_matrix(global, *all, *details); });

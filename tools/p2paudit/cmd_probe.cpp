@@ -266,6 +266,8 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
   options.copy.size_bytes = parse_byte_size(args.size, "--size");
   options.copy.repeat = args.repeat;
   options.mirror = args.mirror;
+  if (progress_wanted())
+    options.progress = [](const std::string& step) { std::cerr << "\rprobe: " << step << "\033[K" << std::flush; };
 
   std::optional<Topology> topo;
   try {
@@ -282,6 +284,7 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
   }
 
   std::vector<probe::RuntimeReport> reports = probe::probe_all(options);
+  if (options.progress) std::cerr << "\r\033[K" << std::flush;
   nlohmann::ordered_json document = probe::probe_document(reports, topo ? &*topo : nullptr, global.source(), note, options);
 
   // The prediction each answer is checked against: the kernel's rules and the default policy.

@@ -119,7 +119,7 @@ void add_whitelist_command(CLI::App& app, const GlobalOptions& global, int* stat
   auto args = std::make_shared<WhitelistArgs>();
   auto* cmd = app.add_subcommand("whitelist", "Host bridges whose whitelist entry would unlock peer DMA here, with "
                                               "the evidence, the kernel table line and a draft commit message");
-  cmd->add_flag("--all", args->all, "Every PCI function, not only GPUs, accelerators, NVMe, NICs and FPGAs");
+  cmd->add_flag("--all", args->all, "Every PCI function, not only GPUs, accelerators, FPGAs, NVMe, NICs and InfiniBand");
   cmd->add_flag("--commit-message", args->commit_message, "Print the draft commit message of each candidate");
   cmd->add_flag("--no-probe", args->no_probe, "Do not ask the runtimes on the live machine");
   cmd->add_option("--vendor-facts", args->vendor_facts, "JSON facts (copy results...) laid over the runtimes' answers");

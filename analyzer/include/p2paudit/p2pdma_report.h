@@ -13,6 +13,7 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_index.h"
+#include "p2paudit/text_style.h"
 #include "p2paudit/topology.h"
 
 namespace p2paudit {
@@ -27,8 +28,8 @@ struct NamedFunction {
   std::string short_name;
 };
 
-// The devices P2P is usually asked about (GPUs, accelerators, NVMe, NICs, InfiniBand), physical
-// functions only, each class numbered in BDF order; with all = true every function (VFs too).
+// The devices P2P is usually asked about (device_class.h: GPUs, accelerators, FPGAs, NVMe, NICs,
+// InfiniBand), physical functions only, each class numbered in BDF order; with all = true every function (VFs too).
 std::vector<NamedFunction> matrix_devices(const Topology& topo, bool all);
 // "DDDD:BB:DD.F", "BB:DD.F" or a short name; nullopt when nothing matches.
 std::optional<size_t> resolve_function(const Topology& topo, std::string_view spec);
@@ -45,7 +46,8 @@ std::vector<std::string> matrix_labels(const Topology& t, const std::vector<Name
 
 // The matrix of every ordered pair of `devices`, written row by row as it is computed: memory does
 // not grow with the number of pairs.
-void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices);
+void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
+                       const TextStyle& style = {});
 // {"schema_version": 2, "kernel", "devices", "pairs"}: pairs row-major, one line each, with the
 // map type, distances, common upstream device and whether the path crosses a host bridge; with
 // details, every field of verdict_json() (reason, kernel log, chains, ACS tests, remedy). `indent`

@@ -106,11 +106,12 @@ PairDecision decide_pair(const Topology& topo, const KernelRules& kernel, const 
                          const VendorFactsDocument* vendor, size_t provider, size_t client);
 nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecision& d);
 
-// `p2paudit policy`: the grid, a line per pair naming its group, then each group once with the
-// reasons and remedies of its first pair; with details every pair's own reasons. Written as the
+// `p2paudit policy`: the grid, each cell the action and a note number, then each note once (the
+// decision, why, fix, the unknown facts that could change it, the pairs it covers) and each warning
+// once with the notes it applies to; with per_pair every pair's own texts instead. Written as the
 // pairs are decided: memory grows with the number of groups, not of pairs.
 void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
-                       bool details);
+                       bool per_pair, const TextStyle& style = {});
 // {"schema_version": 2, ...head, "devices", "pairs": [{provider, client, decision, rule, authority,
 // group}...], "groups": [...]}; with details each pair is pair_decision_json()'s object plus its group.
 void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,

@@ -18,9 +18,6 @@
 
 namespace p2paudit::policy {
 
-// "gpu", "accelerator", "nvme", "nic", "fpga", "storage", "bridge" or "other".
-std::string device_class(const Function& f);
-
 // The machine's facts, shared by every pair: platform, IOMMU, the kernel's config and release, and
 // the copy defaults (no copy tested until a probe's results or a facts file say so).
 FactSet machine_facts(const Topology& topo, const KernelRules& rules);

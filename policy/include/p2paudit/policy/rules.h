@@ -140,6 +140,9 @@ struct Decision {
   std::vector<FiredRule> fired;         // every rule that fired, warns included, in evaluation order
   std::vector<std::string> undecided_rules;  // rules reached whose `when` was unknown
   std::vector<std::string> unknown_facts;    // facts that left those rules unknown, sorted
+  // Of those, the facts that left a peer/host_staged/deny rule unknown whose action differs from
+  // this decision's: knowing them could change the decision (warn rules and agreeing rules can't).
+  std::vector<std::string> decisive_unknown_facts;
 
   std::vector<std::string> rule_ids() const;  // of `fired`
   std::vector<std::string> reasons() const;   // of `fired`, same order

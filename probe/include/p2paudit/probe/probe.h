@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,12 @@ struct ProbeOptions {
   int timeout_seconds = 20;     // per isolated phase
   CopyOptions copy;
   bool mirror = false;          // `probe --mirror` (Level Zero): host memory behind device allocations
+  // Told what starts next ("cuda copy: pair 3 of 12"): copy tests take seconds a pair, and a person
+  // at a terminal should see the work move. May be empty.
+  std::function<void(const std::string& step)> progress;
+  void report_progress(const std::string& step) const {
+    if (progress) progress(step);
+  }
 };
 
 // A raw answer of one runtime call: the code as the runtime returned it and its name.
