@@ -1,0 +1,122 @@
+/* libp2paudit: may these two PCIe devices do peer-to-peer DMA on this machine?
+ *
+ * The same answers as `p2paudit check P C --no-probe --format json`: the kernel's
+ * pci_p2pdma_distance() verdict re-done for the machine's kernel release, and the policy's
+ * decision (peer, host_staged, deny) from the topology and the rules alone. The library never
+ * asks the GPU runtimes (NVML, CUDA, Level Zero, HIP) and never writes to PCI config space or
+ * sysfs: it only reads. docs/library.md documents ownership, errors, threads and the ABI promise.
+ *
+ * Ownership in one rule: a `const char *` result belongs to the library (valid until the handle
+ * it came from is closed, or forever for p2paudit_version() and p2paudit_status_string()); a
+ * `char *` result is the caller's, freed with p2paudit_string_free(). */
+#ifndef P2PAUDIT_H
+#define P2PAUDIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define P2PAUDIT_API __attribute__((visibility("default")))
+#else
+#define P2PAUDIT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every call's outcome. A call that fails leaves its outputs zeroed, NULL or unknown. */
+typedef enum p2paudit_status {
+  P2PAUDIT_OK = 0,
+  P2PAUDIT_ERROR_ARGUMENT = 1,  /* a NULL that must not be, an index out of range */
+  P2PAUDIT_ERROR_INPUT = 2,     /* the sysroot, snapshot or a rule file is missing or malformed */
+  P2PAUDIT_ERROR_NO_DEVICE = 3, /* no such PCI function on the machine */
+  P2PAUDIT_ERROR_MEMORY = 4,    /* out of memory */
+  P2PAUDIT_ERROR_INTERNAL = 5   /* anything else: a bug, reported rather than thrown */
+} p2paudit_status;
+
+/* The kernel's answer, in the order of enum pci_p2pdma_map_type (drivers/pci/p2pdma.c). UNKNOWN
+ * also means the sysroot cannot tell (ACS bits an unprivileged reader could not see, an unknown
+ * CPU): the outcomes it allows differ. */
+typedef enum p2paudit_verdict {
+  P2PAUDIT_VERDICT_UNKNOWN = 0,
+  P2PAUDIT_VERDICT_NOT_SUPPORTED = 1,    /* the kernel refuses P2PDMA between the two */
+  P2PAUDIT_VERDICT_BUS_ADDR = 2,         /* through a PCIe switch, by bus address */
+  P2PAUDIT_VERDICT_THRU_HOST_BRIDGE = 3  /* through the host bridge (root complex) */
+} p2paudit_verdict;
+
+/* The policy's decision (rules/policy/default.yaml and rules/advisories/ unless the rules
+ * directory given says otherwise). UNKNOWN is only ever returned with an error. */
+typedef enum p2paudit_decision {
+  P2PAUDIT_DECISION_UNKNOWN = 0,
+  P2PAUDIT_DECISION_PEER = 1,        /* peer-to-peer may be attempted */
+  P2PAUDIT_DECISION_HOST_STAGED = 2, /* copy through system memory instead */
+  P2PAUDIT_DECISION_DENY = 3         /* do not move data between the two */
+} p2paudit_decision;
+
+/* One machine as read, with its kernel rules and policy. Opaque. */
+typedef struct p2paudit_machine p2paudit_machine;
+
+/* One PCI function. Its strings belong to the machine handle. This struct is frozen for
+ * libp2paudit.so.0: anything new comes with a new function, never a new field. */
+typedef struct p2paudit_device {
+  const char *bdf;          /* "0000:c1:00.0", the kernel's pci_name() */
+  const char *name;         /* "gpu0", "accel1", "nvme0", "nic0", "ib0", "fpga0"; "" otherwise */
+  const char *device_class; /* "gpu", "accelerator", "fpga", "nvme", "nic", "storage", "bridge", "other" */
+  const char *vendor_name;  /* from pci.ids; "" when unknown */
+  const char *device_name;  /* from pci.ids; "" when unknown */
+  uint16_t vendor_id;
+  uint16_t device_id;
+  uint32_t class_code;      /* 24 bits: class, subclass, programming interface */
+} p2paudit_device;
+
+/* "0.1.0": the library's version. Never NULL; not to be freed. */
+P2PAUDIT_API const char *p2paudit_version(void);
+
+/* "ok", "invalid argument", ...: a constant string for the code; never NULL. */
+P2PAUDIT_API const char *p2paudit_status_string(p2paudit_status status);
+
+/* Reads a machine. sysroot: "/" for this machine, a snapshot directory, or a snapshot .tar.gz
+ * (`p2paudit snapshot`). rules_dir: a directory laid out like rules/ (kernel/, policy/,
+ * advisories/), or NULL: $P2PAUDIT_RULES_DIR, else the rules installed with the library
+ * (<libdir>/../share/p2paudit/rules). On success *machine is a handle to close with
+ * p2paudit_close(). On failure *machine is NULL and, when error is not NULL, *error is a message
+ * naming the file and the problem (free it with p2paudit_string_free()). */
+P2PAUDIT_API p2paudit_status p2paudit_open(const char *sysroot, const char *rules_dir,
+                                           p2paudit_machine **machine, char **error);
+
+/* Frees the handle and every string it owns. NULL is allowed. */
+P2PAUDIT_API void p2paudit_close(p2paudit_machine *machine);
+
+/* The message of the last call on this handle that failed; "" when none has. Owned by the
+ * handle, valid until the next call on it. */
+P2PAUDIT_API const char *p2paudit_last_error(const p2paudit_machine *machine);
+
+/* The machine's kernel release as the rules apply it ("6.8"); owned by the handle. */
+P2PAUDIT_API const char *p2paudit_kernel_release(const p2paudit_machine *machine);
+
+/* Every PCI function, in BDF order; 0 for NULL. */
+P2PAUDIT_API size_t p2paudit_device_count(const p2paudit_machine *machine);
+
+/* The function at index (0 .. count-1). */
+P2PAUDIT_API p2paudit_status p2paudit_device_at(p2paudit_machine *machine, size_t index, p2paudit_device *device);
+
+/* The index of a function named "DDDD:BB:DD.F", "BB:DD.F" or by its name ("gpu0"). */
+P2PAUDIT_API p2paudit_status p2paudit_device_find(p2paudit_machine *machine, const char *spec, size_t *index);
+
+/* The answer for DMA from provider's memory by client (each named as in p2paudit_device_find()).
+ * Each of verdict, decision and details_json may be NULL when not wanted. *details_json is a JSON
+ * object (docs/library.md): the decision with its rule, reason and remedy, the facts, and the
+ * kernel's full reasoning; free it with p2paudit_string_free(). */
+P2PAUDIT_API p2paudit_status p2paudit_pair(p2paudit_machine *machine, const char *provider, const char *client,
+                                           p2paudit_verdict *verdict, p2paudit_decision *decision,
+                                           char **details_json);
+
+/* Frees a string the library returned as `char *`. NULL is allowed. */
+P2PAUDIT_API void p2paudit_string_free(char *string);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* P2PAUDIT_H */
