@@ -1,0 +1,119 @@
+# bash completion for p2paudit(1); installed as share/bash-completion/completions/p2paudit.
+# The commands and options are those of tools/p2paudit/usage.txt (`p2paudit --help`);
+# tests/cli_usage_test.cpp checks both lists against the binary. Needs bash only.
+
+_p2paudit_commands='topology snapshot matrix explain policy check probe whitelist report aggregate rules'
+_p2paudit_global_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-host-bridge --format
+  --verbose -v --color --kernel --kernel-rules --assume-whitelisted --assume-acs-off --diff --rules-dir
+  --help -h --help-all --version'
+# Options whose value is the next word.
+_p2paudit_valued_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-host-bridge --format
+  --color --kernel --kernel-rules --assume-whitelisted --assume-acs-off --rules-dir -o --output --size
+  --repeat --timeout --jobs --rules --vendor-facts --require'
+
+_p2paudit_command_options() {
+  local rule_options='--rules --no-default-rules --vendor-facts --no-probe'
+  case $1 in
+    snapshot) echo '-o --output --redact --force --probe --copy --mirror --size --repeat --timeout' ;;
+    matrix) echo '--all --details' ;;
+    policy) echo "--all --details $rule_options" ;;
+    check) echo "--require $rule_options" ;;
+    probe) echo '--copy --size --repeat --mirror --timeout' ;;
+    whitelist) echo '--all --commit-message --vendor-facts --no-probe' ;;
+    report) echo '-o --output --force --redact --no-probe' ;;
+    aggregate) echo '--partial --format --jobs -o --output --force' ;;
+    'rules facts') echo '--markdown' ;;
+  esac
+}
+
+# The functions of the machine being completed for: the --sysroot directory, else this one.
+_p2paudit_devices() {
+  local entry
+  for entry in "${1%/}"/sys/bus/pci/devices/*; do
+    [[ -e $entry || -L $entry ]] && printf '%s\n' "${entry##*/}"
+  done
+}
+
+_p2paudit_words() {  # $1: the candidates; the word being completed is $cur
+  mapfile -t COMPREPLY < <(compgen -W "$1" -- "$cur")
+}
+
+_p2paudit_files() {  # $1: -f (files and directories) or -d
+  compopt -o filenames 2>/dev/null
+  mapfile -t COMPREPLY < <(compgen "$1" -- "$cur")
+}
+
+_p2paudit() {
+  # The words from the line itself: COMP_WORDS splits BDFs and VVVV:DDDD at their colons.
+  local -a words
+  if [[ -n ${COMP_LINE-} ]]; then
+    local line=${COMP_LINE:0:COMP_POINT}
+    read -ra words <<<"$line"
+    [[ -z $line || $line == *[[:space:]] ]] && words+=('')
+  else
+    words=("${COMP_WORDS[@]:0:COMP_CWORD+1}")
+  fi
+  local cur=${words[-1]} prev=
+  ((${#words[@]} > 1)) && prev=${words[-2]}
+  local typed=$cur  # what bash will replace, less the part before its last word break
+
+  local i word command= sysroot=/ after_separator=
+  for ((i = 1; i < ${#words[@]} - 1; i++)); do
+    word=${words[i]}
+    if [[ -z $after_separator && $word == -* ]]; then
+      [[ $word == -- ]] && after_separator=1
+      [[ $word == --sysroot=* ]] && sysroot=${word#--sysroot=}
+      if [[ " ${_p2paudit_valued_options//$'\n'/ } " == *" $word "* ]]; then
+        [[ $word == --sysroot ]] && sysroot=${words[i + 1]}
+        ((i++))
+      fi
+    elif [[ -z $command ]]; then
+      command=$word
+    elif [[ $command == rules && ( $word == lint || $word == facts ) ]]; then
+      command="rules $word"
+    fi
+  done
+
+  if [[ $cur == --*=* ]]; then
+    prev=${cur%%=*}
+    cur=${cur#*=}
+  fi
+  COMPREPLY=()
+  case $prev in
+    --format)
+      if [[ $command == aggregate ]]; then _p2paudit_words 'text json csv'
+      else _p2paudit_words 'text json env dot html prom'; fi ;;
+    --color) _p2paudit_words 'auto always never' ;;
+    --dump-iommu) _p2paudit_words 'off passthrough translated' ;;
+    --require) _p2paudit_words 'peer host_staged' ;;
+    --assume-acs-off) _p2paudit_words "all $(_p2paudit_devices "$sysroot")" ;;
+    --sysroot | --lspci-dump | --kernel-rules | --rules | --vendor-facts | -o | --output) _p2paudit_files -f ;;
+    --rules-dir) _p2paudit_files -d ;;
+    --dump-cpu | --dump-host-bridge | --kernel | --assume-whitelisted | --size | --repeat | --timeout | --jobs) ;;
+    *)
+      if [[ $cur == -* ]]; then
+        _p2paudit_words "$_p2paudit_global_options $(_p2paudit_command_options "$command")"
+      elif [[ -z $command ]]; then
+        _p2paudit_words "$_p2paudit_commands"
+      else
+        case $command in
+          rules) _p2paudit_words 'lint facts' ;;
+          explain | check) _p2paudit_words "$(_p2paudit_devices "$sysroot")" ;;
+          aggregate | 'rules lint') _p2paudit_files -f ;;
+        esac
+      fi ;;
+  esac
+
+  # Bash replaces only what follows the word's last word-break character (: and = by default).
+  if [[ -n ${COMP_LINE-} ]]; then
+    for ((i = ${#typed} - 1; i >= 0; i--)); do
+      [[ ${COMP_WORDBREAKS-} == *"${typed:i:1}"* ]] && break
+    done
+    if ((i >= 0)); then
+      local before=${typed:0:i+1}
+      COMPREPLY=("${COMPREPLY[@]#"$before"}")
+    fi
+  fi
+}
+
+complete -F _p2paudit p2paudit
