@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "p2paudit/json_output.h"
+#include "p2paudit/picture.h"
 #include "p2paudit/topology_report.h"
 
 namespace p2paudit::cli {
@@ -10,7 +11,11 @@ namespace {
 
 int run_topology(const GlobalOptions& global) {
   Topology t = load_topology(global);
-  if (global.format == "json") {
+  if (global.format == "dot") {
+    picture::write_dot(std::cout, t, nullptr, global.source());
+  } else if (global.format == "html") {
+    picture::write_html(std::cout, t, nullptr, global.source());
+  } else if (global.format == "json") {
     auto j = topology_to_json(t);
     j["source"] = {{"sysroot", global.sysroot}};
     std::cout << json_text(j) << "\n";
