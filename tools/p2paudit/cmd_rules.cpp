@@ -61,9 +61,14 @@ int run_lint(const GlobalOptions& global, const std::vector<std::string>& files)
 }
 
 int run_facts(const GlobalOptions& global, bool markdown) {
-  if (global.format == "json") std::cout << policy::fact_catalog_json().dump(2) << "\n";
-  else if (global.format == "text") std::cout << (markdown ? policy::fact_catalog_markdown() : policy::fact_catalog_text());
-  else {
+  if (global.format == "json") {
+    // schema_version first, as in every document (nlohmann::json would sort it after "facts").
+    auto catalog = policy::fact_catalog_json();
+    nlohmann::ordered_json out = {{"schema_version", catalog["schema_version"]}, {"facts", catalog["facts"]}};
+    std::cout << out.dump(2) << "\n";
+  } else if (global.format == "text") {
+    std::cout << (markdown ? policy::fact_catalog_markdown() : policy::fact_catalog_text());
+  } else {
     print_error("rules facts: --format must be text or json");
     return kExitError;
   }
