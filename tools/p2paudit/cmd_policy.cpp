@@ -17,6 +17,8 @@ namespace p2paudit::cli {
 
 namespace {
 
+inline constexpr int kCheckSchemaVersion = 1;
+
 struct PolicyArgs {
   std::vector<std::string> rules;   // --rules FILE (repeatable), after the default policy
   bool no_default = false;          // --no-default-rules: only the --rules files
@@ -93,7 +95,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     nlohmann::ordered_json head = {{"kernel", kernel_json(ctx.kernel)}, {"runtime_probe", runtimes_json(ctx.runtimes)}};
     policy::write_policy_json(std::cout, evaluator, devices, head, args.details);
   } else {
-    policy::write_policy_text(std::cout, evaluator, devices, args.details);
+    policy::write_policy_text(std::cout, evaluator, devices, args.details || global.verbose, text_style(global));
     std::cout << "\nRuntimes: " << ctx.runtimes.note;
     if (!ctx.runtimes.asked.empty()) std::cout << ": " << fmt::format("{}", fmt::join(ctx.runtimes.asked, ", "));
     std::cout << "\n";
@@ -122,7 +124,9 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
     assumed = notes_added(as_read.kernel, ctx.kernel);
   }
   if (global.format == "json") {
-    auto j = policy::pair_decision_json(ctx.topo, d);
+    // docs/json.md: the pair's whole decision as `policy --details` gives it, and the answer.
+    nlohmann::ordered_json j = {{"schema_version", kCheckSchemaVersion}};
+    j.update(policy::pair_decision_json(ctx.topo, d));
     j["require"] = args.require;
     j["runtime_probe"] = runtimes_json(ctx.runtimes);
     j["satisfied"] = ok;
@@ -149,7 +153,7 @@ void add_policy_command(CLI::App& app, const GlobalOptions& global, int* status)
   auto args = std::make_shared<PolicyArgs>();
   auto* cmd = app.add_subcommand("policy", "Decide per pair: peer, host-staged or deny, with rules and reasons");
   add_rule_options(cmd, *args);
-  cmd->add_flag("--all", args->all, "Every PCI function, not only GPUs, accelerators, NVMe, NICs and FPGAs");
+  cmd->add_flag("--all", args->all, "Every PCI function, not only GPUs, accelerators, FPGAs, NVMe, NICs and InfiniBand");
   cmd->add_flag("--details", args->details,
                 "Every pair's own reasons, remedies and warnings (and facts in JSON), not once per decision group");
   cmd->callback([&global, status, args] { *status = run_policy(global, *args); });

@@ -11,6 +11,7 @@
 
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/policy/facts.h"
+#include "p2paudit/text_style.h"
 #include "p2paudit/topology.h"
 #include "p2paudit/what_if.h"
 
@@ -18,7 +19,9 @@ namespace p2paudit::cli {
 
 struct GlobalOptions {
   std::string sysroot = "/";
-  std::string format = "text";                  // text | json (| env for policy)
+  std::string format = "text";                  // text | json (| env for policy, dot | html | prom for the audit)
+  bool verbose = false;                         // --verbose: every pair's reasons in text (today's per-pair detail)
+  std::string color = "auto";                   // --color auto|always|never (auto: a terminal and no NO_COLOR)
   std::string kernel;                           // --kernel X.Y overrides the sysroot's release
   std::vector<std::string> kernel_rules;        // --kernel-rules FILE (repeatable)
   std::vector<std::string> assume_whitelisted;  // --assume-whitelisted VVVV:DDDD[:same-host-bridge]
@@ -42,9 +45,15 @@ struct GlobalOptions {
   const std::string& source() const { return from_dump() ? lspci_dump : sysroot; }
 };
 
-// The rules/ directory: --rules-dir, else $P2PAUDIT_RULES_DIR, else the installed copy, else the
-// source tree's.
+// The rules/ directory: --rules-dir, else $P2PAUDIT_RULES_DIR, else the copy installed with the
+// binary (bin/../share/p2paudit/rules, wherever the prefix was moved), else the source tree's.
 std::string rules_dir(const GlobalOptions& global);
+
+// Colour for text on stdout: --color always, or auto on a terminal with NO_COLOR unset or empty
+// (no-color.org) and TERM not "dumb".
+TextStyle text_style(const GlobalOptions& global);
+// Whether progress lines may be drawn on stderr: a terminal that is not "dumb".
+bool progress_wanted();
 
 // Prints one line "p2paudit: MESSAGE" to stderr.
 void print_error(const std::string& message);

@@ -2,6 +2,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <string_view>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -11,6 +14,7 @@
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/probe/runtime_facts.h"
+#include "p2paudit/rules_location.h"
 #include "p2paudit/snapshot.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/sysroot.h"
@@ -19,11 +23,25 @@
 namespace p2paudit::cli {
 
 std::string rules_dir(const GlobalOptions& global) {
-  if (!global.rules_dir.empty()) return global.rules_dir;
-  if (const char* env = std::getenv("P2PAUDIT_RULES_DIR"); env && *env) return env;
-  if (std::filesystem::is_directory(P2PAUDIT_RULES_DIR)) return P2PAUDIT_RULES_DIR;
-  return P2PAUDIT_SOURCE_RULES_DIR;
+  return find_rules_dir(global.rules_dir, RulesAnchor::kExecutable).string();
 }
+
+namespace {
+
+bool terminal_without_dumb(int fd) {
+  const char* term = std::getenv("TERM");
+  return isatty(fd) && !(term && std::string_view(term) == "dumb");
+}
+
+}  // namespace
+
+TextStyle text_style(const GlobalOptions& global) {
+  if (global.color != "auto") return {global.color == "always"};
+  const char* no_color = std::getenv("NO_COLOR");
+  return {terminal_without_dumb(STDOUT_FILENO) && !(no_color && *no_color)};
+}
+
+bool progress_wanted() { return terminal_without_dumb(STDERR_FILENO); }
 
 void print_error(const std::string& message) { std::cerr << "p2paudit: " << message << "\n"; }
 

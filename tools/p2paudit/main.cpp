@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "p2paudit/dump_topology.h"
 #include "p2paudit/errors.h"
+#include "usage.h"
 
 using namespace p2paudit::cli;
 
@@ -12,6 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{"p2paudit: predicts whether PCIe devices can do peer-to-peer DMA, why not, and what to do.\n"
                "With no command, audits this machine (topology and the kernel's P2PDMA matrix)."};
   app.set_version_flag("--version", std::string("p2paudit ") + P2PAUDIT_VERSION);
+  use_usage_text(app);
   app.fallthrough();
   app.require_subcommand(0, 1);
   auto* sysroot = app.add_option("--sysroot", global.sysroot,
@@ -26,7 +28,11 @@ int main(int argc, char** argv) {
   auto* dump_host_bridge = app.add_option("--dump-host-bridge", global.dump_host_bridges,
                                           "With --lspci-dump: a host bridge's root bus DDDD:BB (repeatable); default: "
                                           "each root bus its own host bridge");
-  app.add_option("--format", global.format, "Output format")->check(CLI::IsMember({"text", "json", "env"}));
+  app.add_option("--format", global.format, "Output format")
+      ->check(CLI::IsMember({"text", "json", "env", "dot", "html", "prom"}));
+  app.add_flag("--verbose,-v", global.verbose, "Text: every pair's reasons, not each reason once");
+  app.add_option("--color", global.color, "Colour in text: auto (a terminal without NO_COLOR), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   app.add_option("--kernel", global.kernel, "Kernel release whose rules apply (X.Y[.Z]); default: the sysroot's");
   app.add_option("--kernel-rules", global.kernel_rules, "Extra kernel whitelist YAML (repeatable)");
   app.add_option("--assume-whitelisted", global.assume_whitelisted,
@@ -62,6 +68,11 @@ int main(int argc, char** argv) {
       for (const auto* opt : {dump_cpu, dump_iommu, dump_host_bridge})
         if (opt->count()) throw p2paudit::InputError(opt->get_name() + " describes an lspci dump: it needs --lspci-dump FILE");
     const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name();
+    if ((global.format == "dot" || global.format == "html") && !command.empty() && command != "topology")
+      throw p2paudit::InputError("--format " + global.format + " (a picture of the machine) is drawn by the audit "
+                                 "(no command) and topology");
+    if (global.format == "prom" && !command.empty())
+      throw p2paudit::InputError("--format prom (node_exporter textfile) is written by the audit (no command)");
     if (global.diff) {
       if (command != "matrix" && command != "policy" && command != "check")
         throw p2paudit::InputError("--diff is answered by matrix, policy and check");
@@ -97,7 +108,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    print_error(usage_error_message(app, e));
     return kExitError;
   } catch (const p2paudit::InputError& e) {
     print_error(e.what());
