@@ -411,7 +411,8 @@ void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std:
     PolicyGrid::end_row(buf);
     if (buf.size() >= kFlushBytes) out << buf, buf.clear();
   }
-  buf += fmt::format("\n{}; [N] = note N below.\n", kGridLegend);
+  buf += pairs ? fmt::format("\n{}; [N] = note N below.\n", kGridLegend)
+               : fmt::format("\nFewer than two devices: no pair to decide (`--all` lists every function).\n");
   out << buf;
   for (size_t n = 1; n <= notes.size(); ++n) {
     const PolicyNote& note = notes[n - 1];
