@@ -79,8 +79,9 @@ find_package(p2paudit 0.1 REQUIRED)
 add_executable(may_i_peer "$source/docs/example/may_i_peer.c")
 target_link_libraries(may_i_peer PRIVATE p2paudit::p2paudit ${libs[*]})
 CMAKE
+# (CMake's own compiler check links a program too: the sanitizers' C++ runtime needs libstdc++ there.)
 cmake -S "$tmp/project" -B "$tmp/project/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
-  -DCMAKE_C_FLAGS="${cflags[*]}" >/dev/null || fail "find_package(p2paudit) failed"
+  -DCMAKE_C_FLAGS="${cflags[*]}" -DCMAKE_EXE_LINKER_FLAGS="${libs[*]}" >/dev/null || fail "find_package(p2paudit) failed"
 cmake --build "$tmp/project/build" >/dev/null || fail "the find_package project did not build"
 set +e
 "$tmp/project/build/may_i_peer" "$fixture" >/dev/null; status=$?
