@@ -20,14 +20,9 @@ namespace {
 
 // --format prom (docs/prometheus.md): the machine's report as node_exporter textfile gauges.
 int print_prometheus(const GlobalOptions& global) {
-  std::optional<std::string> stored_probe;
-  Topology topo = load_topology(global, &stored_probe);
-  KernelRules kernel = load_kernel_rules(global, topo);
-  policy::RuleSet rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
-  RuntimeEvidence runtimes = runtime_evidence(global, stored_probe, false);
-  std::cout << fleet::prometheus_text(
-      {topo, kernel, rules, runtimes.facts ? &*runtimes.facts : nullptr, {runtimes.source, runtimes.note, runtimes.asked}},
-      {P2PAUDIT_VERSION, static_cast<std::int64_t>(std::time(nullptr))});
+  AnalysedMachine machine = load_analysed_machine(global, false);
+  std::cout << fleet::prometheus_text(machine.analysis(),
+                                      {P2PAUDIT_VERSION, static_cast<std::int64_t>(std::time(nullptr))});
   return kExitOk;
 }
 

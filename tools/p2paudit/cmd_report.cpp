@@ -21,14 +21,8 @@ struct ReportArgs {
 };
 
 int run_report(const GlobalOptions& global, const ReportArgs& args) {
-  std::optional<std::string> stored_probe;
-  Topology topo = load_topology(global, &stored_probe);
-  KernelRules kernel = load_kernel_rules(global, topo);
-  policy::RuleSet rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
-  RuntimeEvidence runtimes = runtime_evidence(global, stored_probe, args.no_probe);
-  auto report = fleet::machine_report(
-      {topo, kernel, rules, runtimes.facts ? &*runtimes.facts : nullptr, {runtimes.source, runtimes.note, runtimes.asked}},
-      {P2PAUDIT_VERSION, args.redact});
+  AnalysedMachine machine = load_analysed_machine(global, args.no_probe);
+  auto report = fleet::machine_report(machine.analysis(), {P2PAUDIT_VERSION, args.redact});
   std::string text = json_text(std::move(report)) + "\n";
   if (args.output.empty() || args.output == "-") {
     std::cout << text;

@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <optional>
 
+#include "p2paudit/fleet/report.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/policy/facts.h"
+#include "p2paudit/policy/rules.h"
 #include "p2paudit/text_style.h"
 #include "p2paudit/topology.h"
 #include "p2paudit/what_if.h"
@@ -87,6 +89,18 @@ struct RuntimeEvidence {
 };
 RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optional<std::string>& stored_probe,
                                  bool no_probe);
+
+// A machine as `report` and `--format prom` analyse it: the topology, its kernel rules, the default
+// policy and the runtimes' answers (asked unless no_probe, or the snapshot's stored ones).
+struct AnalysedMachine {
+  Topology topo;
+  KernelRules kernel;
+  policy::RuleSet rules;
+  RuntimeEvidence runtimes;
+  // Refers into this object: keep it alive while the analysis is used.
+  fleet::MachineAnalysis analysis() const;
+};
+AnalysedMachine load_analysed_machine(const GlobalOptions& global, bool no_probe);
 
 // --diff (what_if.cpp): the same options without the what-if ones (--assume-whitelisted,
 // --assume-acs-off, --kernel, --kernel-rules), i.e. the machine as read, and what it reads as.

@@ -17,6 +17,7 @@
 #include "p2paudit/rules_location.h"
 #include "p2paudit/snapshot.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/evaluate.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 
@@ -138,6 +139,20 @@ RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optiona
   e.asked = std::move(facts.asked);
   e.facts = std::move(facts.facts);
   return e;
+}
+
+AnalysedMachine load_analysed_machine(const GlobalOptions& global, bool no_probe) {
+  std::optional<std::string> stored_probe;
+  AnalysedMachine m{load_topology(global, &stored_probe), {}, {}, {}};
+  m.kernel = load_kernel_rules(global, m.topo);
+  m.rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
+  m.runtimes = runtime_evidence(global, stored_probe, no_probe);
+  return m;
+}
+
+fleet::MachineAnalysis AnalysedMachine::analysis() const {
+  return {topo, kernel, rules, runtimes.facts ? &*runtimes.facts : nullptr,
+          {runtimes.source, runtimes.note, runtimes.asked}};
 }
 
 KernelRules load_kernel_rules(const GlobalOptions& global, const Topology& topo) {
