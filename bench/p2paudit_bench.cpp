@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Google Benchmark timings of the analyzer on synthetic machines (tools/p2paudit-synth), built
 // with -DP2PAUDIT_BENCHMARKS=ON; docs/performance.md says how to run it and what it measures.
 #include <benchmark/benchmark.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 # bash completion for p2paudit(1); installed as share/bash-completion/completions/p2paudit.
 # The commands and options are those of tools/p2paudit/usage.txt (`p2paudit --help`);
 # tests/cli_usage_test.cpp checks both lists against the binary. Needs bash only.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Config space bytes as a function presents them: libpci's decoding plus ours (capabilities,
 // extended capabilities, ACS, ReBAR, SR-IOV, bridge windows, NVIDIA's clique capability).
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Shared by the fuzz targets: the input as text, or as a private temporary file for readers that
 // take a path (snapshots, lspci dumps). InputError is the expected answer to bad bytes; any other
 // exception, a crash or a sanitizer report is a finding.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A --kernel-rules whitelist file: strict YAML, then the entries and their releases.
 #include <cstdint>
 

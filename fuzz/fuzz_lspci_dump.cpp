@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `lspci -x/-xxx/-xxxx` output as a reporter sends it: libpci's dump parser, our decoding and the
 // tree rebuilt from bridge bus ranges.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A policy or advisories file: strict YAML (aliases, duplicates, documents), then the rule language.
 #include <cstdint>
 

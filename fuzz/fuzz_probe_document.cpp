@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A snapshot's stored probe document (p2paudit-probe.json): the bounded parse, then the facts and
 // the prediction checks drawn from it.
 #include <cstdint>

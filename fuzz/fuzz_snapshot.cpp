@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A snapshot archive from a stranger: read in memory, the tree rebuilt and printed as JSON and text.
 #include <cstdint>
 

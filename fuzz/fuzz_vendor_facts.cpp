@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A --vendor-facts JSON file: types, ranges, and facts a vendor tool may not set.
 #include <cstdint>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // libp2paudit through its C header alone: the same answers as the command line on every capture,
 // and every failure a status with a message that names the problem.
 #include <gtest/gtest.h>

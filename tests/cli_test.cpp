@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The command line as scripts use it: exit codes, one-line errors, the JSON contract, snapshots.
 #include <gtest/gtest.h>
 #include <unistd.h>

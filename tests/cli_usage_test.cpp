@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The usage text, the README, the man page and the shell completions against the binary's parser;
 // usage errors as one line.
 #include <gtest/gtest.h>

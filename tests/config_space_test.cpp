@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Config-space decoding on real bytes: pciutils' own dumps, decoded by us through libpci and
 // independently by `lspci -F DUMP -vvv` (pciutils' ls-caps.c / ls-ecaps.c), must agree.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The copy test's shared pieces (probe/src/copy_check.h): the random buffer, the full comparison
 // and the per-leg JSON that the policy facts read.
 #include <gtest/gtest.h>

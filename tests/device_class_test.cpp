@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One classifier for every output (analyzer/include/p2paudit/device_class.h): the matrix's short
 // names and default view, the policy's class fact, and the command line agree, FPGAs included.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Module facts through libkmod, against a real module index that depmod builds for a test sysroot:
 // module objects carrying only a .modinfo section (what depmod and libkmod read).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // lspci dumps as input: the tree equals what `lspci -PP` draws for pciutils' own test dumps,
 // hostile bus ranges end in findings rather than loops, and the --dump-* flags reach the platform.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Whole-tree tests on the real captures: every parent-child edge must equal what the sysfs paths
 // say and what pciutils' own tree (`lspci -A linux-sysfs -O sysfs.path=... -PP`, the same tree
 // `lspci -tv` draws) says for the same sysroot.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit report` and `p2paudit aggregate` (docs/fleet.md): the report's fields on every fixture,
 // 1,000 machines aggregated at once and in two merged halves, bad inputs named and counted, CSV,
 // worker counts, and the Ansible playbook against localhost.

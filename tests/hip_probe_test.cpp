@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // probe_hip() against a fake libamdhip64.so (tests/fakes/fake_hip.cpp): one scenario each.
 #include <gtest/gtest.h>
 

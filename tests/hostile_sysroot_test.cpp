@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Issue 7's attacks on sysroots, snapshots and output files, each as a regression test: crafted
 // archives and directories must never reach a host file, hang, loop, crash or give a known answer
 // the bytes do not support.

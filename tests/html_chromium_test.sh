@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
 # Opens the audit's page (p2paudit --format html, docs/pictures.md) of each SYSROOT in headless
 # Chromium. Fails on any console message or script error; when the DOM after the scripts ran lacks
 # an SVG node for a function or host bridge, or marks other ports than those whose ACS redirects;

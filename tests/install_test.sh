@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-or-later
 # `cmake --install` into one prefix, then the prefix moved: the binary and libp2paudit must find
 # the rules they were installed with (not the configure-time prefix, not the source tree), and a
 # program built against the moved install through pkg-config and find_package must work.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // run_isolated(): a value comes back; a crash, a hang and oversized output are reported, and no
 // child is left behind.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Every command's JSON validates against its schema in docs/schemas (docs/json.md), on machines
 // with GPUs, switches, SR-IOV, stored probe answers and an lspci dump; the schemas are valid
 // draft 2020-12 schemas, and a document that drifted fails (tests/validate_json.py, python3-jsonschema).

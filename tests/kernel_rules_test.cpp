@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Kernel releases, the whitelist table each release gets, and validation of the rule files.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The Level Zero probe against the real loader (libze_loader.so.1) with the fake driver of
 // tests/fakes/fake_ze_driver.c loaded through ZE_ENABLE_ALT_DRIVERS: one scenario per test.
 // The peer queries through the library; `probe --copy` and `probe --mirror` through the tool's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit probe` against fake NVML and CUDA libraries (tests/fakes) emulating the two H200 of
 // tests/data/machines/h200x2-firecracker-vm at 0000:00:06.0 and 0000:00:07.0: one scenario each.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Every ordered pair of every kernel-oracle case (QEMU machines under a real 6.1.192 kernel, see
 // data/kernel-oracle/SOURCE.md) must get the kernel's own answer: map type, distance,
 // pci_p2pdma_distance_many() and the verbose log lines byte for byte.

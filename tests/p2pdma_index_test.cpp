@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // P2pdmaIndex must give pci_p2pdma_distance()'s map type, distances, common ancestor and host-bridge
 // flag on every ordered pair: of every kernel-oracle machine, read in full and as an unprivileged
 // reader sees it, under every kernel era; and of random trees with unreadable ACS and root ports,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The P2PDMA decision on synthetic trees built in code, one rule per test, across kernel eras.
 #include <gtest/gtest.h>
 

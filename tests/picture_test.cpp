@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --format dot and --format html (docs/pictures.md): every function drawn, exactly the ports whose
 // ACS redirects marked, the pairs as the matrix and the policy give them, hostile names escaped,
 // and the page self-contained. tests/html_chromium_test.sh runs the page in a browser.

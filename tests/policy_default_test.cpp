@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The default policy and the advisories: every rule has a case that fires it and one that does
 // not; the seed cases go from a tree through the kernel verdict to the decision.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // PolicyEvaluator remembers decisions by the facts the rules' conditions read and groups pairs by
 // decision. Every pair's group must be exactly what evaluating the rules on that pair's whole fact
 // set gives, on real captures (with and without vendor facts) and on random trees.

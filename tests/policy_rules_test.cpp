@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The policy rule language: the fact catalogue, condition semantics (Kleene logic included),
 // evaluation order and overrides, templates, and lint positions for every kind of mistake.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What a person reads: `policy` text is the grid, each distinct reason once with the pairs it
 // covers, machine-wide warnings once; --verbose is every pair's detail; colour only on request or
 // on a terminal without NO_COLOR.

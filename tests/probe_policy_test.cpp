@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Probe results are facts: the runtimes' answers (live through the fake libraries, or stored in a
 // snapshot) decide the policy, a copy that corrupts overrides every yes, and the probe checks each
 // prediction against the answer (docs/probe.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit --format prom` (docs/prometheus.md): the output is the exposition format read strictly,
 // and its gauges say what the policy, matrix, topology and whitelist JSON say on the same machine.
 #include <gtest/gtest.h>

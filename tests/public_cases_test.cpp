@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Public P2P reports with ground truth (shared/fixtures/public-cases, see each case's SOURCE.md):
 // the trees are rebuilt from what the reports state, and the verdict must match what the
 // reporter's kernel said or did.

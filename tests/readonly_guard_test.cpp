@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The read-only promise (docs/security.md), checked on the real binary under strace: no command
 // opens anything for writing except the output it was told to write (and that file's temporary
 // twin beside it), renames or removes nothing else, and issues no ioctl on a device node. Runtime

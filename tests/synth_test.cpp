@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The synthetic machine generator (tools/p2paudit-synth): deterministic output, exact sizes and
 // shapes as the analyzer reads them back, ACS as asked, the same tree as lspci draws, and the same
 // topology from the directory and the tarball.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Synthetic trees for tests: a Topology built in code the way the reader would build it.
 #pragma once
 

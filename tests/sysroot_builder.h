@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Sysroots written to disk (and packed as tarballs) for tests that need files, not a Topology:
 // config space bytes the way a PCIe device presents them, sysfs directories and links.
 #pragma once

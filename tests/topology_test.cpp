@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Unit tests of the small pieces under the reader: addresses, the sysroot, platform facts.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0-or-later
 """Validates p2paudit's JSON documents against the schemas in docs/schemas (docs/json.md).
 
   validate_json.py SCHEMA_DIR --check-schemas        every *.schema.json is a valid draft 2020-12 schema

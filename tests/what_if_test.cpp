@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --assume-acs-off and --diff, held against the kernel itself: the oracle machines booted with
 // pci=disable_acs_redir= or with an extra whitelist entry, next to the same machine booted without
 // (data/kernel-oracle/SOURCE.md); then the spec syntax, unknown ACS, and bad input.

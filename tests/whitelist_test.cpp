@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Whitelist candidates (docs/whitelist.md): which host bridge's entry would unlock which pairs,
 // checked against the kernel booted with that entry added, and the evidence each candidate has.
 #include <gtest/gtest.h>

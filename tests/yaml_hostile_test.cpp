@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Hostile and broken input to the files the tool reads for its user, who runs it as root on files
 // from strangers: rule files (policy, advisories, --kernel-rules), vendor facts, --kernel values.
 // Each case was a real bug: a hang, memory exhaustion, an "internal error", or a silent misreading.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/kernel_rules.h"
 
 #include <algorithm>

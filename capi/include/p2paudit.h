@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /* libp2paudit: may these two PCIe devices do peer-to-peer DMA on this machine?
  *
  * The same answers as `p2paudit check P C --no-probe --format json`: the kernel's
@@ -8,7 +9,10 @@
  *
  * Ownership in one rule: a `const char *` result belongs to the library (valid until the handle
  * it came from is closed, or forever for p2paudit_version() and p2paudit_status_string()); a
- * `char *` result is the caller's, freed with p2paudit_string_free(). */
+ * `char *` result is the caller's, freed with p2paudit_string_free().
+ *
+ * libp2paudit is free software under the GNU General Public License, version 2 or (at your option)
+ * any later version (LICENSE): a program that links it is a combined work under those terms. */
 #ifndef P2PAUDIT_H
 #define P2PAUDIT_H
 

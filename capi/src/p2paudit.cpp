@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The C API of p2paudit.h over the analyzer and policy libraries. Nothing is thrown across the
 // boundary: every entry point catches everything and answers with a status and a message.
 #include "p2paudit.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /* may_i_peer: what a framework asks before it tries peer-to-peer DMA, instead of trying and
  * watching it fail.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `aggregate`: finding the inputs, and a pool of workers that each fold what they read into a state
 // of their own; the states are merged at the end (the merge is commutative, so which worker read
 // which input does not change the answer).

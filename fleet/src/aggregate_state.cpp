@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The aggregate state: reading reports and partial states into it (hostile input: every field
 // used is type-checked and bounded), merging, and the text, JSON and CSV renderings.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --format dot: the tree as a Graphviz digraph, the audit's pairs as undirected edges beside it.
 #include <map>
 #include <string_view>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --format html: one self-contained page (picture/src/page.html) with the machine as JSON in it.
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What the DOT and HTML pictures both draw: the tree as drawn (every function exactly once, even
 // in a hostile capture), each node's kind and ACS state, and the pairs grouped by explanation.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The fact catalogue. Names are a public contract (rule files use them): add facts freely, never
 // rename or retype one without a new rule-file version.
 #include <algorithm>

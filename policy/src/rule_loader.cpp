@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // YAML rule files → RuleFile, checking everything on the way. Problems are collected rather than
 // thrown one at a time, so that `p2paudit rules lint` shows all of a file's mistakes at once.
 #include <algorithm>

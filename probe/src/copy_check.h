@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What every backend's copy test shares (`probe --copy`, probe.h describes the JSON): the random
 // buffer, the full comparison, the median and the per-leg result.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // CUDA driver API backend: libcuda.so.1 opened with dlopen() in an isolated child (docs/probe.md),
 // and with --copy a peer and a host-staged copy per ordered pair (probe.h, PairAnswer).
 // The few CUDA types and prototypes used are declared here: no build dependency on CUDA.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // HIP backend (AMD ROCm): libamdhip64.so opened with dlopen() in an isolated child (docs/probe.md).
 // The few HIP types and prototypes used are declared here: no build dependency on ROCm.
 #include <dlfcn.h>

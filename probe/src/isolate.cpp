@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // run_isolated(): fork, a pipe of newline-delimited JSON messages, poll() with a deadline.
 #include "p2paudit/probe/isolate.h"
 

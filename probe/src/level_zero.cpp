@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The Level Zero probe: asks the loader (libze_loader.so.1, opened with dlopen so that the tool runs
 // where it is not installed) for its drivers, their devices, each device's PCI function, and per
 // ordered pair of devices of one driver what zeDeviceCanAccessPeer and zeDeviceGetP2PProperties

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The Level Zero loader as every probe child uses it (level_zero_api.h).
 #include "level_zero_api.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What every Level Zero child shares (level_zero.cpp, level_zero_copy.cpp, level_zero_mirror.cpp):
 // the loader's functions looked up with dlsym, ze_result_t names, and the walk of drivers and
 // devices that numbers them the same way in every child. Used inside run_isolated children only:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `probe --copy` on Level Zero: per ordered pair, in its own child, one context holding both
 // devices, device memory on each, and two legs over the same kind of random buffer:
 //   peer         client_mem <- provider_mem on the client's copy engine (the transfer P2PDMA carries)

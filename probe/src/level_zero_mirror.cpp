@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `probe --mirror` on Level Zero: does the runtime back a device allocation with host memory?
 // compute-runtime 26.09 and later mirror device allocations 1:1 in host memory, charged to the peer
 // device, when a context spans two GPUs (intel/compute-runtime#953, #980, #981,

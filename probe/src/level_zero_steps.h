@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The Level Zero probe's opt-in steps, each in its own file and its own children:
 // `probe --copy` (level_zero_copy.cpp) and `probe --mirror` (level_zero_mirror.cpp).
 // docs/probe-level-zero.md describes what they ask and the JSON they give.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The /proc readers and the arithmetic of `probe --mirror` (mirror_meter.h).
 #include "mirror_meter.h"
 

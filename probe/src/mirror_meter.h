@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What `probe --mirror` reads before and after one device allocation, and what it makes of the
 // difference (docs/probe-level-zero.md):
 //   /proc/self/fdinfo/<fd> of every fd open on /dev/dri/renderD* or /dev/dri/card*: the DRM

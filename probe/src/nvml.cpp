@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // NVML backend: libnvidia-ml.so.1 opened with dlopen() in an isolated child (docs/probe.md).
 // The few NVML types and prototypes used are declared here: no build dependency on CUDA.
 #include <dlfcn.h>

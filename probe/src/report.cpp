@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // RuntimeReport::to_json: the JSON of one runtime's answers (docs/probe.md).
 #include "p2paudit/probe/probe.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The parent side shared by the dlopen() backends (NVML, CUDA): runs a runtime "session" in an
 // isolated child and turns its messages into a RuntimeReport, starting a new child after the pair
 // a driver crashed or hung in, so the other pairs are still asked.

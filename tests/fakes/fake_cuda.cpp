@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A fake libcuda.so.1 for the probe tests (fake_scenario.h says what it does).
 #include <cstdint>
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A fake libamdhip64.so for the probe tests.
 //   FAKE_HIP_SCENARIO  ok (default): peers over PCIe, 2 hops | no_peer | xgmi (1 hop) | init_fails | no_device
 //                      | hang | crash (in hipDeviceCanAccessPeer, SIGSEGV)

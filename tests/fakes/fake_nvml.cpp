@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // A fake libnvidia-ml.so.1 for the probe tests (fake_scenario.h says what it does).
 #include <cstdio>
 #include <cstdlib>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Shared by the fake NVML, CUDA and HIP libraries (tests only): the scenario and the emulated GPUs.
 //   FAKE_NVIDIA_SCENARIO  ok (default) | p2p_not_supported | init_fails | hang | crash
 //                         | copy_corrupt | copy_fails | copy_hang | copy_crash (probe --copy)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /* A fake Level Zero driver for the probe's tests. The real Debian loader (libze_loader.so.1)
  * loads it when ZE_ENABLE_ALT_DRIVERS names this library's path: the loader calls the exported
  * zeGet*ProcAddrTable functions to fill its dispatch tables, then zeInit through the global table.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /* cuda-peer-copy: the plain CUDA peer copy between GPUs 0 and 1, the reference that
  * `p2paudit probe --copy` bandwidth is checked against. Deliberately the textbook way and nothing
  * more: peer access enabled both ways, cuMemcpyPeer of SIZE bytes REPEAT times after one warm-up

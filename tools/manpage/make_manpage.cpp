@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Build-time tool: writes the roff man page p2paudit(1) from the usage text (what --help prints)
 // and the page's own source, so the two cannot drift apart.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // p2paudit-synth: writes a synthetic machine's sysroot (directory and/or .tar.gz) of any size, for
 // tests and benchmarks (docs/performance.md).
 #include <unistd.h>

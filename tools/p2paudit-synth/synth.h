@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Deterministic synthetic machines: a PCIe tree of any size written as a sysroot directory or
 // .tar.gz that both the analyzer and pciutils' `lspci -A linux-sysfs` read like a real capture.
 // The same options always give byte-identical output (docs/performance.md: the shape rules).

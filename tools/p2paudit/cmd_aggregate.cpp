@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit aggregate INPUT...`: many machines' reports and snapshots as counts per host-bridge
 // ID, kernel release and deciding rule; `--partial` writes a state that later runs merge
 // (docs/fleet.md).

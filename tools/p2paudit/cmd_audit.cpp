@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The default view, `p2paudit` with no command: the annotated tree, then the kernel's matrix of
 // the devices that matter. In JSON both documents are fields of one object.
 #include <ctime>

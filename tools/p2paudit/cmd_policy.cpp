@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit policy`: the decision for every pair of the devices that matter; `p2paudit check A B`:
 // one pair's decision as an exit status for provisioning scripts.
 #include <iostream>

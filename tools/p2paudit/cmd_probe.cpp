@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit probe`: what each runtime (NVML, CUDA, Level Zero) says about each pair of its devices,
 // every call in an isolated child (docs/probe.md).
 #include <cstdlib>

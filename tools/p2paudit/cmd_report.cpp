@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit report [-o FILE]`: one machine's report for `aggregate` (docs/fleet.md).
 #include <iostream>
 #include <memory>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit whitelist`: the host bridges whose absence from the kernel's P2PDMA whitelist refuses
 // peer DMA on this machine, with the pairs an entry would unlock, the evidence, and the table line
 // and commit message for upstream (docs/whitelist.md).

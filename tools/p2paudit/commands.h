@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Shared plumbing of the p2paudit command line: global options and one add_*_command() per file.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // p2paudit: will these two PCIe devices do peer-to-peer DMA, and if not, why and what to do.
 #include <iostream>
 

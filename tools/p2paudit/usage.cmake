@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
 # The usage text, tools/p2paudit/usage.txt, is the one source of `p2paudit --help` (embedded here
 # at configure time, no file is looked up at run time), of the README's usage block (a test
 # compares them) and, with tools/p2paudit/manpage.txt, of the man page p2paudit(1).

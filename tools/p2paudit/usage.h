@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The top-level --help text and the one-line usage errors of the p2paudit command line.
 #pragma once
 

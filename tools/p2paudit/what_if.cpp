@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // --diff: the machine as read next to the machine under the what-if options, printed as changes.
 #include <iostream>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What-if assumptions laid over a topology as read (`--assume-acs-off`): the machine as it would be
 // after a reboot with a kernel parameter, so every command can answer "what if I booted with it?".
 #pragma once

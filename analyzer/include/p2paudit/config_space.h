@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Per-function config space decoding through libpci: the linux-sysfs access method pointed into a
 // sysroot, or libpci's dump method for `lspci -x` dumps.
 #pragma once

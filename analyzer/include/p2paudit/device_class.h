@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // What a PCI function is, for every output: the matrix's short names (gpu0, fpga0...), the default
 // view of matrix, policy and the audit, and the policy's provider./client.class fact.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Drivers and modules through libkmod: the bound driver's module (version, srcversion, built-in),
 // or, for an unbound function, the modules its modalias would load.
 #pragma once

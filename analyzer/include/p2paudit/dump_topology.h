@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The PCIe tree rebuilt from an `lspci -x`, `-xxx` or `-xxxx` dump: config space is decoded by
 // libpci's dump method (read_config_dump), parents come from bridge bus ranges as `lspci -t`
 // draws them (pciutils ls-tree.c), and what a dump cannot tell (host-bridge split, CPU, IOMMU,

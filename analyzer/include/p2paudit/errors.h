@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Bad input (a sysroot, a snapshot, a rule file) is reported as one InputError naming the place.
 #pragma once
 

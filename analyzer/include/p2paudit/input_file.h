@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Files named on the command line (rule files, vendor facts, lspci dumps) come from strangers:
 // only regular files are read, without blocking on FIFOs, and never more than a stated size.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // JSON printed by every command. Strings from a sysroot or a rule file may hold any bytes; JSON
 // must be UTF-8, so invalid bytes and control characters are shown escaped (\xNN) instead of
 // making the serializer throw.

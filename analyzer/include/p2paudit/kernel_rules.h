@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Which P2PDMA rules a given kernel release applies: the host-bridge whitelist table and the
 // era-dependent behaviour of drivers/pci/p2pdma.c, loaded from rules/kernel/*.yaml.
 #pragma once

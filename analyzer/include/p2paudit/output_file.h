@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Files the tool writes (snapshot -o, report -o): written as a temporary file beside the output
 // and renamed into place, so readers never see half a file and an interrupt leaves the old one.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The kernel's P2PDMA decision (drivers/pci/p2pdma.c) re-done in userspace for one release's
 // rules: what pci_p2pdma_distance[_many]() returns, the map type, and the lines it would log.
 // Facts the sysroot could not give (ACS control cut off by an unprivileged read, an unknown CPU)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // pci_p2pdma_distance() for many pairs. Each function's upstream chain, depth, ACS redirect counts
 // and host-bridge whitelist result are computed once, so a pair's map type and distance cost
 // O(depth) and allocate nothing; reasons, log lines and remedies (PairVerdict) are built only

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Text and JSON renderings of P2PDMA verdicts (the contract is docs/kernel-verdicts.md), and the
 // short device names (gpu0, nvme0, nic0, accel0, ib0) the matrix and explain commands share.
 #pragma once

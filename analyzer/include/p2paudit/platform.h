@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Platform facts: boot CPU, kernel release and command line, CONFIG_PCI_P2PDMA, IOMMU state.
 #pragma once
 

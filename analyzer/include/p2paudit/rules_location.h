@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Where the rules/ data (kernel whitelist, default policy, advisories) is found when nobody names
 // it, so that an installed tree works wherever it was moved to and the build tree keeps working.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Snapshots: a .tar.gz holding exactly the files the analyzer reads, plus capture metadata that
 // cannot be read back from sysfs alone (module versions, the kernel's config-space sizes).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // YAML from strangers (rule files, --kernel-rules) read strictly before anything is built from it.
 // yaml-cpp builds a document whatever it holds: aliases that expand a kilobyte into billions of
 // nodes, a silently ignored second document, the last of two equal keys. load_strict_yaml() walks

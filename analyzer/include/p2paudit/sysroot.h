@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Every file the analyzer reads is read relative to a sysroot: "/" on a live machine, a captured
 // snapshot directory, or a snapshot .tar.gz read into memory (never unpacked onto disk).
 //

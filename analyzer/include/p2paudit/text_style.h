@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Colour for the text outputs (grids, headings): ANSI escapes when the tool decided the reader is a
 // terminal that wants them (--color, NO_COLOR), nothing otherwise, so pipes and files stay plain.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The PCIe tree as the kernel sees it: functions, their upstream bridges, host bridges and the
 // platform facts the P2PDMA rules depend on. Built by read_topology() (topology_reader.h).
 #pragma once

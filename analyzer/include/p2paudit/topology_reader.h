@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Rebuilds the PCIe tree and platform facts from a sysroot (libpci for config space, libkmod for
 // modules, sysfs for the kernel's own view of parents, drivers, IOMMU groups).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Renders a Topology: the JSON contract of `p2paudit topology --format json` (docs/json.md) and
 // an annotated tree in the manner of `lspci -tv`.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Device memory sizes that vendor drivers publish in sysfs (docs/vendor-gates.md): what the vendor
 // P2P gates compare with the BAR ("large BAR": the whole VRAM reachable through it).
 //

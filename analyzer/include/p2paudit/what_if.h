@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `--diff`: what the what-if options (--assume-acs-off, --assume-whitelisted, --kernel,
 // --kernel-rules) change against the machine as read: the pairs whose kernel verdict (or, from the
 // policy library, decision) differs, before -> after, and why.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Pictures of a machine (docs/pictures.md): a Graphviz digraph and one self-contained HTML page
 // of the PCIe tree (host bridges, switches, endpoints, the ports whose ACS redirects peer traffic
 // up to the root complex, NUMA nodes); for the audit also every pair's kernel verdict and policy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit aggregate` (docs/fleet.md): many machines' reports and snapshots folded into counts
 // per host-bridge ID, per kernel release and per deciding rule.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit --format prom`: the machine's report (report.h) as gauges for node_exporter's
 // textfile collector (docs/prometheus.md), so a fleet's dashboards and alerts see refused pairs,
 // ACS redirect and whitelist candidates without parsing JSON.

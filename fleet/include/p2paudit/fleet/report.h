@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // One machine's report (`p2paudit report`, docs/fleet.md): what the machine is, its host bridges,
 // the kernel's verdict and the policy's decision per pair, the whitelist candidates and what the
 // runtimes said, in one JSON document that `p2paudit aggregate` folds with thousands of others.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Whitelist candidates for upstream (docs/whitelist.md): the host bridges whose absence from the
 // kernel's P2PDMA whitelist is what refuses peer DMA for at least one pair, with the pairs an
 // entry would unlock and the evidence for it, and the kernel table line and commit message a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The policy applied to a machine: per ordered pair, the kernel verdict, the facts and the
 // decision; and the renderings `p2paudit policy` prints (table, JSON, shell exports).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // The facts policy rules are written against: a fixed catalogue of dotted names, each with a type
 // and a one-line meaning, and FactSet, the values one (provider, client) pair has for them.
 // The catalogue is the contract between whoever extracts facts (the analyzer, vendor probes, a

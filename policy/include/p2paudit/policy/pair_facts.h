@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // From analysis to facts: what the analyzer read and the kernel's verdict become the catalogued
 // facts (facts.h) of one (provider, client) pair. Facts the sysroot cannot tell (vendor fabric
 // links, runtime versions) stay unknown unless a vendor facts file supplies them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Policy rules: YAML files of rules that turn a pair's facts (facts.h) into a decision — try peer
 // DMA, stage through host memory, or refuse — with the reasons. docs/policy-rules.md is the
 // reference for the language; this header is the engine's API.

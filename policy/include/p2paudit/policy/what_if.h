@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // `policy --diff` and `check --diff`: the pairs whose kernel verdict or decision differs between the
 // machine as read and the machine under the what-if options (p2paudit/what_if.h prints them).
 #pragma once

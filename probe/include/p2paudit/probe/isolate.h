@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Runs one piece of runtime work in a child process with a time limit, so that a driver that
 // crashes or hangs is reported instead of taking the tool down with it.
 //

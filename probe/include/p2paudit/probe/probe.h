@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Runtime probes: ask the runtime that would carry a peer transfer (Level Zero, NVML/CUDA, HIP)
 // what it says about each pair of its devices. Every runtime call runs in a child process with a
 // time limit (isolate.h): a driver that crashes or hangs is reported, and the parent carries on.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Prediction against reality: for every pair a runtime answered, the kernel's verdict, the offline
 // decision (the policy without runtime facts), what the runtime said and did, and the decision
 // once its answers are facts, with every disagreement named and explained (docs/probe.md).

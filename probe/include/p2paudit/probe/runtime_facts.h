@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
 // Probe results as policy facts: every runtime asked, the `probe` JSON document, and the facts
 // that document establishes per pair of PCI functions (vendor.peer_supported, vendor.nvlink,
 // vendor.copy_*...), in the same schema as a hand-written vendor facts file (docs/probe.md).
