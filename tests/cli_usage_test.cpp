@@ -221,6 +221,36 @@ TEST(UsageErrors, NameTheHelpOfTheCommandGiven) {
   EXPECT_NE(r.err.find("see p2paudit aggregate --help"), std::string::npos) << r.err;
 }
 
+// A slip of the fingers gets the nearest name the parser has (edit distance, or the one name it
+// begins), on one line, exit 2; a word near nothing gets no guess.
+TEST(UsageErrors, SuggestTheNearestCommandOrOption) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"polcy", "unknown command 'polcy'; did you mean 'policy'? see p2paudit --help"},
+      {"toplogy", "unknown command 'toplogy'; did you mean 'topology'? see p2paudit --help"},
+      {"matirx --all", "unknown command 'matirx'; did you mean 'matrix'? see p2paudit --help"},
+      {"frobnicate", "unknown command 'frobnicate'; p2paudit --help lists the commands"},
+      {"--sysrot /", "unknown option --sysrot; did you mean --sysroot? see p2paudit --help"},
+      {"--sysrot=/ topology", "unknown option --sysrot; did you mean --sysroot? see p2paudit --help"},
+      {"--verb", "unknown option --verb; did you mean --verbose? see p2paudit --help"},
+      {"--frobnicate", "unknown option --frobnicate; see p2paudit --help"},
+      {"policy --al", "policy takes no option --al; did you mean --all? see p2paudit policy --help"},
+      {"policy --no-prboe", "policy takes no option --no-prboe; did you mean --no-probe? see p2paudit policy --help"},
+      {"policy --sysrot /", "unknown option --sysrot; did you mean --sysroot? see p2paudit --help"},
+      {"--formt json topology", "unknown option --formt; did you mean --format? see p2paudit --help"},
+      {"snapshot --outptu x.tar.gz", "snapshot takes no option --outptu; did you mean --output? see p2paudit snapshot --help"},
+      {"rules nosuch", "unknown rules subcommand 'nosuch'; see p2paudit rules --help"},
+      {"rules lnit x.yaml", "unknown rules subcommand 'lnit'; did you mean 'lint'? see p2paudit rules --help"},
+      {"rules fatcs", "unknown rules subcommand 'fatcs'; did you mean 'facts'? see p2paudit rules --help"},
+      {"rules", "rules needs a subcommand: lint or facts; see p2paudit rules --help"},
+  };
+  for (const auto& [args, message] : cases) {
+    SplitRun r = run_split(tool_path() + " " + args);
+    EXPECT_EQ(r.status, 2) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(r.err, "p2paudit: " + message + "\n") << args;
+  }
+}
+
 TEST(ManPage, RendersWithoutWarningsAndNamesEveryCommandAndOption) {
   std::string page = shell_quote(P2PAUDIT_MANPAGE);
   SplitRun groff = run_split("groff -ww -z -man " + page);
