@@ -7,6 +7,9 @@
 
 #include <fstream>
 #include <functional>
+#include <map>
+#include <regex>
+#include <sstream>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -35,6 +38,38 @@ std::string fake_runtimes_env() {
          " P2PAUDIT_NVML_LIBRARY=" + test::shell_quote(FAKE_NVML_LIBRARY) +
          " P2PAUDIT_CUDA_LIBRARY=" + test::shell_quote(FAKE_CUDA_LIBRARY) +
          " P2PAUDIT_HIP_LIBRARY=/nonexistent ZE_ENABLE_ALT_DRIVERS=/nonexistent ";
+}
+
+// Every scenario of the fake runtimes (tests/fakes/, docs/probe.md "Environment"), by the
+// variable that selects it; each name must occur in its fake's source, so a renamed scenario fails.
+struct FakeRuntime {
+  const char* variable;
+  const char* source;  // below tests/fakes/
+  std::vector<std::string> scenarios;
+};
+const std::vector<FakeRuntime>& fake_runtimes() {
+  static const std::vector<FakeRuntime> all = {
+      {"FAKE_NVIDIA_SCENARIO", "fake_scenario.h",
+       {"ok", "p2p_not_supported", "init_fails", "hang", "crash", "copy_corrupt", "copy_fails", "copy_hang", "copy_crash"}},
+      {"FAKE_HIP_SCENARIO", "fake_hip.cpp", {"ok", "no_peer", "xgmi", "init_fails", "no_device", "hang", "crash"}},
+      {"FAKE_ZE_SCENARIO", "fake_ze_driver.c",
+       {"ok", "no_peer", "out_of_device_memory", "hang", "crash", "hang_init", "crash_init", "copy_ok", "copy_corrupt",
+        "copy_oodm", "copy_hang", "copy_crash", "mirror"}},
+  };
+  return all;
+}
+
+// The environment that makes VARIABLE=SCENARIO the only answering runtime (the others point at
+// nothing), its GPUs at BDFS, as the probe tests run them.
+std::string fake_scenario_env(const std::string& variable, const std::string& scenario, const std::string& bdfs) {
+  const bool nvidia = variable == "FAKE_NVIDIA_SCENARIO", hip = variable == "FAKE_HIP_SCENARIO";
+  const bool ze = variable == "FAKE_ZE_SCENARIO";
+  return std::string("env -u ZE_AFFINITY_MASK P2PAUDIT_PROBE_ALLOW_SYSROOT=1 ") + variable + "=" + scenario +
+         " FAKE_NVIDIA_BDFS=" + bdfs + " FAKE_HIP_BDFS=" + bdfs + " FAKE_ZE_BDFS=" + bdfs +
+         " P2PAUDIT_NVML_LIBRARY=" + (nvidia ? test::shell_quote(FAKE_NVML_LIBRARY) : "/nonexistent") +
+         " P2PAUDIT_CUDA_LIBRARY=" + (nvidia ? test::shell_quote(FAKE_CUDA_LIBRARY) : "/nonexistent") +
+         " P2PAUDIT_HIP_LIBRARY=" + (hip ? test::shell_quote(FAKE_HIP_LIBRARY) : "/nonexistent") +
+         " ZE_ENABLE_ALT_DRIVERS=" + (ze ? test::shell_quote(FAKE_ZE_DRIVER) : "/nonexistent") + " ";
 }
 
 class JsonSchema : public ::testing::Test {
@@ -69,6 +104,22 @@ class JsonSchema : public ::testing::Test {
       EXPECT_TRUE(j.value("schema_version", json()).is_number_integer()) << what;
     }
     return j;
+  }
+  // docs/json.md's table states each kind's schema_version: every document kept has that one.
+  void expect_documented_versions() {
+    std::map<std::string, int> documented;  // kind -> the table's schema_version
+    const std::regex row(R"(^\| .*\| (\d+) \| \[[a-z-]+\]\(schemas/([a-z-]+)\.schema\.json\))");
+    std::istringstream table(read_file(fs::path(P2PAUDIT_SOURCE_DIR) / "docs" / "json.md"));
+    for (std::string line; std::getline(table, line);)
+      if (std::smatch m; std::regex_search(line, m, row)) documented[m[2]] = std::stoi(m[1]);
+    for (const auto& kind : kinds_) EXPECT_TRUE(documented.count(kind)) << "docs/json.md has no row for " << kind;
+    for (const auto& d : documents_) {
+      const std::string kind = d.substr(0, d.find('=')), file = d.substr(d.find('=') + 1);
+      json j = json::parse(read_file(file), nullptr, false);
+      if (j.is_discarded() || !documented.count(kind)) continue;
+      EXPECT_EQ(j.value("schema_version", json()), documented[kind]) << file << ": docs/json.md says " << kind
+                                                                     << " documents are schema_version " << documented[kind];
+    }
   }
   // Validates every document kept so far; the validator's problems are the failure message.
   void expect_all_valid() {
@@ -165,6 +216,7 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
   run("rules-facts", "rules facts --format json");
 
   expect_all_valid();
+  expect_documented_versions();
 
   // Every schema in docs/schemas was used, and every kind has one.
   std::set<std::string> schemas;
@@ -175,6 +227,64 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
   EXPECT_EQ(schemas, kinds_);
 }
 
+// The probe's JSON in every scenario of every fake runtime: queries only, then with the copy test
+// and the host-mirror measurement (hung, crashed and failed children, corrupt and failed copies,
+// nulls), GPUs inside and outside the topology; and the document `snapshot --probe` stores.
+TEST_F(JsonSchema, EveryFakeRuntimeScenarioValidates) {
+  const std::string h200x2 = test::shell_quote(test::data_path("machines/h200x2-firecracker-vm/sysroot.tar.gz"));
+  const std::string in_topology = "0000:00:06.0,0000:00:07.0";
+  size_t runs = 0;
+  for (const auto& fake : fake_runtimes()) {
+    const std::string source = read_file(fs::path(P2PAUDIT_SOURCE_DIR) / "tests" / "fakes" / fake.source);
+    for (const auto& scenario : fake.scenarios) {
+      EXPECT_NE(source.find(scenario), std::string::npos) << fake.source << " has no scenario " << scenario;
+      const std::string env = fake_scenario_env(fake.variable, scenario, in_topology);
+      json plain = run("probe", "--sysroot " + h200x2 + " probe --timeout 2 --format json", {0}, env);
+      json copied = run("probe", "--sysroot " + h200x2 + " probe --copy --size 64KiB --repeat 2 --mirror --timeout 2 --format json",
+                        {0, 1}, env);
+      runs += 2;
+      // The fake answered (or failed, hung, crashed) as its runtime: the document is about it.
+      for (const json* doc : {&plain, &copied}) {
+        ASSERT_TRUE(doc->contains("runtimes") && (*doc)["runtimes"].is_array()) << fake.variable << "=" << scenario;
+        bool answered = false;
+        for (const auto& rt : (*doc)["runtimes"]) answered |= rt.value("status", "") != "absent";
+        // hipInit's hipErrorNoDevice is HIP's way of saying "absent" (docs/probe.md).
+        if (scenario != "no_device") {
+          EXPECT_TRUE(answered) << fake.variable << "=" << scenario << ": every runtime absent";
+        }
+      }
+    }
+    // GPUs the topology does not have: in_topology false, function null.
+    json outside = run("probe", "--sysroot " + h200x2 + " probe --format json", {0},
+                       fake_scenario_env(fake.variable, "ok", "0000:03:00.0,0000:04:00.0"));
+    ++runs;
+    bool saw_outside = false;
+    for (const auto& rt : outside["runtimes"])
+      for (const auto& d : rt["devices"]) saw_outside |= d.value("in_topology", true) == false && d["function"].is_null();
+    EXPECT_TRUE(saw_outside) << fake.variable << ": no device outside the topology";
+  }
+  // NVML without BAR1 figures: bar1_error instead of bar1_total_bytes.
+  run("probe", "--sysroot " + h200x2 + " probe --format json", {0},
+      "FAKE_NVIDIA_BAR1_BYTES=not_supported " + fake_scenario_env("FAKE_NVIDIA_SCENARIO", "ok", in_topology));
+
+  // What `snapshot --probe` stores (p2paudit-probe.json), with the copy test and the mirror.
+  for (const auto& [variable, scenario] : std::vector<std::pair<std::string, std::string>>{
+           {"FAKE_NVIDIA_SCENARIO", "copy_corrupt"}, {"FAKE_ZE_SCENARIO", "copy_oodm"}, {"FAKE_ZE_SCENARIO", "mirror"},
+           {"FAKE_HIP_SCENARIO", "xgmi"}}) {
+    const fs::path snapshot = dir_ / ("probe-snapshot-" + std::to_string(documents_.size()) + ".tar.gz");
+    run("snapshot", "--sysroot " + h200x2 + " snapshot --probe --copy --size 64KiB --repeat 1 --mirror --timeout 2 -o " +
+                        test::shell_quote(snapshot.string()) + " --format json",
+        {0}, fake_scenario_env(variable, scenario, in_topology));
+    const fs::path stored = dir_ / ("stored-" + std::to_string(documents_.size()));
+    fs::create_directories(stored);
+    ASSERT_EQ(test::run_command("tar -xzf " + test::shell_quote(snapshot.string()) + " -C " +
+                                test::shell_quote(stored.string()) + " p2paudit-probe.json").status, 0) << snapshot;
+    keep("probe", stored / "p2paudit-probe.json", "snapshot --probe " + variable + "=" + scenario);
+  }
+  EXPECT_GE(runs, 2u * (9 + 7 + 13));
+  expect_all_valid();
+}
+
 // A schema that accepted anything would pass the test above: each of these drifts must fail.
 TEST_F(JsonSchema, DriftedDocumentsFail) {
   const std::string h200 = test::shell_quote(test::data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz"));
@@ -182,6 +292,10 @@ TEST_F(JsonSchema, DriftedDocumentsFail) {
   json check = run("check", "--sysroot " + h200 + " check gpu0 gpu1 --format json", {1});
   json lint = run("rules-lint", "rules lint " + test::data_path("policy/broken.yaml") + " --format json", {2});
   json topology = run("topology", "--sysroot " + h200 + " topology --format json");
+  // Level Zero with a failed copy and the mirror measured: the probe's most varied document.
+  json probe = run("probe", "--sysroot " + test::shell_quote(test::data_path("machines/h200x2-firecracker-vm/sysroot.tar.gz")) +
+                                " probe --copy --size 64KiB --repeat 1 --mirror --timeout 5 --format json",
+                   {1}, fake_scenario_env("FAKE_ZE_SCENARIO", "copy_oodm", "0000:00:06.0,0000:00:07.0"));
   expect_all_valid();  // as written they pass
   ASSERT_FALSE(policy["pairs"].empty());
   ASSERT_FALSE(lint["diagnostics"].empty());
@@ -201,6 +315,22 @@ TEST_F(JsonSchema, DriftedDocumentsFail) {
   drift("rules-lint", lint, [](json& j) { j["diagnostics"][0]["line"] = "4"; });
   drift("topology", topology, [](json& j) { j["functions"][0]["acs"] = "off"; });
   drift("topology", topology, [](json& j) { j["functions"][0]["bdf"] = "00:01.0"; });
+  size_t ze = 0;
+  while (ze < probe["runtimes"].size() && probe["runtimes"][ze]["runtime"] != "level_zero") ++ze;
+  ASSERT_LT(ze, probe["runtimes"].size());
+  ASSERT_FALSE(probe["runtimes"][ze]["pairs"].empty());
+  ASSERT_TRUE(probe["runtimes"][ze]["pairs"][0]["answers"]["copy"].is_object());
+  ASSERT_TRUE(probe["runtimes"][ze].contains("mirror"));
+  drift("probe", probe, [ze](json& j) { j["runtimes"][ze]["status"] = "fine"; });
+  drift("probe", probe, [ze](json& j) { j["runtimes"][ze]["runtime"] = "opencl"; });
+  drift("probe", probe, [ze](json& j) { j["runtimes"][ze]["devices"][0]["surprise"] = 1; });
+  drift("probe", probe, [ze](json& j) { j["runtimes"][ze]["devices"][0]["bdf"] = "0:6.0"; });
+  drift("probe", probe, [ze](json& j) { j["runtimes"][ze]["pairs"][0]["answers"]["copy"]["peer"]["result"] = "fine"; });
+  drift("probe", probe, [ze](json& j) { j["runtimes"][ze]["pairs"][0]["answers"]["copy"]["host_staged"].erase("gbps"); });
+  drift("probe", probe, [ze](json& j) { j["runtimes"][ze]["pairs"][0]["answers"]["copy"] = "exploded"; });
+  drift("probe", probe, [ze](json& j) { j["runtimes"][ze]["pairs"][0]["answers"]["access"] = true; });
+  drift("probe", probe, [ze](json& j) { j["runtimes"][ze]["mirror"]["runs"][0]["source"] = "guess"; });
+  drift("probe", probe, [](json& j) { j["mirror"] = false; });
 
   std::string args;
   std::vector<std::string> files;
