@@ -304,6 +304,47 @@ TEST(Cli, RedactedSnapshotDropsSerialNumbers) {
   EXPECT_EQ(gpus, 4);
 }
 
+// --redact keeps only the PCI, IOMMU and ACS parameters of the kernel command line and drops the
+// builder of /proc/version: a host name in any of the usual places is nowhere in the archive.
+TEST(Cli, RedactedSnapshotHoldsNoHostName) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("redact-cmdline-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(test::run_command("tar xzf " + test::shell_quote(h200()) + " -C " + test::shell_quote(dir.string())).status, 0);
+  const fs::path root = dir / "sysroot";
+  const std::string host = "zebrahost42";
+  std::ofstream(root / "proc/cmdline")
+      << "BOOT_IMAGE=/boot/vmlinuz-6.1.0-" + host + " root=/dev/mapper/" + host + "--vg-root ro systemd.hostname=" + host +
+             " ip=10.0.0.2::10.0.0.1:255.255.255.0:" + host + ":eth0:off nfsroot=10.0.0.1:/srv/" + host +
+             " hostname=" + host + " \"quoted=a " + host + "\" intel_iommu=on iommu=pt"
+             " pci=disable_acs_redir=0000:00:01.0,noaer pcie_acs_override=downstream,multifunction iommu.strict=0"
+             " vfio-pci.ids=10de:2335 pcie_aspm=off quiet console=ttyS0 " + host + " -- " + host + " single\n";
+  std::ofstream(root / "proc/version") << "Linux version 6.1.0-18-amd64 (builder@" + host +
+                                              ".example.com) (gcc-12 (Debian 12.2.0-14) 12.2.0) #1 SMP PREEMPT_DYNAMIC @0\n";
+  fs::create_directories(root / "proc/sys/kernel");
+  std::ofstream(root / "proc/sys/kernel/hostname") << host << "\n";
+
+  const std::string plain = (dir / "plain.tar.gz").string(), redacted = (dir / "redacted.tar.gz").string();
+  ASSERT_EQ(tool("--sysroot " + test::shell_quote(root.string()) + " snapshot -o " + test::shell_quote(plain)).status, 0);
+  ASSERT_EQ(tool("--sysroot " + test::shell_quote(root.string()) + " snapshot --redact -o " + test::shell_quote(redacted)).status, 0);
+  auto count = [&](const std::string& archive) {
+    return test::run_command("gzip -dc " + test::shell_quote(archive) + " | grep -a -c " + host).output;
+  };
+  EXPECT_NE(count(plain), "0\n");  // the name is there to be found
+  EXPECT_EQ(count(redacted), "0\n");
+
+  json j = json::parse(tool("--sysroot " + test::shell_quote(redacted) + " topology --format json").output);
+  EXPECT_EQ(j["platform"]["cmdline"],
+            "intel_iommu=on iommu=pt pci=disable_acs_redir=0000:00:01.0,noaer pcie_acs_override=downstream,multifunction "
+            "iommu.strict=0 vfio-pci.ids=10de:2335 pcie_aspm=off");
+  EXPECT_EQ(j["platform"]["kernel_version"],
+            "Linux version 6.1.0-18-amd64 (redacted@redacted) (gcc-12 (Debian 12.2.0-14) 12.2.0) #1 SMP PREEMPT_DYNAMIC @0");
+  // What the analysis reads from the command line survives: --assume-acs-off's pci= option, the IOMMU mode.
+  json plain_j = json::parse(tool("--sysroot " + test::shell_quote(plain) + " topology --format json").output);
+  EXPECT_EQ(j["platform"]["iommu_mode"], plain_j["platform"]["iommu_mode"]);
+  fs::remove_all(dir);
+}
+
 TEST(Cli, UnprivilegedReadShowsAcsUnknownNeverAbsent) {
   std::string as_nobody;
   if (::geteuid() == 0) {

@@ -154,11 +154,66 @@ void capture_function(const Sysroot& root, const Function& f, TarWriter& tar, co
     if (auto data = root.read_text(rel)) tar.file(rel, *data);
 }
 
-void capture_if_present(const Sysroot& root, TarWriter& tar, const std::string& rel) {
-  if (auto data = root.read_text(rel)) tar.file(rel, *data);
+void capture_if_present(const Sysroot& root, TarWriter& tar, const std::string& rel,
+                        std::string (*redact)(std::string_view) = nullptr) {
+  if (auto data = root.read_text(rel)) tar.file(rel, redact ? redact(*data) : *data);
 }
 
+// The kernel command line parameters --redact keeps (docs/security.md): exact names, and the
+// prefixes of module parameters. Compared after '-' became '_', as the kernel's parameq() does.
+const char* const kCmdlineKeep[] = {"pci", "pcie_acs_override", "pcie_aspm", "pcie_ports", "pcie_port_pm", "pcie_pme",
+                                    "intel_iommu", "amd_iommu", "amd_iommu_intr", "iommu", "intremap"};
+const char* const kCmdlineKeepPrefixes[] = {"iommu.", "vfio_pci.", "vfio_iommu_type1."};
+
+bool keep_cmdline_param(std::string_view word) {
+  std::string name(word.substr(0, word.find('=')));
+  for (char& c : name)
+    if (c == '-') c = '_';
+  for (const char* keep : kCmdlineKeep)
+    if (name == keep) return true;
+  for (const char* prefix : kCmdlineKeepPrefixes)
+    if (name.size() > std::strlen(prefix) && name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+bool cmdline_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
 }  // namespace
+
+std::string redact_cmdline(std::string_view cmdline) {
+  std::string out;
+  size_t i = 0;
+  while (i < cmdline.size()) {
+    while (i < cmdline.size() && cmdline_space(cmdline[i])) ++i;
+    if (i >= cmdline.size()) break;
+    // One word as the kernel's next_arg() takes it: up to whitespace outside double quotes.
+    size_t start = i;
+    bool quoted = false;
+    for (; i < cmdline.size() && (quoted || !cmdline_space(cmdline[i])); ++i)
+      if (cmdline[i] == '"') quoted = !quoted;
+    std::string_view word = cmdline.substr(start, i - start);
+    if (word == "--") break;  // the rest is init's
+    if (word.find('"') != std::string_view::npos || !keep_cmdline_param(word)) continue;
+    if (!out.empty()) out += ' ';
+    out += word;
+  }
+  return out + "\n";
+}
+
+std::string redact_kernel_version(std::string_view version) {
+  // "Linux version R (builder@host) (compiler...) #1 ...": each user@host word (text on both
+  // sides of the '@', up to a space or parenthesis) becomes redacted@redacted.
+  std::string out(version);
+  for (size_t at = out.find('@'); at != std::string::npos; at = out.find('@', at + 1)) {
+    size_t begin = at, end = at + 1;
+    while (begin > 0 && !cmdline_space(out[begin - 1]) && out[begin - 1] != '(') --begin;
+    while (end < out.size() && !cmdline_space(out[end]) && out[end] != ')') ++end;
+    if (begin == at || end == at + 1) continue;  // not user@host ("#1 SMP @0": a build time)
+    out.replace(begin, end - begin, "redacted@redacted");
+    at = begin + std::strlen("redacted@redacted") - 1;
+  }
+  return out;
+}
 
 SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const std::string& out_path,
                               const SnapshotOptions& options) {
@@ -192,8 +247,10 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
     for (const auto& dev : root.list(g + "/devices"))
       if (auto target = root.read_link(g + "/devices/" + dev)) tar.symlink(g + "/devices/" + dev, *target);
   }
-  for (const char* rel : {"proc/cpuinfo", "proc/cmdline", "proc/version", "proc/sys/kernel/osrelease"})
-    capture_if_present(root, tar, rel);
+  capture_if_present(root, tar, "proc/cpuinfo");
+  capture_if_present(root, tar, "proc/cmdline", options.redact ? redact_cmdline : nullptr);
+  capture_if_present(root, tar, "proc/version", options.redact ? redact_kernel_version : nullptr);
+  capture_if_present(root, tar, "proc/sys/kernel/osrelease");
   if (!topo.platform.kernel_config_source.empty()) capture_if_present(root, tar, topo.platform.kernel_config_source);
 
   nlohmann::ordered_json j = {{"schema_version", meta.schema_version}, {"tool_version", meta.tool_version},

@@ -63,8 +63,11 @@ int run_snapshot(const GlobalOptions& global, const SnapshotArgs& args) {
 void add_snapshot_command(CLI::App& app, const GlobalOptions& global, int* status) {
   auto args = std::make_shared<SnapshotArgs>();  // CLI11 binds the options to it
   auto* cmd = app.add_subcommand("snapshot", "Capture the files the analyzer reads into a .tar.gz");
-  cmd->add_option("-o,--output", args->output, "Output file (FILE.tar.gz)")->required();
-  cmd->add_flag("--redact", args->redact, "Drop Device Serial Numbers and the host name");
+  cmd->add_option("-o,--output", args->output,
+                  "Output file (FILE.tar.gz); - writes the archive to standard output (not a terminal)")
+      ->required();
+  cmd->add_flag("--redact", args->redact,
+                "Drop Device Serial Numbers, the host name and every boot parameter but the PCI, IOMMU and ACS ones");
   cmd->add_flag("--force", args->force, "Replace the output file if it exists (never through a symlink)");
   cmd->add_flag("--probe", args->probe, "Store the runtimes' answers (p2paudit probe) in the snapshot");
   cmd->add_flag("--copy", args->copy, "With --probe: run and store the copy test (p2paudit probe --copy)");

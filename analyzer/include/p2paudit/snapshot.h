@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology.h"
@@ -48,6 +49,15 @@ struct SnapshotReport {
 // and a failure leaves the old file intact. Throws InputError.
 SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const std::string& out_path,
                               const SnapshotOptions& options);
+
+// --redact: the kernel command line with only the parameters that describe PCI, the IOMMU and
+// ACS (docs/security.md lists them); every other parameter, and everything after "--" (init's
+// arguments), is dropped. Words are split as the kernel splits them (whitespace outside double
+// quotes); names compare with '-' and '_' alike, as the kernel compares them.
+std::string redact_cmdline(std::string_view cmdline);
+// --redact: /proc/version with the builder ("(user@host)") and any other user@host word
+// replaced by "redacted@redacted".
+std::string redact_kernel_version(std::string_view version);
 
 // The snapshot's metadata, nullopt for a plain sysroot; throws InputError when it is malformed.
 std::optional<CaptureMetadata> read_capture_metadata(const Sysroot& root);
