@@ -304,6 +304,71 @@ TEST(Cli, RedactedSnapshotDropsSerialNumbers) {
   EXPECT_EQ(gpus, 4);
 }
 
+// `snapshot -o -`: the archive and nothing else on standard output, through a file and a pipe;
+// what the command says goes to standard error; no file is created beside anything.
+TEST(Cli, SnapshotToStandardOutputIsTheArchiveAlone) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("stdout-snapshot-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "cwd");
+  const std::string in_cwd = "cd " + test::shell_quote((dir / "cwd").string()) + " && ";
+  const std::string file = (dir / "redirected.tar.gz").string(), piped = (dir / "piped.tar.gz").string();
+  const std::string err = (dir / "stderr").string(), json_err = (dir / "stderr.json").string();
+  const std::string snapshot = std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(h200()) + " snapshot -o -";
+  ASSERT_EQ(test::run_command(in_cwd + snapshot + " > " + test::shell_quote(file) + " 2> " + test::shell_quote(err)).status, 0);
+  ASSERT_EQ(test::run_command(in_cwd + snapshot + " --redact --format json 2> " + test::shell_quote(json_err) + " | cat > " +
+                              test::shell_quote(piped)).status, 0);
+  EXPECT_TRUE(fs::is_empty(dir / "cwd"));  // no temporary twin of "-"
+
+  std::ifstream in(err);
+  const std::string said{std::istreambuf_iterator<char>(in), {}};
+  EXPECT_NE(said.find("wrote the archive to standard output"), std::string::npos) << said;
+  std::ifstream jin(json_err);
+  const json summary = json::parse(std::string{std::istreambuf_iterator<char>(jin), {}}, nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(summary["output"], "-");
+  EXPECT_EQ(summary["redacted"], true);
+  EXPECT_GT(summary["files"].get<int>(), 10);
+
+  // Each is a whole archive that analyses like the machine it was taken of.
+  const json expected = without_capture(json::parse(tool("--sysroot " + h200() + " topology --format json").output));
+  for (const std::string& archive : {file, piped}) {
+    auto listing = test::run_command("tar tzf " + test::shell_quote(archive) + " 2>&1");
+    ASSERT_EQ(listing.status, 0) << archive << ": " << listing.output;
+    EXPECT_NE(listing.output.find("p2paudit-capture.json"), std::string::npos) << archive;
+    auto r = tool("--sysroot " + test::shell_quote(archive) + " topology --format json");
+    ASSERT_EQ(r.status, 0) << archive;
+    json got = without_capture(json::parse(r.output));
+    if (archive == piped)  // redacted: serial numbers zeroed, the command line filtered
+      for (auto& f : got["functions"]) f.erase("serial_number");
+    json want = expected;
+    if (archive == piped) {
+      for (auto& f : want["functions"]) f.erase("serial_number");
+      for (const char* redacted : {"cmdline", "kernel_version"}) {
+        want["platform"].erase(redacted);
+        got["platform"].erase(redacted);
+      }
+    }
+    EXPECT_EQ(got, want) << archive;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Cli, SnapshotToStandardOutputRefusesATerminal) {
+  if (test::run_command("command -v script >/dev/null").status != 0) GTEST_SKIP() << "script (util-linux) missing";
+  const fs::path dir = fs::path(::testing::TempDir()) / ("tty-snapshot-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // script(1) gives the command a pseudo-terminal as standard output.
+  const std::string inner = "cd " + test::shell_quote(dir.string()) + " && " + P2PAUDIT_TOOL + " --sysroot " +
+                            test::shell_quote(h200()) + " snapshot -o - 2>&1; echo exit=$?";
+  auto r = test::run_command("script -qec " + test::shell_quote(inner) + " /dev/null < /dev/null");
+  EXPECT_NE(r.output.find("p2paudit: -o -: standard output is a terminal"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exit=2"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("\x1f\x8b"), std::string::npos);  // no gzip bytes on the terminal
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
 // --redact keeps only the PCI, IOMMU and ACS parameters of the kernel command line and drops the
 // builder of /proc/version: a host name in any of the usual places is nowhere in the archive.
 TEST(Cli, RedactedSnapshotHoldsNoHostName) {

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -215,13 +216,22 @@ std::string redact_kernel_version(std::string_view version) {
   return out;
 }
 
+void refuse_terminal_output(const std::string& out_path) {
+  if (out_path == kStandardOutput && ::isatty(STDOUT_FILENO))
+    throw InputError("-o -: standard output is a terminal; redirect it to a file or a pipe "
+                     "(p2paudit snapshot -o - > FILE.tar.gz)");
+}
+
 SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const std::string& out_path,
                               const SnapshotOptions& options) {
+  const bool to_stdout = out_path == kStandardOutput;
+  refuse_terminal_output(out_path);
   // Sysroot::open() recognises a snapshot by its name, so write only names it will read back.
-  if (!out_path.ends_with(".tar.gz") && !out_path.ends_with(".tgz"))
+  if (!to_stdout && !out_path.ends_with(".tar.gz") && !out_path.ends_with(".tgz"))
     throw InputError(fmt::format("{}: a snapshot is written as FILE.tar.gz (or .tgz)", out_path));
-  OutputFile output(out_path, options.force);
-  TarWriter tar(out_path, output.fd());
+  std::optional<OutputFile> output;
+  if (!to_stdout) output.emplace(out_path, options.force);
+  TarWriter tar(to_stdout ? "standard output" : out_path, to_stdout ? STDOUT_FILENO : output->fd());
   CaptureMetadata meta;
   meta.tool_version = options.tool_version;
   meta.captured_at = now_utc();
@@ -262,7 +272,7 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   for (const auto& [name, text] : options.extra_files) tar.file(name, text);
   SnapshotReport report{tar.files(), meta.privileged};
   tar.close();
-  output.commit();
+  if (output) output->commit();
   return report;
 }
 

@@ -30,6 +30,9 @@ struct SnapshotArgs {
 };
 
 int run_snapshot(const GlobalOptions& global, const SnapshotArgs& args) {
+  refuse_terminal_output(args.output);  // before the probe's minutes, not after
+  // With -o - the archive is standard output: what the command says goes to standard error.
+  std::ostream& out = args.output == kStandardOutput ? std::cerr : std::cout;
   Sysroot root = Sysroot::open(global.sysroot);
   Topology t = read_topology(root);
   SnapshotOptions options{args.redact, args.force, P2PAUDIT_VERSION, {}};
@@ -46,14 +49,14 @@ int run_snapshot(const GlobalOptions& global, const SnapshotArgs& args) {
   }
   auto report = write_snapshot(root, t, args.output, options);
   if (global.format == "json") {
-    std::cout << json_text(nlohmann::ordered_json{{"schema_version", 1}, {"output", args.output}, {"files", report.files},
+    out << json_text(nlohmann::ordered_json{{"schema_version", 1}, {"output", args.output}, {"files", report.files},
                                                   {"privileged", report.privileged}, {"redacted", args.redact},
                                                   {"probe", probed}})
               << "\n";
   } else {
-    std::cout << fmt::format("wrote {} ({} files{}{})\n", args.output, report.files, args.redact ? ", redacted" : "",
-                             probed ? ", with the runtimes' answers" : "");
-    if (auto note = privilege_note(t); !note.empty()) std::cout << "note: " << note << "\n";
+    out << fmt::format("wrote {} ({} files{}{})\n", args.output == kStandardOutput ? "the archive to standard output" : args.output,
+                       report.files, args.redact ? ", redacted" : "", probed ? ", with the runtimes' answers" : "");
+    if (auto note = privilege_note(t); !note.empty()) out << "note: " << note << "\n";
   }
   return kExitOk;
 }

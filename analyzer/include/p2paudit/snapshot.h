@@ -44,9 +44,17 @@ struct SnapshotReport {
   bool privileged = false;
 };
 
+// `snapshot -o -`: the archive goes to standard output, which must not be a terminal.
+inline constexpr const char* kStandardOutput = "-";
+
+// Throws InputError when out_path is kStandardOutput and standard output is a terminal: a gzip
+// archive is not for reading on a screen. Call before any slow work (the probe).
+void refuse_terminal_output(const std::string& out_path);
+
 // Captures root (normally the live "/") described by topo into out_path, written beside it and
 // renamed into place: an existing file is kept unless options.force, a symlink is never followed,
-// and a failure leaves the old file intact. Throws InputError.
+// and a failure leaves the old file intact. out_path kStandardOutput writes the archive to
+// standard output instead (nothing else is written there). Throws InputError.
 SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const std::string& out_path,
                               const SnapshotOptions& options);
 
