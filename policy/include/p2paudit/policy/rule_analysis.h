@@ -28,6 +28,7 @@ struct ShadowedRule {
   size_t shadowed = 0;   // index into RuleSet::rules()
   size_t shadowing = 0;  // the first earlier deciding rule that covers it
 };
+// The work is bounded (per question and per rule set); what is left unexamined is not reported.
 std::vector<ShadowedRule> find_shadowed_rules(const RuleSet& rules);
 
 // Lint warnings (Diagnostic::warning set) for the shadowed rules where the shadowed or the
