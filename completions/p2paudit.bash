@@ -10,19 +10,20 @@ _p2paudit_global_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-
 # Options whose value is the next word.
 _p2paudit_valued_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-host-bridge --format
   --color --kernel --kernel-rules --assume-whitelisted --assume-acs-off --rules-dir -o --output --size
-  --repeat --timeout --jobs --rules --vendor-facts --require'
+  --repeat --timeout --jobs --rules --vendor-facts --require --fail-on'
 
 _p2paudit_command_options() {
   local rule_options='--rules --no-default-rules --vendor-facts --no-probe'
   case $1 in
     snapshot) echo '-o --output --redact --force --probe --copy --mirror --size --repeat --timeout' ;;
     matrix) echo '--all --details' ;;
-    policy) echo "--all --details $rule_options" ;;
+    policy) echo "--all --details --fail-on $rule_options" ;;
     check) echo "--require $rule_options" ;;
     probe) echo '--copy --size --repeat --mirror --timeout' ;;
     whitelist) echo '--all --commit-message --vendor-facts --no-probe' ;;
     report) echo '-o --output --force --redact --no-probe' ;;
     aggregate) echo '--partial --format --jobs -o --output --force' ;;
+    'rules lint') echo '--no-default-rules --strict --werror' ;;
     'rules facts') echo '--markdown' ;;
   esac
 }
@@ -87,6 +88,7 @@ _p2paudit() {
     --color) _p2paudit_words 'auto always never' ;;
     --dump-iommu) _p2paudit_words 'off passthrough translated' ;;
     --require) _p2paudit_words 'peer host_staged' ;;
+    --fail-on) _p2paudit_words 'host_staged deny' ;;
     --assume-acs-off) _p2paudit_words "all $(_p2paudit_devices "$sysroot")" ;;
     --sysroot | --lspci-dump | --kernel-rules | --rules | --vendor-facts | -o | --output) _p2paudit_files -f ;;
     --rules-dir) _p2paudit_files -d ;;

@@ -98,11 +98,99 @@ TEST(Cli, MatrixWithoutDevicesIsStillADocument) {
 std::string h200_vendor_facts() { return test::data_path("machines/h200x4-firecracker-vm/vendor-facts.json"); }
 
 TEST(Cli, CheckExitCodesForScripts) {
-  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1").status, 1);  // NVIDIA's answer unknown: staged
+  // NVIDIA's answer unknown: staged for now, but the driver may allow peer: unknown.
+  auto unknown = tool("--sysroot " + h200() + " check gpu0 gpu1");
+  EXPECT_EQ(unknown.status, 3);
+  EXPECT_TRUE(unknown.output.starts_with("unknown: ")) << unknown.output;
+  EXPECT_NE(unknown.output.find("vendor.peer_supported"), std::string::npos) << unknown.output;
   EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1 --vendor-facts " + h200_vendor_facts()).status, 0);
-  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1 --require host_staged").status, 0);
+  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1 --require host_staged").status, 0);  // staged either way
+  // A certain "no": a site rule in front of everything refuses the pair whatever else is known.
+  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1 --require host_staged --rules " +
+                 test::data_path("policy/site-deny-first.yaml")).status, 1);
   EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu9").status, 2);
   EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0").status, 2);
+  auto j = tool("--sysroot " + h200() + " --format json check gpu0 gpu1");
+  EXPECT_EQ(j.status, 3);
+  EXPECT_EQ(json::parse(j.output)["answer"], "unknown");
+  EXPECT_EQ(json::parse(j.output)["satisfied"], false);
+}
+
+// A capture without root: config space cut at 64 bytes, so ACS and with it the kernel's verdict
+// are unknown for pairs whose path the kernel checks for ACS; with root the same pairs are known.
+TEST(Cli, CheckIsUnknownWhereTheKernelVerdictIs) {
+  std::string dir = ::testing::TempDir() + "/unpriv-check-" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/full");
+  fs::create_directories(dir + "/cut");
+  std::string tarball = test::data_path("kernel-oracle/h-d1-rp-acs-rr-cr-mf-switch/sysroot.tar.gz");
+  ASSERT_EQ(test::run_command("tar xzf " + tarball + " -C " + dir + "/full && tar xzf " + tarball + " -C " + dir +
+                              "/cut && find " + dir + "/cut -name config -type f -exec truncate -s 64 {} +").status,
+            0);
+  // A policy of the kernel's verdict alone, so that only the verdict can leave an answer open.
+  std::string kernel_only = " --no-default-rules --rules " + test::data_path("policy/kernel-only.yaml");
+  auto check = [&](const std::string& which, const std::string& pair) {
+    return tool("--sysroot " + dir + "/" + which + " check " + pair + kernel_only).status;
+  };
+  // Below one switch (the kernel's verdict BUS_ADDR, distance 4) and across the host bridge
+  // (NOT_SUPPORTED): certain with root.
+  EXPECT_EQ(check("full", "0000:03:00.0 0000:04:00.0"), 0);
+  EXPECT_EQ(check("full", "0000:03:00.0 0000:05:00.0"), 1);
+  // Without ACS the kernel's verdict is UNKNOWN: either map type may be the truth.
+  EXPECT_EQ(check("cut", "0000:03:00.0 0000:04:00.0"), 3);
+  EXPECT_EQ(check("cut", "0000:03:00.0 0000:04:00.0 --require host_staged"), 0);  // staging works either way
+  // The default policy says so too: kernel-verdict-unknown decides host_staged, in place of a peer
+  // rule further down.
+  auto text = tool("--sysroot " + dir + "/cut check 0000:03:00.0 0000:04:00.0");
+  EXPECT_EQ(text.status, 3);
+  EXPECT_NE(text.output.find("kernel.map_type"), std::string::npos) << text.output;
+  auto j = json::parse(tool("--sysroot " + dir + "/cut --format json check 0000:03:00.0 0000:04:00.0").output);
+  EXPECT_EQ(j["answer"], "unknown");
+  EXPECT_EQ(j["rule"], "kernel-verdict-unknown");
+  EXPECT_EQ(j["kernel"]["map_type"], "UNKNOWN");
+  fs::remove_all(dir);
+}
+
+// A site deny placed before the defaults decides pairs the default policy decides peer; the same
+// rule after the defaults does not. policy --fail-on turns the decisions into an exit status.
+TEST(Cli, SiteDenyPlacedFirstFiresAndFailOnReportsIt) {
+  std::string facts = " --vendor-facts " + h200_vendor_facts();
+  std::string first = " --rules " + test::data_path("policy/site-deny-first.yaml");
+  std::string after = " --rules " + test::data_path("policy/site-deny-after.yaml");
+  auto decisions = [&](const std::string& options) {
+    auto r = tool("--sysroot " + h200() + " --format json policy" + facts + options);
+    EXPECT_EQ(r.status, 0) << options;
+    std::map<std::string, int> out;
+    json doc = json::parse(r.output);
+    for (const auto& pair : doc["pairs"]) ++out[pair["decision"].get<std::string>() + " " + pair["rule"].dump()];
+    return out;
+  };
+  // The JSON lists each device with itself too (host_staged by the NVIDIA rules), and the NIC's 8 pairs.
+  auto defaults = decisions("");
+  EXPECT_EQ(defaults["peer \"nvlink\""], 12);
+  EXPECT_EQ(decisions(after), defaults);
+  auto placed = decisions(first);
+  EXPECT_EQ(placed["deny \"site-no-gpu-peer\""], 12 + 4);
+  EXPECT_EQ(placed.count("peer \"nvlink\""), 0u);
+  EXPECT_EQ(placed["host_staged \"kernel-refuses\""], defaults["host_staged \"kernel-refuses\""]);
+  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1" + facts + after).status, 0);
+  EXPECT_EQ(tool("--sysroot " + h200() + " check gpu0 gpu1" + facts + first).status, 1);
+
+  auto fail_on = [&](const std::string& options) { return tool("--sysroot " + h200() + " policy" + options).status; };
+  EXPECT_EQ(fail_on(facts + " --fail-on host_staged"), 1);  // the NIC's pairs are staged
+  EXPECT_EQ(fail_on(facts + " --fail-on deny"), 0);         // no default rule denies
+  EXPECT_EQ(fail_on(" --fail-on deny"), 0);
+  EXPECT_EQ(fail_on(facts + first + " --fail-on deny"), 1);
+  EXPECT_EQ(fail_on(facts + first + " --fail-on host_staged"), 1);  // deny is worse
+  EXPECT_EQ(fail_on(" --fail-on peer"), 2);
+  // Unknown: a placed deny that only an unknown fact (the NVIDIA driver's answer) could trigger.
+  std::string maybe = ::testing::TempDir() + "/deny-if-refused-" + std::to_string(::getpid()) + ".yaml";
+  std::ofstream(maybe) << "version: 1\nplacement: before-defaults\nrules:\n"
+                          "- {id: deny-if-refused, when: {provider.class: gpu, client.class: gpu, vendor.peer_supported: false},"
+                          " action: deny, reason: x}\n";
+  EXPECT_EQ(fail_on(" --rules " + maybe + " --fail-on deny"), 3);
+  EXPECT_EQ(fail_on(facts + " --rules " + maybe + " --fail-on deny"), 0);  // the driver says yes: no deny
+  fs::remove(maybe);
 }
 
 TEST(Cli, PolicyJsonNamesEachPairsGroupAndGivesEachGroupOnce) {

@@ -9,7 +9,9 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "p2paudit/policy/evaluate.h"
 #include "p2paudit/policy/facts.h"
+#include "p2paudit/policy/rule_analysis.h"
 #include "p2paudit/policy/rules.h"
 #include "test_support.h"
 
@@ -345,6 +347,208 @@ TEST(Decide, LaterFilesOverrideInPlaceOrReplaceAll) {
   EXPECT_EQ(replaced.decide(f).rule, "everything-staged");
 }
 
+// A file placed before the defaults goes in front of every rule of the files not so placed, after
+// earlier placed files; a placed id leaves its old place; an unplaced id still replaces in place.
+TEST(Decide, PlacedFilesGoInFrontOfTheDefaults) {
+  auto ids_of = [](const RuleSet& set) {
+    std::vector<std::string> ids;
+    for (const auto& r : set.rules()) ids.push_back(r.id);
+    return ids;
+  };
+  RuleSet set = RuleSet::load({test::data_path("policy/valid.yaml")});
+  set.add(parse(R"(version: 1
+placement: before-defaults
+rules:
+- {id: first-a, when: {kernel.allowed: false}, action: deny, reason: "a"}
+- {id: same-switch, when: {path.relation: same_switch}, action: deny, reason: "moved"}
+)"));
+  set.add(parse(R"(version: 1
+rules:
+- {id: nvlink, when: {vendor.nvlink: true}, action: host_staged, reason: "in place"}
+- {id: appended, when: always, action: peer, reason: "last"}
+)"));
+  set.add(parse_rule_file(R"(version: 1
+placement: before-defaults
+rules:
+- {id: first-b, when: {iommu.mode: off}, action: peer, reason: "b"}
+)", "b.yaml"));
+  EXPECT_EQ(ids_of(set), (std::vector<std::string>{"first-a", "same-switch", "first-b", "iommu-translating", "nvlink",
+                                                    "kernel-refuses", "small-bar", "appended"}));
+  EXPECT_EQ(set.rule_files()[2], "b.yaml");
+  EXPECT_EQ(set.rule_files()[4], "t.yaml");  // nvlink replaced in place by t.yaml's
+  EXPECT_EQ(set.rule_files()[3], test::data_path("policy/valid.yaml"));
+
+  // replace: true drops everything, placed rules included.
+  set.add(parse("version: 1\nreplace: true\nrules:\n- {id: only, when: always, action: deny, reason: x}\n"));
+  EXPECT_EQ(ids_of(set), std::vector<std::string>{"only"});
+  EXPECT_EQ(set.rule_files(), std::vector<std::string>{"t.yaml"});
+}
+
+// The point of placement: a site deny in front of the shipped policy decides a pair the defaults
+// would decide peer; the same rule after them never does.
+TEST(Decide, SiteDenyPlacedFirstOverridesTheDefaultPolicy) {
+  FactSet f;
+  f.set("kernel.map_type", std::string("BUS_ADDR"));
+  f.set("kernel.allowed", true);
+  f.set("vendor.copy_result", std::string("not_run"));
+  f.set("vendor.nvlink", false);
+  f.set("vendor.xgmi", false);
+  f.set("vendor.authority", std::string("kernel"));
+  f.set("provider.class", std::string("gpu"));
+  f.set("client.class", std::string("gpu"));
+  auto files = default_rule_files(P2PAUDIT_SOURCE_RULES_DIR);
+  RuleSet defaults = RuleSet::load(files);
+  ASSERT_EQ(defaults.decide(f).action, Action::kPeer);
+  EXPECT_EQ(defaults.decide(f).rule, "same-switch");
+
+  files.push_back(test::data_path("policy/site-deny-first.yaml"));
+  Decision d = RuleSet::load(files).decide(f);
+  EXPECT_EQ(d.action, Action::kDeny);
+  EXPECT_EQ(d.rule, "site-no-gpu-peer");
+  EXPECT_EQ(d.authority, Authority::kPlatform);
+
+  files.back() = test::data_path("policy/site-deny-after.yaml");
+  EXPECT_EQ(RuleSet::load(files).decide(f).rule, "same-switch");
+
+  // It also comes before the measurement rules: a corrupt copy no longer decides (deny is stricter).
+  f.set("vendor.copy_result", std::string("corrupt"));
+  files.back() = test::data_path("policy/site-deny-first.yaml");
+  EXPECT_EQ(RuleSet::load(files).decide(f).rule, "site-no-gpu-peer");
+}
+
+// ---- shadowed rules ----
+
+Condition when_of(const std::string& condition) { return parse(rule_with(condition)).rules.at(0).when; }
+
+bool covers(const std::string& earlier, const std::string& later) {
+  return condition_covers(when_of(earlier), when_of(later));
+}
+
+TEST(Shadow, CoveringConditionsAreFound) {
+  EXPECT_TRUE(covers("always", "{kernel.allowed: false}"));
+  EXPECT_TRUE(covers("always", "always"));
+  EXPECT_TRUE(covers("{kernel.allowed: false}", "{kernel.allowed: false, provider.class: gpu}"));
+  EXPECT_TRUE(covers("{kernel.allowed: false, provider.class: gpu}", "{provider.class: gpu, kernel.allowed: false, client.class: nic}"));
+  EXPECT_TRUE(covers("{provider.class: {in: [gpu, fpga]}}", "{provider.class: gpu}"));
+  EXPECT_TRUE(covers("{provider.class: {in: [gpu, fpga]}}", "{provider.class: {in: [fpga, gpu]}}"));
+  EXPECT_TRUE(covers("{provider.class: {ne: nic}}", "{provider.class: {in: [gpu, fpga]}}"));
+  EXPECT_TRUE(covers("{iommu.mode: {ne: translated}}", "{iommu.mode: {not_in: [translated, passthrough]}}"));  // enum: every value
+  EXPECT_TRUE(covers("{kernel.distance: {lt: 1024}}", "{kernel.distance: {lt: 8}}"));
+  EXPECT_TRUE(covers("{kernel.distance: {le: 8}}", "{kernel.distance: {lt: 8}}"));
+  EXPECT_TRUE(covers("{kernel.distance: {gt: 7}}", "{kernel.distance: {ge: 8, lt: 16}}"));
+  EXPECT_TRUE(covers("{kernel.distance: {ne: 2000}}", "{kernel.distance: {lt: 1024}}"));
+  EXPECT_TRUE(covers("{kernel.distance: {ge: 0, lt: 2000}}", "{kernel.distance: {ge: 8, lt: 1024}}"));
+  EXPECT_TRUE(covers("{provider.driver: {not_in: [nvidia]}}", "{provider.driver: {not_in: [nvidia, nouveau]}}"));
+  EXPECT_TRUE(covers("{provider.driver: {regex: '^nv'}}", "{provider.driver: nvidia}"));
+  EXPECT_TRUE(covers("{provider.vendor: {unknown: false}}", "{provider.vendor: \"10de\"}"));
+  EXPECT_TRUE(covers("{kernel.allowed: {unknown: true}}", "{kernel.allowed: {unknown: true}, provider.class: gpu}"));
+  EXPECT_TRUE(covers("{any: [{provider.class: gpu}, {client.class: gpu}]}", "{client.class: gpu, kernel.allowed: true}"));
+  EXPECT_TRUE(covers("{provider.class: gpu}", "{any: [{provider.class: gpu, client.class: nic}, {provider.class: gpu, client.class: fpga}]}"));
+  EXPECT_TRUE(covers("{not: {iommu.mode: translated}}", "{not: {iommu.mode: translated}, kernel.allowed: true}"));
+}
+
+TEST(Shadow, NoFalseCoverage) {
+  EXPECT_FALSE(covers("{kernel.allowed: false, provider.class: gpu}", "{kernel.allowed: false}"));  // later is wider
+  EXPECT_FALSE(covers("{provider.class: gpu}", "{provider.class: {in: [gpu, fpga]}}"));
+  EXPECT_FALSE(covers("{kernel.allowed: false}", "always"));
+  EXPECT_FALSE(covers("{kernel.allowed: false}", "{kernel.allowed: true}"));
+  EXPECT_FALSE(covers("{provider.class: gpu}", "{client.class: gpu}"));
+  EXPECT_FALSE(covers("{kernel.distance: {lt: 8}}", "{kernel.distance: {le: 8}}"));
+  EXPECT_FALSE(covers("{kernel.distance: {lt: 1024}}", "{kernel.distance: {ne: 2000}}"));
+  EXPECT_FALSE(covers("{provider.driver: {ne: nvidia}}", "{provider.driver: {ne: amdgpu}}"));
+  EXPECT_FALSE(covers("{provider.driver: {regex: '^nv'}}", "{provider.driver: {regex: '^nvi'}}"));  // not shown: only equal regexes
+  // Kleene logic: `ne` and `not` are unknown, not true, on an unknown fact.
+  EXPECT_FALSE(covers("{kernel.allowed: {ne: true}}", "{kernel.allowed: {unknown: true}}"));
+  EXPECT_FALSE(covers("{not: {kernel.allowed: true}}", "{kernel.allowed: {unknown: true}}"));
+  EXPECT_FALSE(covers("{kernel.allowed: {unknown: true}}", "{kernel.allowed: false}"));
+  EXPECT_FALSE(covers("{provider.vendor: \"10de\"}", "{provider.vendor: {unknown: false}}"));
+  // `any` in the earlier rule needs one operand that covers; in the later one, every operand covered.
+  EXPECT_FALSE(covers("{any: [{provider.class: gpu, kernel.allowed: true}, {client.class: gpu}]}", "{provider.class: gpu}"));
+  EXPECT_FALSE(covers("{provider.class: gpu}", "{any: [{provider.class: gpu}, {client.class: gpu}]}"));
+  EXPECT_FALSE(covers("{not: {provider.class: gpu}}", "{not: {provider.class: {in: [gpu, nic]}}}"));  // not compared beyond equality
+  EXPECT_FALSE(covers("{not: {any: [{provider.class: gpu}, {client.class: gpu}]}}", "{not: {provider.class: gpu}}"));
+}
+
+TEST(Shadow, WarningsNameTheShadowedRuleAndWhatShadowsIt) {
+  RuleSet set;
+  set.add(parse_rule_file(R"(version: 1
+rules:
+- {id: early, when: {kernel.allowed: false}, action: host_staged, reason: x}
+- {id: note, when: {kernel.allowed: false}, action: warn, reason: warn rules are never shadowed}
+- {id: late, when: {kernel.allowed: false, provider.class: gpu}, action: deny, reason: x}
+- {id: other, when: {kernel.allowed: true}, action: peer, reason: x}
+)", "s.yaml"));
+  auto shadowed = find_shadowed_rules(set);
+  ASSERT_EQ(shadowed.size(), 1u);
+  EXPECT_EQ(shadowed[0].shadowed, 2u);
+  EXPECT_EQ(shadowed[0].shadowing, 0u);
+  auto warnings = shadow_warnings(set, {"s.yaml"});
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_TRUE(warnings[0].warning);
+  EXPECT_EQ(warnings[0].str(),
+            "s.yaml:5:3: warning: rule 'late' (deny, position 3 of 4) can never decide: rule 'early' (position 1, s.yaml:3:3) "
+            "is true whenever it is and decides first");
+  EXPECT_TRUE(shadow_warnings(set, {"elsewhere.yaml"}).empty());
+}
+
+// The shipped policy has no rule that can never decide, alone or with the test's site files.
+TEST(Shadow, TheDefaultPolicyShadowsNothing) {
+  auto files = default_rule_files(P2PAUDIT_SOURCE_RULES_DIR);
+  EXPECT_TRUE(find_shadowed_rules(RuleSet::load(files)).empty());
+  files.push_back(test::data_path("policy/site-deny-first.yaml"));
+  EXPECT_TRUE(find_shadowed_rules(RuleSet::load(files)).empty());
+  files.back() = test::data_path("policy/site-deny-shadowed.yaml");
+  auto set = RuleSet::load(files);
+  auto shadowed = find_shadowed_rules(set);
+  ASSERT_EQ(shadowed.size(), 1u);
+  EXPECT_EQ(set.rules()[shadowed[0].shadowed].id, "site-no-switch-peer");
+  EXPECT_EQ(set.rules()[shadowed[0].shadowing].id, "same-switch");
+}
+
+// ---- certain answers ----
+
+TEST(Answer, UnknownWhenAnUnknownFactCouldChangeIt) {
+  RuleSet set;
+  set.add(parse(R"(version: 1
+rules:
+- {id: fabric, when: {vendor.nvlink: true}, action: peer, reason: x}
+- {id: unknown-verdict, when: {kernel.allowed: {unknown: true}}, action: host_staged, reason: x}
+- {id: refused, when: {kernel.allowed: false}, action: host_staged, reason: x}
+- {id: switch, when: {kernel.map_type: BUS_ADDR}, action: peer, reason: x}
+)"));
+  auto peer = [](Action a) { return a == Action::kPeer; };
+  auto staged_ok = [](Action a) { return a != Action::kDeny; };
+  FactSet refused;
+  refused.set("vendor.nvlink", false);
+  refused.set("kernel.allowed", false);
+  refused.set("kernel.map_type", std::string("NOT_SUPPORTED"));
+  EXPECT_EQ(answer(set, refused, set.decide(refused), peer), Answer::kNo);
+
+  FactSet no_fabric_known = refused;
+  no_fabric_known.set_unknown("vendor.nvlink");  // NVLink would make it peer
+  EXPECT_EQ(set.decide(no_fabric_known).action, Action::kHostStaged);
+  EXPECT_EQ(answer(set, no_fabric_known, set.decide(no_fabric_known), peer), Answer::kUnknown);
+  EXPECT_EQ(answer(set, no_fabric_known, set.decide(no_fabric_known), staged_ok), Answer::kYes);  // both answers are yes
+
+  // The kernel verdict unknown: the rule that decides on not knowing stands in for a later one.
+  FactSet unreadable;
+  unreadable.set("vendor.nvlink", false);
+  unreadable.set("kernel.map_type", std::string("UNKNOWN"));
+  EXPECT_EQ(set.decide(unreadable).rule, "unknown-verdict");
+  EXPECT_EQ(answer(set, unreadable, set.decide(unreadable), peer), Answer::kUnknown);
+  EXPECT_EQ(answer(set, unreadable, set.decide(unreadable), staged_ok), Answer::kYes);
+
+  FactSet below_switch;
+  below_switch.set("vendor.nvlink", false);
+  below_switch.set("kernel.allowed", true);
+  below_switch.set("kernel.map_type", std::string("BUS_ADDR"));
+  EXPECT_EQ(answer(set, below_switch, set.decide(below_switch), peer), Answer::kYes);
+  // "is it deny?": no rule denies, so no unknown fact can make it so.
+  auto denied = [](Action a) { return a == Action::kDeny; };
+  EXPECT_EQ(answer(set, no_fabric_known, set.decide(no_fabric_known), denied), Answer::kNo);
+  EXPECT_EQ(answer(set, unreadable, set.decide(unreadable), denied), Answer::kNo);
+}
+
 // ---- templates ----
 
 TEST(Template, SubstitutesFactsUnknownsSizesAndBraces) {
@@ -388,12 +592,18 @@ TEST(Lint, FileLevelKeys) {
   EXPECT_EQ(only_error("rules: []\n"), "t.yaml:1:1: missing 'version: 1'");
   EXPECT_EQ(lint_errors("version: 1\nrule: []\n"),
             (std::vector<std::string>{
-                "t.yaml:2:1: unknown key 'rule' in the rule file (expected one of: version, description, kind, replace, rules)",
+                "t.yaml:2:1: unknown key 'rule' in the rule file (expected one of: version, description, kind, replace, placement, rules)",
                 "t.yaml:1:1: missing 'rules:'"}));
   EXPECT_EQ(only_error("version: 1\nreplace: yes\nrules: []\n"), "t.yaml:2:10: 'replace' must be true or false, not 'yes'");
   EXPECT_EQ(only_error("version: 1\nkind: advisory\nrules: []\n"),
             "t.yaml:2:7: 'advisory' is not a valid kind (one of: advisories, policy)");
   EXPECT_EQ(only_error("version: 1\nrules: {}\n"), "t.yaml:2:8: 'rules' must be a list of rules, not a mapping");
+  EXPECT_EQ(only_error("version: 1\nplacement: first\nrules: []\n"),
+            "t.yaml:2:12: 'first' is not a valid placement (one of: after-defaults, before-defaults)");
+  EXPECT_EQ(only_error("version: 1\nplacement: [before-defaults]\nrules: []\n"),
+            "t.yaml:2:12: 'placement' must be a single value, not a list");
+  EXPECT_EQ(parse("version: 1\nplacement: before-defaults\nrules: []\n").placement, Placement::kBeforeDefaults);
+  EXPECT_EQ(parse("version: 1\nrules: []\n").placement, Placement::kAfterDefaults);
   EXPECT_EQ(only_error("- 1\n"), "t.yaml:1:1: a rule file is a mapping with 'version: 1' and 'rules:', not a list");
 }
 
@@ -556,6 +766,42 @@ TEST(RulesCli, LintGoodFilesExitsZero) {
   auto mixed = tool("rules lint " + test::shell_quote(valid) + " " + test::shell_quote(test::data_path("policy/broken.yaml")) + " 2>/dev/null");
   EXPECT_EQ(mixed.status, 2);
   EXPECT_EQ(mixed.output, valid + ": 5 rules OK\n");
+}
+
+// Linted where it will be used, after the default policy: a site deny that a default rule always
+// decides before is a warning at its own place, naming the shadowing rule and its position.
+TEST(RulesCli, LintWarnsAboutShadowedRulesInTheDefaultsContext) {
+  std::string site = test::data_path("policy/site-deny-shadowed.yaml");
+  auto defaults = RuleSet::load(default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
+  size_t same_switch = 0;
+  while (same_switch < defaults.rules().size() && defaults.rules()[same_switch].id != "same-switch") ++same_switch;
+  ASSERT_LT(same_switch, defaults.rules().size());
+  std::string expected = site + ":8:5: warning: rule 'site-no-switch-peer' (deny, position " +
+                         std::to_string(defaults.rules().size() + 2) + " of " + std::to_string(defaults.rules().size() + 2) +
+                         ") can never decide: rule 'same-switch' (position " + std::to_string(same_switch + 1) + ", ";
+  auto r = tool("rules lint " + test::shell_quote(site) + " 2>&1");
+  EXPECT_EQ(r.status, 0);  // a warning does not fail lint
+  EXPECT_NE(r.output.find(site + ": 2 rules OK\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+  EXPECT_EQ(tool("rules lint --strict " + test::shell_quote(site) + " 2>/dev/null").status, 2);
+  EXPECT_EQ(tool("rules lint --werror " + test::shell_quote(site) + " 2>/dev/null").status, 2);
+  // Alone, nothing shadows it.
+  auto alone = tool("rules lint --no-default-rules --strict " + test::shell_quote(site) + " 2>&1");
+  EXPECT_EQ(alone.status, 0);
+  EXPECT_EQ(alone.output, site + ": 2 rules OK\n");
+  // Placed first, it is not shadowed either, and neither is anything it precedes.
+  EXPECT_EQ(tool("rules lint --strict " + test::shell_quote(test::data_path("policy/site-deny-first.yaml")) + " 2>&1").status, 0);
+
+  auto j = tool("rules lint --format json " + test::shell_quote(site));
+  EXPECT_EQ(j.status, 0);
+  json doc = json::parse(j.output);
+  ASSERT_EQ(doc["diagnostics"].size(), 1u) << j.output;
+  EXPECT_EQ(doc["diagnostics"][0]["severity"], "warning");
+  EXPECT_EQ(doc["diagnostics"][0]["line"], 8);
+  EXPECT_EQ(doc["diagnostics"][0]["column"], 5);
+  EXPECT_EQ(doc["files"][0]["rules"], 2);
+  auto broken = json::parse(tool("rules lint --format json " + test::shell_quote(test::data_path("policy/broken.yaml"))).output);
+  for (const auto& d : broken["diagnostics"]) EXPECT_EQ(d["severity"], "error");
 }
 
 TEST(RulesCli, FactsAsTextAndJson) {

@@ -119,7 +119,8 @@ TEST(ProbeFacts, LivePolicyAsksTheRuntimesUnlessNoProbe) {
 
   // check: the exit status follows.
   EXPECT_EQ(test::run_command(fakes_env("ok") + tool + " check gpu0 gpu1 >/dev/null 2>&1").status, 0);
-  EXPECT_EQ(test::run_command(fakes_env("ok") + tool + " check --no-probe gpu0 gpu1 >/dev/null 2>&1").status, 1);
+  // Unasked, the driver's answer is unknown: staged for now, but it may allow peer.
+  EXPECT_EQ(test::run_command(fakes_env("ok") + tool + " check --no-probe gpu0 gpu1 >/dev/null 2>&1").status, 3);
   // A driver that refuses: host-staged by the driver's own answer.
   r = test::run_command(fakes_env("p2p_not_supported") + tool + " policy --details --format json 2>/dev/null");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -299,8 +300,11 @@ TEST(ProbeReality, OutOfDeviceMemoryOnTheB70SeedIsTheKernelsRefusal) {
   // The policy that follows: host-staged, by the kernel's refusal (the copy failure agrees).
   r = test::run_command(ze_env("copy_oodm") + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(machine.dir()) +
                         " check --format json 0000:03:00.0 0000:07:00.0 2>/dev/null");
-  EXPECT_EQ(r.status, 1);
+  // Exit 3: no runtime says whether an NVLink or XGMI joins the two, and the default policy's
+  // nvlink and xgmi rules, ahead of the kernel's refusal, would then decide peer.
+  EXPECT_EQ(r.status, 3);
   auto d = json::parse(r.output);
+  EXPECT_EQ(d["answer"], "unknown");
   EXPECT_EQ(d["decision"], "host_staged");
   EXPECT_EQ(d["rule"], "kernel-refuses");
   EXPECT_EQ(d["runtime_probe"]["source"], "live");

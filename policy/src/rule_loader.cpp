@@ -18,7 +18,7 @@ namespace p2paudit::policy {
 namespace {
 
 constexpr std::string_view kRuleKeys[] = {"id", "description", "when", "action", "reason", "remedy", "authority", "source"};
-constexpr std::string_view kFileKeys[] = {"version", "description", "kind", "replace", "rules"};
+constexpr std::string_view kFileKeys[] = {"version", "description", "kind", "replace", "placement", "rules"};
 
 const std::map<std::string_view, Operator> kOperators = {
     {"eq", Operator::kEq},       {"ne", Operator::kNe}, {"in", Operator::kIn},       {"not_in", Operator::kNotIn},
@@ -262,6 +262,10 @@ class Loader {
         if (auto v = one_of(key, value, kKinds)) out.kind = *v;
       } else if (name == "replace") {
         if (auto v = boolean(key, value)) out.replace = *v;
+      } else if (name == "placement") {
+        static const std::map<std::string_view, Placement> kPlacements = {{"after-defaults", Placement::kAfterDefaults},
+                                                                         {"before-defaults", Placement::kBeforeDefaults}};
+        if (auto v = one_of(key, value, kPlacements)) out.placement = *v;
       } else if (name == "rules") {
         has_rules = true;
         if (!value.IsSequence()) error(value_mark(key, value), fmt::format("'rules' must be a list of rules, not {}", node_kind(value)));
@@ -283,6 +287,9 @@ class Loader {
     size_t errors_before = errors_.size();
     Rule rule;
     rule.origin = fmt::format("{}:{}", file_, node.Mark().line + 1);
+    TextPosition start = yaml_position(node.Mark());
+    rule.line = start.line;
+    rule.column = start.column;
     bool has_id = false, has_when = false, has_action = false, has_reason = false;
     for_each_entry(node, kRuleKeys, "a rule", [&](const YAML::Node& key, const YAML::Node& value) {
       const std::string& name = key.Scalar();
@@ -625,7 +632,9 @@ class Loader {
 
 }  // namespace
 
-std::string Diagnostic::str() const { return fmt::format("{}: {}", format_position(file, TextPosition{line, column}), message); }
+std::string Diagnostic::str() const {
+  return fmt::format("{}: {}{}", format_position(file, TextPosition{line, column}), warning ? "warning: " : "", message);
+}
 
 namespace {
 std::string join_diagnostics(const std::vector<Diagnostic>& diagnostics) {

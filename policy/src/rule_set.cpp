@@ -27,12 +27,33 @@ const char* to_string(Authority a) {
   return "?";
 }
 
+const char* to_string(Placement p) {
+  return p == Placement::kBeforeDefaults ? "before-defaults" : "after-defaults";
+}
+
 void RuleSet::add(RuleFile file) {
-  if (file.replace) rules_.clear();
+  if (file.replace) {
+    rules_.clear();
+    files_.clear();
+    placed_in_front_ = 0;
+  }
+  const bool in_front = file.placement == Placement::kBeforeDefaults;
   for (auto& rule : file.rules) {
     auto same_id = std::find_if(rules_.begin(), rules_.end(), [&](const Rule& r) { return r.id == rule.id; });
-    if (same_id != rules_.end()) *same_id = std::move(rule);
-    else rules_.push_back(std::move(rule));
+    size_t at = static_cast<size_t>(same_id - rules_.begin());
+    if (same_id != rules_.end() && !in_front) {  // replaces the rule where it stood
+      *same_id = std::move(rule);
+      files_[at] = file.path;
+      continue;
+    }
+    if (same_id != rules_.end()) {  // placed: the old rule leaves its place
+      rules_.erase(same_id);
+      files_.erase(files_.begin() + static_cast<std::ptrdiff_t>(at));
+      if (at < placed_in_front_) --placed_in_front_;
+    }
+    size_t where = in_front ? placed_in_front_++ : rules_.size();
+    rules_.insert(rules_.begin() + static_cast<std::ptrdiff_t>(where), std::move(rule));
+    files_.insert(files_.begin() + static_cast<std::ptrdiff_t>(where), file.path);
   }
 }
 

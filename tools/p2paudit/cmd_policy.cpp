@@ -12,6 +12,7 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
+#include "p2paudit/policy/rule_analysis.h"
 #include "p2paudit/policy/what_if.h"
 
 namespace p2paudit::cli {
@@ -28,6 +29,7 @@ struct PolicyArgs {
   bool details = false;             // policy: every pair's own reasons (and facts in JSON)
   std::vector<std::string> pair;    // check: PROVIDER CLIENT
   std::string require = "peer";     // check: peer | host_staged
+  std::string fail_on;              // policy --fail-on host_staged|deny: exit 1 when a pair is that bad
   bool no_probe = false;            // --no-probe: do not ask the runtimes on a live machine
 };
 
@@ -72,6 +74,39 @@ Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
   return ctx;
 }
 
+// How bad a decision is, for --fail-on: peer < host_staged < deny.
+int badness(policy::Action a) {
+  switch (a) {
+    case policy::Action::kPeer: return 0;
+    case policy::Action::kHostStaged: return 1;
+    default: return 2;
+  }
+}
+
+int exit_status(policy::Answer a) {
+  return a == policy::Answer::kYes ? kExitOk : a == policy::Answer::kNo ? kExitNo : kExitUnknown;
+}
+
+// policy --fail-on: 1 when a listed pair's decision is at least `fail_on`, else 3 when a pair's
+// answer to "is it that bad?" is unknown (rule_analysis.h), else 0.
+int fail_on_status(policy::PolicyEvaluator& evaluator, const policy::RuleSet& rules,
+                   const std::vector<NamedFunction>& devices, const std::string& fail_on) {
+  int limit = badness(fail_on == "deny" ? policy::Action::kDeny : policy::Action::kHostStaged);
+  auto bad = [&](policy::Action a) { return badness(a) >= limit; };
+  bool unknown = false;
+  for (size_t r = 0; r < devices.size(); ++r)
+    for (size_t c = 0; c < devices.size(); ++c) {
+      if (r == c) continue;
+      const auto& group = evaluator.groups()[evaluator.decide(devices[r].index, devices[c].index, false)];
+      if (bad(group.action)) return kExitNo;
+      if (unknown) continue;  // still looking for a bad pair, which outranks
+      policy::Decision d;
+      d.action = group.action;
+      unknown = policy::answer(rules, evaluator.facts(devices[r].index, devices[c].index), d, bad) == policy::Answer::kUnknown;
+    }
+  return unknown ? kExitUnknown : kExitOk;
+}
+
 void add_rule_options(CLI::App* cmd, PolicyArgs& args) {
   cmd->add_option("--rules", args.rules, "Policy or advisories YAML applied after the default (repeatable)");
   cmd->add_flag("--no-default-rules", args.no_default, "Use only the --rules files");
@@ -88,7 +123,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     MachineAsRead as_read = load_machine_as_read(global);
     policy::PolicyEvaluator before(as_read.topo, as_read.kernel, ctx.rules, vendor_of(ctx));
     print_changes(global, ctx.topo, policy::decision_changes(before, evaluator, devices), as_read.kernel, ctx.kernel);
-    return kExitOk;
+    return args.fail_on.empty() ? kExitOk : fail_on_status(evaluator, ctx.rules, devices, args.fail_on);
   }
   if (global.format == "env") {
     std::cout << policy::env_exports(evaluator, devices);
@@ -101,7 +136,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     if (!ctx.runtimes.asked.empty()) std::cout << ": " << fmt::format("{}", fmt::join(ctx.runtimes.asked, ", "));
     std::cout << "\n";
   }
-  return kExitOk;
+  return args.fail_on.empty() ? kExitOk : fail_on_status(evaluator, ctx.rules, devices, args.fail_on);
 }
 
 int run_check(const GlobalOptions& global, const PolicyArgs& args) {
@@ -109,8 +144,11 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
   size_t provider = resolve_device(ctx.topo, global, args.pair[0]);
   size_t client = resolve_device(ctx.topo, global, args.pair[1]);
   auto d = policy::PolicyEvaluator(ctx.topo, ctx.kernel, ctx.rules, vendor_of(ctx)).decide_in_full(provider, client);
-  bool ok = args.require == "peer" ? d.decision.action == policy::Action::kPeer
-                                   : d.decision.action != policy::Action::kDeny;
+  auto meets = [&](policy::Action a) {
+    return args.require == "peer" ? a == policy::Action::kPeer : a != policy::Action::kDeny;
+  };
+  bool ok = meets(d.decision.action);
+  policy::Answer answer = policy::answer(ctx.rules, d.facts, d.decision, meets);
   std::optional<PairChange> what_if;  // --diff: this pair in the machine as read -> under the options
   std::vector<std::string> assumed;
   if (global.diff) {
@@ -131,13 +169,21 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
     j["require"] = args.require;
     j["runtime_probe"] = runtimes_json(ctx.runtimes);
     j["satisfied"] = ok;
+    j["answer"] = policy::to_string(answer);
     if (what_if) j["what_if"] = {{"changed", what_if->before != what_if->after},
                                  {"change", change_json(ctx.topo, *what_if)}, {"notes", assumed}};
     std::cout << dump_json(j);
   } else {
-    std::cout << fmt::format("{}: {} -> {}: {} ({})\n", ok ? "yes" : "no", ctx.topo.functions[provider].bdf.str(),
+    std::cout << fmt::format("{}: {} -> {}: {} ({})\n", policy::to_string(answer), ctx.topo.functions[provider].bdf.str(),
                              ctx.topo.functions[client].bdf.str(), policy::to_string(d.decision.action),
                              d.decision.reason);
+    if (answer == policy::Answer::kUnknown) {
+      std::vector<std::string> facts = d.decision.decisive_unknown_facts;
+      if (const auto* map_type = d.facts.get("kernel.map_type"); map_type && *map_type == policy::FactValue(std::string("UNKNOWN")))
+        facts.insert(facts.begin(), "kernel.map_type (the kernel's verdict)");
+      std::cout << fmt::format("unknown: the answer to --require {} depends on facts not known here{}{}\n", args.require,
+                               facts.empty() ? "" : ": ", fmt::join(facts, ", "));
+    }
     if (what_if) {
       std::cout << (what_if->before != what_if->after ? "what-if: " + change_line(ctx.topo, *what_if)
                                                       : "what-if: unchanged against the machine as read")
@@ -145,7 +191,7 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
       for (const auto& note : assumed) std::cout << "Note: " << note << "\n";
     }
   }
-  return ok ? kExitOk : kExitNo;
+  return exit_status(answer);
 }
 
 }  // namespace
@@ -157,9 +203,13 @@ void add_policy_command(CLI::App& app, const GlobalOptions& global, int* status)
   cmd->add_flag("--all", args->all, "Every PCI function, not only GPUs, accelerators, FPGAs, NVMe, NICs and InfiniBand");
   cmd->add_flag("--details", args->details,
                 "Every pair's own reasons, remedies and warnings (and facts in JSON), not once per decision group");
+  cmd->add_option("--fail-on", args->fail_on,
+                  "Exit 1 when a listed pair's decision is this or worse (deny is worse than host_staged), 3 when none is "
+                  "but unknown facts could make one so")
+      ->check(CLI::IsMember({"host_staged", "deny"}));
   cmd->callback([&global, status, args] { *status = run_policy(global, *args); });
 
-  auto check = app.add_subcommand("check", "Exit 0 when PROVIDER -> CLIENT meets --require, 1 when not, 2 on error");
+  auto check = app.add_subcommand("check", "Exit 0 when PROVIDER -> CLIENT meets --require, 1 when not, 3 when unknown facts decide, 2 on error");
   check->add_option("pair", args->pair, "PROVIDER CLIENT (BDFs or names such as gpu0)")->required()->expected(2);
   check->add_option("--require", args->require, "peer (default) or host_staged (anything but deny)")
       ->check(CLI::IsMember({"peer", "host_staged"}));

@@ -136,5 +136,6 @@ void add_aggregate_command(CLI::App& app, const GlobalOptions& global, int* stat
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitNo = 1;      // a check's answer was "no"
 inline constexpr int kExitError = 2;   // bad input, unreadable sysroot, usage error
+inline constexpr int kExitUnknown = 3; // check, policy --fail-on: the answer depends on unknown facts
 
 }  // namespace p2paudit::cli

@@ -82,16 +82,26 @@ struct Rule {
   std::optional<Authority> authority;  // what the decision rests on, when the rule says
   std::string source;                  // public reference; required in advisories files
   std::string origin;                  // "FILE:LINE" where the rule starts
+  int line = 0, column = 0;            // where the rule starts in its file (1-based; 0: not from a file)
 };
 
 // kAdvisories: known problems from public reports; every rule must carry a `source`.
 enum class RuleFileKind { kPolicy, kAdvisories };
+
+// Where a file's rules stand in the rule set (the file's top-level `placement:`).
+// kAfterDefaults (the default): appended after the rules loaded before it, a rule whose id was
+// already loaded replacing that rule where it stood. kBeforeDefaults: in front of every rule of the
+// files not so placed (the default policy, the advisories, other --rules files), after the rules of
+// earlier before-defaults files; a rule whose id was already loaded moves there.
+enum class Placement { kAfterDefaults, kBeforeDefaults };
+const char* to_string(Placement p);  // "after-defaults", "before-defaults"
 
 struct RuleFile {
   std::string path;
   std::string description;
   RuleFileKind kind = RuleFileKind::kPolicy;
   bool replace = false;  // drop every rule loaded before this file
+  Placement placement = Placement::kAfterDefaults;
   std::vector<Rule> rules;
 };
 
@@ -101,7 +111,8 @@ struct Diagnostic {
   int line = 1;
   int column = 1;
   std::string message;
-  std::string str() const;  // "FILE:LINE:COLUMN: message"
+  bool warning = false;     // a lint warning (a shadowed rule), not an error: the file still loads
+  std::string str() const;  // "FILE:LINE:COLUMN: message", "FILE:LINE:COLUMN: warning: message"
 };
 
 // what() is every diagnostic's str(), one per line (no trailing newline).
@@ -157,13 +168,16 @@ inline constexpr std::string_view kNoRuleDecided = "no rule decided";
 nlohmann::json decision_to_json(const Decision& d);
 
 // Rule files combined in order. A rule whose id an earlier file already used replaces that rule
-// where it stood; a file with `replace: true` first drops everything loaded before it.
+// where it stood; a file with `replace: true` first drops everything loaded before it. A file
+// placed before the defaults (Placement) goes in front of the rules of the files not so placed.
 class RuleSet {
  public:
   void add(RuleFile file);
   static RuleSet load(const std::vector<std::string>& paths);
 
   const std::vector<Rule>& rules() const { return rules_; }
+  // The file each rule came from (the RuleFile's path), parallel to rules().
+  const std::vector<std::string>& rule_files() const { return files_; }
 
   // Rules are evaluated in order. Every warn rule is evaluated; the first peer, host_staged or
   // deny rule whose `when` is true decides and later ones are not evaluated. With none, the
@@ -176,6 +190,8 @@ class RuleSet {
 
  private:
   std::vector<Rule> rules_;
+  std::vector<std::string> files_;  // parallel to rules_
+  size_t placed_in_front_ = 0;      // rules_[0, placed_in_front_) came from before-defaults files
 };
 
 }  // namespace p2paudit::policy

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// Reasoning about a rule set rather than running it: which deciding rules can never decide
+// (`rules lint` warns about them), and whether a decision's yes/no answer could change once the
+// facts a pair lacks were known (`check` and `policy --fail-on` exit 3 then). docs/policy-rules.md
+// ("Shadowed rules") and docs/policy.md ("check exit status") describe both.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "p2paudit/policy/rules.h"
+
+namespace p2paudit::policy {
+
+// True only when `earlier` is true on every fact set on which `later` is true (Kleene logic: true,
+// not merely "not false"). Sound, not complete: false means "not shown", never a false claim.
+// Shown by the structure of the trees: `always`; every conjunct of an `all` covered; some operand
+// of an `any` covering; the same test; or a test on the same fact whose values imply the other's
+// (an `eq`/`in` value that passes the other test, every value of a bool or enum fact, numeric
+// bounds, `ne`/`not_in` sets).
+bool condition_covers(const Condition& earlier, const Condition& later);
+
+// A deciding rule (peer, host_staged, deny) that can never decide: an earlier deciding rule's
+// `when` covers its `when`, so that rule decides first whenever this one would fire.
+struct ShadowedRule {
+  size_t shadowed = 0;   // index into RuleSet::rules()
+  size_t shadowing = 0;  // the first earlier deciding rule that covers it
+};
+// The work is bounded (per question and per rule set); what is left unexamined is not reported.
+std::vector<ShadowedRule> find_shadowed_rules(const RuleSet& rules);
+
+// Lint warnings (Diagnostic::warning set) for the shadowed rules where the shadowed or the
+// shadowing rule comes from one of `files` (RuleSet::rule_files()), at the shadowed rule's
+// FILE:LINE:COLUMN, naming the shadowing rule, its place and its 1-based position in the set.
+std::vector<Diagnostic> shadow_warnings(const RuleSet& rules, const std::set<std::string>& files);
+
+// A yes/no question about a decision ("does it meet --require peer?", "is it deny?") answered for
+// certain or not. kUnknown: for some values of the facts the pair lacks, the same rules would
+// answer otherwise. Worked out by running the rules once more with every unknown fact open
+// (a test on it is unknown, `unknown: true` included, since the fact may become known); a
+// kernel.map_type of UNKNOWN (the analysis could not tell, e.g. ACS unreadable without root) counts
+// as unknown too. Each deciding rule that is then unknown could decide, the first that is still
+// true decides, and with none the fallback host_staged: the answer is unknown when those outcomes
+// do not all answer alike.
+enum class Answer { kYes, kNo, kUnknown };
+const char* to_string(Answer a);  // "yes", "no", "unknown"
+Answer answer(const RuleSet& rules, const FactSet& facts, const Decision& decision,
+              const std::function<bool(Action)>& yes);
+
+}  // namespace p2paudit::policy
