@@ -683,6 +683,37 @@ TEST(DumpCli, UsageErrorsAreOneLineExitTwo) {
   EXPECT_EQ(tool("--lspci-dump " + dump + " --dump-iommu sometimes topology").status, 2);
 }
 
+TEST(DumpCli, MessagesSpeakOfTheDump) {
+  // A dump of 256 bytes a function: every ACS is unknown. What the dump lacks is said, with the
+  // command to rerun; nothing tells the reader to run p2paudit as root or speaks of a sysroot.
+  std::string dump = "--lspci-dump " + test::data_path("lspci-dumps/PCI-X-bridges-and-domains") + " ";
+  for (const char* cmd : {"", "topology", "matrix --all", "explain 0000:00:01.0 0000:00:01.0", "--format json",
+                          "topology --format json", "matrix --all --format json", "--assume-acs-off all matrix --all",
+                          "--assume-acs-off all explain 0000:00:01.0 0000:00:01.0"}) {
+    auto r = tool(dump + cmd, true);
+    EXPECT_EQ(r.status, 0) << cmd;
+    for (const char* wrong : {"as root", "this sysroot", "unprivileged", "\"sysroot\""})
+      EXPECT_EQ(r.output.find(wrong), std::string::npos) << cmd << ": " << wrong << "\n" << r.output;
+    EXPECT_NE(r.output.find("rerun `sudo lspci -xxxx`"), std::string::npos) << cmd << "\n" << r.output;
+  }
+  auto explain = tool(dump + "explain 0000:00:01.0 0000:00:01.0");
+  EXPECT_NE(explain.output.find("Why: cannot be known from this dump: the ACS control register of 0000:00:01.0 is not "
+                                "in the dump: it has 256 bytes of config space for 0000:00:01.0; rerun `sudo lspci "
+                                "-xxxx`"),
+            std::string::npos)
+      << explain.output;
+  EXPECT_NE(explain.output.find("0000:00:01.0  provider  ACS not in the dump (256 bytes of config space)"),
+            std::string::npos)
+      << explain.output;
+  auto acs_off = tool(dump + "--assume-acs-off 0000:00:01.0 topology");
+  EXPECT_NE(acs_off.output.find("the ACS control register of 0000:00:01.0 is not in the dump (it has 256 bytes of "
+                                "config space for 0000:00:01.0): left unknown; rerun `sudo lspci -xxxx`"),
+            std::string::npos)
+      << acs_off.output;
+  auto j = json::parse(tool(dump + "topology --format json").output);
+  EXPECT_EQ(j["source"]["lspci_dump"], test::data_path("lspci-dumps/PCI-X-bridges-and-domains"));
+}
+
 TEST(DumpCli, UnknownDeviceNamesTheDump) {
   auto r = tool_stderr("--lspci-dump " + asus() + " explain gpu0 gpu7");
   EXPECT_EQ(r.status, 2);

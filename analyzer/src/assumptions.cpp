@@ -188,9 +188,18 @@ std::vector<std::string> AcsRedirectOff::notes(const Topology& topo) const {
     out.push_back(fmt::format("no ACS capability on {}: the kernel would warn \"cannot disable ACS redirect for this "
                               "hardware as it does not have ACS capabilities\" and change nothing",
                               names(topo, without_acs, without_acs.size())));
-  if (!unreadable.empty())
+  if (!unreadable.empty() && topo.lspci_dump.empty())
     out.push_back(fmt::format("the ACS control register of {} was not readable: left unknown (run as root)",
                               names(topo, unreadable, unreadable.size())));
+  if (!unreadable.empty() && !topo.lspci_dump.empty()) {
+    std::string sizes;
+    for (size_t i : unreadable)
+      sizes += fmt::format("{}{} bytes of config space for {}", sizes.empty() ? "" : ", ", topo.functions[i].config_readable,
+                           topo.functions[i].bdf.str());
+    out.push_back(fmt::format("the ACS control register of {} is not in the dump (it has {}): left "
+                              "unknown; rerun `sudo lspci -xxxx`",
+                              names(topo, unreadable, unreadable.size()), sizes));
+  }
   if (!pch_quirk.empty())
     out.push_back(fmt::format("{}: Intel Sunrise/Union Point PCH root port; the kernel's quirk clears redirect in the "
                               "control dword at ACS+8, but P2PDMA reads the word at ACS+6, which stays as read",

@@ -753,6 +753,7 @@ std::string DumpCpu::str() const {
 
 Topology read_dump_topology(const std::string& dump_file, const DumpAssumptions& assumptions) {
   Topology t;
+  t.lspci_dump = dump_file;
   t.platform = dump_platform(assumptions);
   ParsedDump dump = parse_dump(dump_file, read_input_file(dump_file, kMaxDumpFileBytes));
   if (dump.hex_rows == 0)
@@ -799,10 +800,12 @@ Topology read_dump_topology(const std::string& dump_file, const DumpAssumptions&
 std::vector<std::string> dump_assumption_notes(const std::string& dump_file, const DumpAssumptions& a,
                                                const Topology& t) {
   std::vector<std::string> out;
-  size_t most = 0, short_of_it = 0;
+  size_t most = 0;
+  std::map<size_t, std::vector<std::string>> short_of_it;  // functions by the config bytes the dump has
   for (const auto& f : t.functions) most = std::max(most, f.config_readable);
   for (const auto& f : t.functions)
-    if (f.config_readable < 256 || (f.config_readable < 4096 && f.acs.state == CapState::kUnknown)) ++short_of_it;
+    if (f.config_readable < 256 || (f.config_readable < 4096 && f.acs.state == CapState::kUnknown))
+      short_of_it[f.config_readable].push_back(f.bdf.str());
   std::string kind = most >= 4096 ? "`lspci -xxxx`, extended config space included"
                      : most >= 256 ? "`lspci -xxx`: 256 bytes a function, no extended capabilities"
                                    : "`lspci -x`: 64 bytes a function, no capabilities";
@@ -811,10 +814,18 @@ std::vector<std::string> dump_assumption_notes(const std::string& dump_file, con
       "it; drivers, IOMMU groups, NUMA nodes, BAR sizes and whether the machine is a virtual machine are not in "
       "a dump",
       dump_file.empty() ? "" : " (" + dump_file + ")", kind, t.functions.size()));
-  if (short_of_it)
-    out.push_back(fmt::format("{} function(s) were dumped without their extended config space, so ACS is unknown "
-                              "for them: ask for `sudo lspci -xxxx` (as root; without root lspci shows 64 bytes)",
-                              short_of_it));
+  if (!short_of_it.empty()) {
+    constexpr size_t kNamed = 4;
+    std::vector<std::string> parts;
+    for (const auto& [bytes, who] : short_of_it) {
+      std::vector<std::string> named(who.begin(), who.begin() + static_cast<long>(std::min(who.size(), kNamed)));
+      if (who.size() > kNamed) named.push_back(fmt::format("and {} more", who.size() - kNamed));
+      parts.push_back(fmt::format("{} bytes of config space for {}", bytes, fmt::join(named, ", ")));
+    }
+    out.push_back(fmt::format("the dump has {}: their extended capabilities (ACS) are unknown: rerun `sudo lspci "
+                              "-xxxx` (`-xxxx` prints all 4096 bytes; without sudo lspci prints 64)",
+                              fmt::join(parts, ", and ")));
+  }
 
   std::vector<std::string> hbs;
   for (const auto& hb : t.host_bridges) {
