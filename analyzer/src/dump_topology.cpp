@@ -632,9 +632,15 @@ std::vector<Decoded> decode_dump(const std::string& file, const ParsedDump& dump
   auto leave_out = [&](std::string message) {
     if (++left_out <= kListed) findings.push_back({file, std::move(message)});
   };
+  // A mail often holds `lspci -vvv` and, further down, `lspci -xxxx` of the same function: a
+  // header without rows is worth a finding only when no other copy brings the bytes.
+  std::set<Bdf> with_rows;
+  for (const DumpedFunction& d : dump.functions)
+    if (d.rows) with_rows.insert(d.bdf);
   for (const DumpedFunction& d : dump.functions) {
     std::string who = d.bdf.str();
     size_t readable = whole_regions(d.bytes.size());
+    if (d.rows == 0 && with_rows.count(d.bdf)) continue;
     if (d.rows == 0) {
       leave_out(fmt::format("line {}: {}: no hex rows follow its header line: left out (the dump has no config "
                             "space of it)",
