@@ -51,7 +51,7 @@ int run_audit(const GlobalOptions& global) {
   auto devices = matrix_devices(topo, false);
   if (global.format == "json") {
     std::string head = json_text(nlohmann::ordered_json{{"schema_version", 1},
-                                                        {"source", {{global.from_dump() ? "lspci_dump" : "sysroot", global.source()}}},
+                                                        {"source", {{"sysroot", global.sysroot}}},
                                                         {"topology", topology_to_json(topo)}});
     head.resize(head.size() - 2);  // "\n}": the matrix follows, streamed
     std::cout << head << ",\n  \"matrix\": ";
