@@ -138,6 +138,8 @@ struct ParsedDump {
   size_t hex_rows = 0;            // in the whole file, inside a function or not
 };
 
+constexpr size_t kMaxFunctions = size_t{1} << 18;
+
 // The sizes `lspci -x`, `-x` of a CardBus bridge, `-xxx` and `-xxxx` print.
 bool whole_dump_size(size_t n) { return n == 64 || n == 128 || n == 256 || n == 4096; }
 
@@ -182,6 +184,10 @@ ParsedDump parse_dump(const std::string& file, std::string_view text) {
 
     if (auto bdf = dump_header(line)) {
       finish();
+      // 64 MiB of bare header lines would be millions of functions; no machine has a quarter million.
+      if (out.functions.size() >= kMaxFunctions)
+        throw InputError(fmt::format("{}: line {}: more than {} function header lines: not the dump of a machine", file,
+                                     n, kMaxFunctions));
       cur = out.functions.size();
       DumpedFunction f;
       f.bdf = *bdf;
