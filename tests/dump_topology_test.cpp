@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "p2paudit/config_space.h"
 #include "p2paudit/dump_topology.h"
 #include "p2paudit/errors.h"
 #include "test_support.h"
@@ -341,6 +342,260 @@ TEST(DumpTopology, EmptyOrMissingDumpIsAnError) {
   EXPECT_THROW(read_dump_topology(::testing::TempDir() + "/no-such-dump.txt", {}), InputError);
 }
 
+// Everything the config decoder gives a function, as text: two readings of the same bytes must
+// give the same text.
+std::string decoded_text(const Function& f) {
+  std::string s = fmt::format("{} {:04x}:{:04x} {:04x}:{:04x} class {:06x} rev {:02x} hdr {} mf {} [{}|{}|{}] readable {} "
+                              "size {} pcix2 {} pcie {} type {} acs {} {:#x} {:#x} {:#x} ari {} rebar {} serial {} "
+                              "clique {} {} link {} {} {} {}",
+                              f.bdf.str(), f.vendor, f.device, f.subsystem_vendor, f.subsystem_device, f.class_code,
+                              f.revision, f.header_type, f.multifunction, f.vendor_name, f.device_name, f.class_name,
+                              f.config_readable, f.config_size, f.pcix_mode2, f.is_pcie, static_cast<int>(f.pcie_type),
+                              to_string(f.acs.state), f.acs.offset, f.acs.cap, f.acs.ctrl, to_string(f.ari),
+                              to_string(f.rebar_state), f.serial_number.value_or(0), to_string(f.nvidia_clique_state),
+                              f.nvidia_clique, f.link.current_speed, f.link.current_width, f.link.max_speed,
+                              f.link.max_width);
+  if (f.sriov) s += fmt::format(" sriov {} {} {:04x}", f.sriov->total_vfs, f.sriov->num_vfs, f.sriov->vf_device);
+  for (const auto& r : f.rebar) s += fmt::format(" rebar{} {} {}", r.bar, r.current_size, r.supported_sizes.size());
+  for (const auto& b : f.bars)
+    s += fmt::format(" bar{} {:#x} {} {}{}{}", b.index, b.start, b.size, b.io, b.is_64bit, b.prefetchable);
+  for (const auto& w : f.windows) s += fmt::format(" {} {:#x}-{:#x} {}{}", w.kind, w.base, w.limit, w.is_64bit, w.enabled);
+  if (f.header_type == 1)  // a CardBus bridge's bus numbers come from the dump reader, not the decoder
+    s += fmt::format(" buses {}-{}", f.secondary_bus.value_or(0), f.subordinate_bus.value_or(0));
+  return s;
+}
+
+std::map<std::string, std::string> decoded(const Topology& t) {
+  std::map<std::string, std::string> out;
+  for (const auto& f : t.functions)
+    out[f.bdf.str()] = decoded_text(f) + " parent " + (f.parent ? t.functions[*f.parent].bdf.str() : "-");
+  return out;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string write_text(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+// Findings naming a line of the dump ("line N: ..."): what the reader skipped or found damaged.
+std::vector<std::string> line_findings(const Topology& t) {
+  std::vector<std::string> out;
+  for (const auto& f : t.findings)
+    if (f.message.starts_with("line ")) out.push_back(f.message);
+  return out;
+}
+
+TEST(DumpReader, CorpusReadsAsLibpciDumpMethodDoes) {
+  // The reader hands libpci each function's bytes; libpci's own dump method, reading the file, must
+  // decode every well-formed dump of the corpus to the same functions.
+  for (const auto& dump : corpus()) {
+    SCOPED_TRACE(dump);
+    std::vector<Finding> libpci_findings;
+    auto libpci = read_config_dump(dump, libpci_findings);
+    Topology t = read_dump_topology(dump, {});
+    EXPECT_EQ(line_findings(t), std::vector<std::string>{}) << dump;
+    ASSERT_EQ(t.functions.size(), libpci.size());
+    for (size_t i = 0; i < libpci.size(); ++i) {
+      Function want = libpci[i];
+      const Function& got = t.functions[i];
+      if (got.config_size == 256 && want.config_size == 0) {  // what a -xxxx dump implies (FullDumpsKnowAcs...)
+        want.config_size = 256;
+        want.acs = Acs{CapState::kAbsent};
+        want.ari = want.rebar_state = CapState::kAbsent;
+      }
+      EXPECT_EQ(decoded_text(got), decoded_text(want));
+    }
+  }
+}
+
+TEST(DumpReader, HeaderLinesOfAnyLength) {
+  // libpci's reader stops at the first line of 255 characters or more ("line too long").
+  std::string path = test::data_path("lspci-dumps/pasted/asus-long-headers");
+  std::string text = read_text(path);
+  size_t longest = 0;
+  for (size_t at = 0, eol; at < text.size(); at = eol + 1) {
+    eol = text.find('\n', at);
+    if (eol == std::string::npos) eol = text.size();
+    longest = std::max(longest, eol - at);
+  }
+  ASSERT_GT(longest, 300u);
+  Topology t = read_dump_topology(path, {});
+  EXPECT_EQ(decoded(t), decoded(read_dump_topology(asus(), {})));
+  EXPECT_EQ(line_findings(t), std::vector<std::string>{});
+}
+
+TEST(DumpReader, VerboseDecodeLinesAreSkipped) {
+  // lspci's own -nnvvvxxxx output of the ASUS dump, with the spliced line taken out again, reads
+  // as the dump itself. A decode line longer than libpci's 255 characters, and one that starts with
+  // hex digits and ": ", are skipped too.
+  std::string text = read_text(test::data_path("lspci-dumps/pasted/asus-nnvvvxxxx-vpd-error"));
+  const std::string stray = "pcilib: sysfs_read_vpd: read failed: Input/output error\n";
+  size_t at = text.find(stray);
+  ASSERT_NE(at, std::string::npos);
+  text.erase(at, stray.size());
+  size_t second = text.find("\n0000:00:01.0 ");
+  ASSERT_NE(second, std::string::npos);
+  text.insert(second + 1 + text.substr(second + 1).find('\n') + 1,
+              "\tCapabilities: [40] " + std::string(300, 'x') + "\nab: cd ef\n");
+  Topology t = read_dump_topology(write_text("nnvvvxxxx.txt", text), {});
+  EXPECT_EQ(decoded(t), decoded(read_dump_topology(asus(), {})));
+  EXPECT_EQ(line_findings(t), std::vector<std::string>{});
+}
+
+// The line number (1-based) of the first line holding needle.
+size_t line_of(const std::string& text, const std::string& needle) {
+  size_t at = text.find(needle);
+  return at == std::string::npos ? 0 : 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
+}
+
+TEST(DumpReader, StrayLineInAHexRowCostsOnlyThatFunctionsBytesFromThere) {
+  std::string path = test::data_path("lspci-dumps/pasted/asus-nnvvvxxxx-vpd-error");
+  std::string text = read_text(path);
+  // The message sits after the fifth byte of row f20 of the first function, 0000:00:00.0.
+  size_t line = line_of(text, "pcilib: sysfs_read_vpd");
+  ASSERT_EQ(line, 299u);
+  ASSERT_TRUE(text.find("\nf20: 00 00 00 00 00 pcilib: sysfs_read_vpd") != std::string::npos);
+  Topology t = read_dump_topology(path, {});
+  Topology clean = read_dump_topology(asus(), {});
+  auto got = decoded(t), want = decoded(clean);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [bdf, text_of] : want)
+    if (bdf != "0000:00:00.0") EXPECT_EQ(got[bdf], text_of) << bdf;
+  const Function* hb = t.find(*Bdf::parse("00:00.0"));
+  ASSERT_NE(hb, nullptr);
+  // Unreadable from 0xf25: the whole 256-byte region before it is used; its extended capabilities
+  // (ACS) are unknown, not absent: nothing says the function has only 256 bytes.
+  EXPECT_EQ(hb->config_readable, 256u);
+  EXPECT_EQ(hb->acs.state, CapState::kUnknown);
+  EXPECT_EQ(hb->vendor, 0x8086);
+  EXPECT_FALSE(t.config_fully_readable);
+  EXPECT_TRUE(has_finding(t, "line 299: 0000:00:00.0: hex row f20 is broken after 5 bytes by 'pcilib: "
+                             "sysfs_read_vpd: read failed: Input/output error': its config space from offset "
+                             "0xf25 on is unreadable, so the first 256 bytes are used"))
+      << all_findings(t);
+}
+
+TEST(DumpReader, DamageEarlyInAFunctionAndControlCharactersInTheStrayText) {
+  std::string text = read_text(asus());
+  // Row 50 of 00:07.0 (a root port) cut after two bytes and a half by a message with an escape
+  // sequence; row 00 of 00:1a.0 broken after its vendor ID; the dump's last row cut short.
+  size_t port = text.find("\n00:07.0 ");
+  ASSERT_NE(port, std::string::npos);
+  size_t row50 = text.find("\n50: ", port) + 1;
+  char half = text[row50 + 4 + 3 * 2];
+  text.insert(row50 + 4 + 3 * 2 + 1, "pcilib: \x1b[31mread failed\x1b[0m\n");  // after "50: xx xx x"
+  size_t uhci = text.find("\n00:1a.0 ");
+  ASSERT_NE(uhci, std::string::npos);
+  size_t row00 = text.find("\n00: ", uhci) + 1;
+  text.insert(row00 + 4 + 3 * 2, "lspci: Unable to load libkmod resources: error -2\n");
+  while (text.back() == '\n') text.pop_back();
+  text.pop_back();  // the last row ends "xx x", without a newline
+  char last_half = text.back();
+  size_t last_header = text.rfind("\n\n") + 2;
+  auto last_bdf = Bdf::parse(text.substr(last_header, text.find(' ', last_header) - last_header));
+  ASSERT_TRUE(last_bdf);
+  std::string path = write_text("damaged.txt", text);
+  size_t port_line = line_of(text, "pcilib: ");
+  size_t uhci_line = line_of(text, "lspci: Unable");
+  size_t last_line = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+
+  Topology t = read_dump_topology(path, {});
+  const Function* p = t.find(*Bdf::parse("00:07.0"));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->config_readable, 64u);
+  EXPECT_EQ(p->pcie_type, PcieType::kUnknown);
+  EXPECT_EQ(p->acs.state, CapState::kUnknown);
+  EXPECT_TRUE(p->secondary_bus);  // the header survived: what is below it stays below it
+  EXPECT_TRUE(has_finding(t, fmt::format("line {}: 0000:00:07.0: hex row 50 is broken after 2 bytes by "
+                                         "'{}pcilib: \\x1b[31mread failed\\x1b[0m': its config space from offset "
+                                         "0x52 on is unreadable, so the first 64 bytes are used",
+                                         port_line, half)))
+      << all_findings(t);
+  EXPECT_EQ(t.find(*Bdf::parse("00:1a.0")), nullptr);
+  EXPECT_TRUE(has_finding(t, fmt::format("line {}: 0000:00:1a.0: hex row 00 is broken after 2 bytes", uhci_line)))
+      << all_findings(t);
+  EXPECT_TRUE(has_finding(t, "fewer than the 64 that identify a function: left out")) << all_findings(t);
+  const Function* last = t.find(*last_bdf);
+  ASSERT_NE(last, nullptr);
+  // The last row holds 15 whole bytes: unreadable from its offset + 15; the whole regions before.
+  std::string last_row = text.substr(text.rfind('\n') + 1);
+  unsigned last_offset = std::stoul(last_row.substr(0, last_row.find(':')), nullptr, 16);
+  ASSERT_GE(last_offset + 15, 64u);
+  EXPECT_EQ(last->config_readable, last_offset + 15 >= 256 ? 256u : 64u);
+  EXPECT_EQ(last->acs.state, CapState::kUnknown);
+  EXPECT_TRUE(has_finding(t, fmt::format("line {}: {}: hex row {:02x} is broken after 15 bytes by '{}': its config "
+                                         "space from offset {:#x} on is unreadable",
+                                         last_line, last->bdf.str(), last_offset, last_half, last_offset + 15)))
+      << all_findings(t);
+  // Everything else reads as before.
+  auto got = decoded(t), want = decoded(read_dump_topology(asus(), {}));
+  for (const auto& [bdf, text_of] : want)
+    if (bdf != "0000:00:07.0" && bdf != "0000:00:1a.0" && bdf != last->bdf.str()) EXPECT_EQ(got[bdf], text_of) << bdf;
+  EXPECT_EQ(got.size(), want.size() - 1);
+}
+
+TEST(DumpReader, MissingOrOutOfPlaceRowsEndTheReadableBytes) {
+  std::string text = read_text(asus());
+  size_t port = text.find("\n00:07.0 ");
+  size_t row60 = text.find("\n60: ", port) + 1;
+  text.erase(row60, text.find('\n', row60) + 1 - row60);  // row 60 lost
+  Topology t = read_dump_topology(write_text("gap.txt", text), {});
+  const Function* p = t.find(*Bdf::parse("00:07.0"));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->config_readable, 64u);
+  EXPECT_TRUE(has_finding(t, "0000:00:07.0: a hex row at offset 0x70 where offset 0x60 was due: its config space "
+                             "from offset 0x60 on is unreadable"))
+      << all_findings(t);
+}
+
+TEST(DumpReader, TextWithoutHexIsRefusedWithTheCommandToRun) {
+  for (const char* name : {"vga16-vvv", "asus-tv"}) {
+    std::string path = test::data_path(std::string("lspci-dumps/pasted/") + name);
+    try {
+      read_dump_topology(path, {});
+      ADD_FAILURE() << name << " was read";
+    } catch (const InputError& e) {
+      std::string what = e.what();
+      EXPECT_TRUE(what.starts_with(path + ": no config space in it")) << what;
+      EXPECT_NE(what.find("run `sudo lspci -xxxx > dump.txt`"), std::string::npos) << what;
+    }
+    auto r = tool_stderr("--lspci-dump " + test::shell_quote(path) + " topology");
+    EXPECT_EQ(r.status, 2) << name;
+    EXPECT_EQ(count(r.output, "\n"), 1u) << r.output;
+    EXPECT_NE(r.output.find(path), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("sudo lspci -xxxx"), std::string::npos) << r.output;
+  }
+}
+
+TEST(DumpReader, HostileLinesAreBounded) {
+  // Hex rows without a header, a header without rows, offsets beyond config space, a row of 5000
+  // bytes, 10000 stray lines: findings are counted past the first 64 of a kind, nothing loops.
+  std::string text = "10: 00 11 22\n\n";
+  text += "00:01.0 Orphan header\n\n";
+  text += "00:02.0 Device\n00:";
+  for (int i = 0; i < 64; ++i) text += " 86";
+  text += "\n";
+  for (int i = 0; i < 10000; ++i) text += "stray\n";
+  text += "ffffffff: 00\n";
+  text += "\n00:03.0 Device\n00:";
+  for (int i = 0; i < 5000; ++i) text += " 11";
+  text += "\n";
+  Topology t = read_bounded(write_text("hostile-lines.txt", text));
+  EXPECT_EQ(t.functions.size(), 2u) << all_findings(t);
+  EXPECT_LT(t.findings.size(), 200u);
+  EXPECT_TRUE(has_finding(t, "line 1: hex row at offset 0x10 follows no function header")) << all_findings(t);
+  EXPECT_TRUE(has_finding(t, "line 3: 0000:00:01.0: no hex rows follow its header line: left out")) << all_findings(t);
+  EXPECT_TRUE(has_finding(t, "more findings of this kind: stray lines")) << all_findings(t);
+  EXPECT_TRUE(has_finding(t, "bytes beyond offset 0xfff")) << all_findings(t);
+  EXPECT_EQ(t.find(*Bdf::parse("00:03.0"))->config_readable, 4096u);
+}
+
 // The command line.
 
 TEST(DumpCli, EveryCorpusDumpRunsMatrixAndTopologyJson) {
@@ -426,6 +681,36 @@ TEST(DumpCli, UsageErrorsAreOneLineExitTwo) {
   }
   EXPECT_FALSE(fs::exists("/tmp/never.tar.gz"));
   EXPECT_EQ(tool("--lspci-dump " + dump + " --dump-iommu sometimes topology").status, 2);
+}
+
+TEST(DumpCli, MessagesSpeakOfTheDump) {
+  // A dump of 256 bytes a function: every ACS is unknown. What the dump lacks is said, with the
+  // command to rerun; nothing tells the reader to run p2paudit as root or speaks of a sysroot.
+  std::string dump = "--lspci-dump " + test::data_path("lspci-dumps/PCI-X-bridges-and-domains") + " ";
+  for (const char* cmd : {"", "topology", "matrix --all", "explain 0000:00:01.0 0000:00:01.0", "--format json",
+                          "topology --format json", "matrix --all --format json", "--assume-acs-off all matrix --all",
+                          "--assume-acs-off all explain 0000:00:01.0 0000:00:01.0"}) {
+    auto r = tool(dump + cmd, true);
+    EXPECT_EQ(r.status, 0) << cmd;
+    // (The JSON "source": {"sysroot": "/"} key is the schema's, docs/schemas/topology.schema.json.)
+    for (const char* wrong : {"as root", "this sysroot", "unprivileged"})
+      EXPECT_EQ(r.output.find(wrong), std::string::npos) << cmd << ": " << wrong << "\n" << r.output;
+    EXPECT_NE(r.output.find("rerun `sudo lspci -xxxx`"), std::string::npos) << cmd << "\n" << r.output;
+  }
+  auto explain = tool(dump + "explain 0000:00:01.0 0000:00:01.0");
+  EXPECT_NE(explain.output.find("Why: cannot be known from this dump: the ACS control register of 0000:00:01.0 is not "
+                                "in the dump: it has 256 bytes of config space for 0000:00:01.0; rerun `sudo lspci "
+                                "-xxxx`"),
+            std::string::npos)
+      << explain.output;
+  EXPECT_NE(explain.output.find("0000:00:01.0  provider  ACS not in the dump (256 bytes of config space)"),
+            std::string::npos)
+      << explain.output;
+  auto acs_off = tool(dump + "--assume-acs-off 0000:00:01.0 topology");
+  EXPECT_NE(acs_off.output.find("the ACS control register of 0000:00:01.0 is not in the dump (it has 256 bytes of "
+                                "config space for 0000:00:01.0): left unknown; rerun `sudo lspci -xxxx`"),
+            std::string::npos)
+      << acs_off.output;
 }
 
 TEST(DumpCli, UnknownDeviceNamesTheDump) {

@@ -330,6 +330,53 @@ TEST(WhatIf, DevicesAreNamedAsTheKernelParameterNamesThem) {
   EXPECT_EQ(cleared({"pci:10b5:0"}), both);                    // 0 matches any device ID
 }
 
+TEST(WhatIf, TheKernelParameterIsTakenAsPasted) {
+  auto read = [](const std::string& spec) {
+    test::Tree tree = switch_with_redirect();
+    AcsRedirectOff off = assume_acs_redirect_off(tree.t, {spec});
+    std::vector<std::string> out;
+    for (const auto& c : off.cleared) out.push_back(tree.t.functions[c.function].bdf.str());
+    return std::make_pair(out, off.notes(tree.t));
+  };
+  const std::vector<std::string> first{"0000:02:00.0"}, second{"0000:02:01.0"}, both{"0000:02:00.0", "0000:02:01.0"};
+  EXPECT_EQ(read("pci=disable_acs_redir=0000:02:00.0;0000:02:01.0").first, both);
+  EXPECT_EQ(read("disable_acs_redir=0000:02:00.0;02:01.0").first, both);
+  EXPECT_EQ(read("BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=0b1c ro quiet splash "
+                 "pci=noaer,disable_acs_redir=0000:02:00.0;0000:02:01.0,realloc iommu=pt")
+                .first,
+            both);
+  // GRUB's default file quotes the line and may escape the ';'.
+  EXPECT_EQ(read("GRUB_CMDLINE_LINUX_DEFAULT=\"quiet pci=disable_acs_redir=0000:02:00.0\\;pci:10b5:8747\"").first, both);
+  // pci_setup() keeps the last disable_acs_redir= it sees.
+  EXPECT_EQ(read("pci=disable_acs_redir=0000:02:00.0 quiet pci=disable_acs_redir=0000:02:01.0").first, second);
+  // ',' ends a pci= option: the kernel takes only the first device and says why.
+  auto comma = read("pci=disable_acs_redir=0000:02:00.0,0000:02:01.0");
+  EXPECT_EQ(comma.first, first);
+  ASSERT_FALSE(comma.second.empty());
+  EXPECT_EQ(comma.second[0], "pci= options are separated by ',': the kernel ends disable_acs_redir= at the ',' before "
+                             "0000:02:01.0 and reports \"PCI: Unknown option `0000:02:01.0'\"; separate the devices "
+                             "with ';'");
+  // The option alone in a longer command line is no kernel parameter.
+  auto bare = read("quiet disable_acs_redir=0000:02:01.0 pci=disable_acs_redir=0000:02:00.0");
+  EXPECT_EQ(bare.first, first);
+  EXPECT_NE(bare.second[0].find("'disable_acs_redir=0000:02:01.0' is not a kernel parameter on its own"),
+            std::string::npos)
+      << bare.second[0];
+}
+
+TEST(WhatIf, OracleCommandLinesAsPastedNameTheSameDevices) {
+  // Each case booted with the parameter: its whole /proc/cmdline, pasted, clears what the value does.
+  for (const auto& name : cases_booted_with_disable_acs_redir()) {
+    std::string cmdline = read_meta(name)["cmdline"];
+    std::string value = disable_acs_redir_value(cmdline);
+    std::string without = booted_without(name, value);
+    Topology by_value = oracle_topology(without), by_cmdline = oracle_topology(without);
+    auto a = assume_acs_redirect_off(by_value, {value}), b = assume_acs_redirect_off(by_cmdline, {cmdline});
+    EXPECT_EQ(a.kernel_parameter(by_value), b.kernel_parameter(by_cmdline)) << name << ": " << cmdline;
+    EXPECT_FALSE(b.cleared.empty()) << name;
+  }
+}
+
 TEST(WhatIf, NamedDevicesWithoutAcsOrUnreadableAcsAreStatedNotGuessed) {
   test::Tree tree = switch_with_redirect();
   tree.t.functions[tree.index("02:01.0")].acs.state = CapState::kUnknown;  // an unprivileged read
@@ -363,7 +410,8 @@ TEST(WhatIf, BadSpecsAreInputErrorsNamingThem) {
        std::vector<std::vector<std::string>>{{}, {""}, {";"}, {"02:00.0;"}, {"0000:09:00.0"}, {"zz"}, {"02:00"},
                                              {"pci:1b36"}, {"pci:12345:1"}, {"pci:10b5:8747:1"}, {"00:01.0/20.0"},
                                              {"00:01.0/00.0/03.0"}, {"pci:1234:5678"}, {"PCI:10b5:8747"}, {"ALL"},
-                                             {"all;"}}) {
+                                             {"all;"}, {"pci=noaer"}, {"pci=disable_acs_redir="},
+                                             {"quiet disable_acs_redir=02:00.0"}, {"pci=disable_acs_redir=zz"}}) {
     test::Tree tree = switch_with_redirect();
     try {
       assume_acs_redirect_off(tree.t, specs);

@@ -123,14 +123,71 @@ std::string names(const Topology& t, const std::vector<size_t>& devices, size_t 
   return out;
 }
 
+// A spec that holds '=' or blanks is kernel command line text as people paste it: the parameter
+// "pci=disable_acs_redir=A;B", its option "disable_acs_redir=A;B", or a whole command line (from
+// /proc/cmdline or GRUB_CMDLINE_LINUX="..."). The devices are found as the kernel finds them:
+// pci_setup() splits pci= at ',' into options and keeps the last disable_acs_redir= it sees; an
+// option outside pci= is no kernel parameter (the kernel hands it to init).
+bool is_command_line(std::string_view spec) { return spec.find_first_of("= \t\n") != std::string_view::npos; }
+
+std::string devices_in_command_line(std::string_view spec, std::vector<std::string>& notes) {
+  constexpr std::string_view kOption = "disable_acs_redir=";
+  std::vector<std::string> words;
+  for (size_t at = 0; at < spec.size();) {
+    size_t end = spec.find_first_of(" \t\n", at);
+    if (end == std::string_view::npos) end = spec.size();
+    std::string word;
+    for (char c : spec.substr(at, end - at))
+      if (c != '"' && c != '\'' && c != '\\') word += c;  // shell and GRUB quoting around ';'
+    if (!word.empty()) words.push_back(std::move(word));
+    at = end + 1;
+  }
+  std::optional<std::string> value;
+  for (const auto& word : words) {
+    if (word.starts_with(kOption) && words.size() == 1) {
+      value = word.substr(kOption.size());  // the option alone, as pasted from a pci= parameter
+    } else if (word.starts_with(kOption)) {
+      notes.push_back(fmt::format("'{}' is not a kernel parameter on its own (the kernel passes it to init): only "
+                                  "pci=disable_acs_redir= names devices; ignored",
+                                  escape_text(word)));
+    } else if (word.starts_with("pci=")) {
+      std::string_view options = std::string_view(word).substr(4);
+      bool in_redir = false;
+      for (size_t at = 0; at <= options.size();) {
+        size_t comma = std::min(options.find(',', at), options.size());
+        std::string_view option = options.substr(at, comma - at);
+        if (option.starts_with(kOption)) {
+          value = std::string(option.substr(kOption.size()));
+          in_redir = true;
+        } else if (in_redir && Bdf::parse(option.substr(0, option.find('/')))) {
+          notes.push_back(fmt::format("pci= options are separated by ',': the kernel ends disable_acs_redir= at the "
+                                      "',' before {} and reports \"PCI: Unknown option `{}'\"; separate the "
+                                      "devices with ';'",
+                                      escape_text(option), escape_text(option)));
+        } else {
+          in_redir = false;
+        }
+        at = comma + 1;
+      }
+    }
+  }
+  if (!value)
+    throw InputError(fmt::format("--assume-acs-off '{}': no pci=disable_acs_redir= in this kernel command line "
+                                 "(expected pci=disable_acs_redir=DDDD:BB:DD.F[;DDDD:BB:DD.F...])",
+                                 escape_text(spec)));
+  return *value;
+}
+
 }  // namespace
 
 AcsRedirectOff assume_acs_redirect_off(Topology& topo, const std::vector<std::string>& specs) {
   if (specs.empty()) throw InputError("--assume-acs-off: no device given (BDFs, pci:VVVV:DDDD or all)");
   std::vector<bool> named(topo.functions.size());
+  std::vector<std::string> read_notes;
   for (const auto& spec : specs) {
     if (spec.empty()) throw InputError("--assume-acs-off: an empty device list (BDFs, pci:VVVV:DDDD or all)");
-    std::string_view rest = spec;
+    std::string devices = is_command_line(spec) ? devices_in_command_line(spec, read_notes) : spec;
+    std::string_view rest = devices;
     for (;;) {
       size_t sep = rest.find_first_of(";,");
       std::string_view item = rest.substr(0, sep);
@@ -147,6 +204,7 @@ AcsRedirectOff assume_acs_redirect_off(Topology& topo, const std::vector<std::st
   }
 
   AcsRedirectOff out;
+  out.read_notes = std::move(read_notes);
   for (size_t i = 0; i < topo.functions.size(); ++i) {
     if (!named[i]) continue;
     Acs& acs = topo.functions[i].acs;
@@ -170,7 +228,7 @@ std::string AcsRedirectOff::kernel_parameter(const Topology& topo) const {
 }
 
 std::vector<std::string> AcsRedirectOff::notes(const Topology& topo) const {
-  std::vector<std::string> out;
+  std::vector<std::string> out = read_notes;
   if (cleared.empty()) {
     out.push_back("assumed booted with pci=disable_acs_redir= naming these devices: none was read with ACS "
                   "redirect (RR/CR/EC) set, so nothing is cleared");
@@ -188,9 +246,18 @@ std::vector<std::string> AcsRedirectOff::notes(const Topology& topo) const {
     out.push_back(fmt::format("no ACS capability on {}: the kernel would warn \"cannot disable ACS redirect for this "
                               "hardware as it does not have ACS capabilities\" and change nothing",
                               names(topo, without_acs, without_acs.size())));
-  if (!unreadable.empty())
+  if (!unreadable.empty() && topo.lspci_dump.empty())
     out.push_back(fmt::format("the ACS control register of {} was not readable: left unknown (run as root)",
                               names(topo, unreadable, unreadable.size())));
+  if (!unreadable.empty() && !topo.lspci_dump.empty()) {
+    std::string sizes;
+    for (size_t i : unreadable)
+      sizes += fmt::format("{}{} bytes of config space for {}", sizes.empty() ? "" : ", ", topo.functions[i].config_readable,
+                           topo.functions[i].bdf.str());
+    out.push_back(fmt::format("the ACS control register of {} is not in the dump (it has {}): left "
+                              "unknown; rerun `sudo lspci -xxxx`",
+                              names(topo, unreadable, unreadable.size()), sizes));
+  }
   if (!pch_quirk.empty())
     out.push_back(fmt::format("{}: Intel Sunrise/Union Point PCH root port; the kernel's quirk clears redirect in the "
                               "control dword at ACS+8, but P2PDMA reads the word at ACS+6, which stays as read",

@@ -7,25 +7,18 @@
 #include <charconv>
 #include <map>
 #include <set>
-#include <sstream>
 #include <tuple>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "p2paudit/config_space.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
 #include "p2paudit/kernel_rules.h"
 
 namespace p2paudit {
 
 namespace {
-
-// No larger than what the config decoder accepts: `lspci -xxxx` of a very large machine.
-constexpr uintmax_t kMaxDumpBytes = uintmax_t{64} << 20;
 
 std::optional<int> parse_number(std::string_view s) {
   int base = 10;
@@ -55,14 +48,6 @@ std::string bus_name(uint32_t domain, uint8_t bus) { return fmt::format("{:04x}:
 
 std::string range_text(uint8_t sec, uint8_t sub) { return fmt::format("{:02x}-{:02x}", sec, sub); }
 
-// Bytes 0x18-0x1a (primary, secondary, subordinate bus) of each function in file order, read the
-// way libpci's dump method reads the file (lib/dump.c): the config decoder leaves them out for
-// CardBus bridges, whose card bus `lspci -t` draws like a bridge's secondary bus.
-struct RawBusNumbers {
-  Bdf bdf;
-  std::array<std::optional<uint8_t>, 3> bytes;
-};
-
 bool matches(std::string_view line, std::string_view pattern) {
   if (line.size() < pattern.size()) return false;
   for (size_t i = 0; i < pattern.size(); ++i)
@@ -91,87 +76,212 @@ std::optional<Bdf> dump_header(std::string_view line) {
              static_cast<uint8_t>(fn - '0')};
 }
 
-// The file as a regular file of at most kMaxDumpBytes, opened without blocking (a FIFO swapped in
-// after the decoder read it is refused, not waited on); nullopt otherwise.
-std::optional<std::string> read_regular_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return std::nullopt;
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uintmax_t>(st.st_size) > kMaxDumpBytes)
-    return std::nullopt;
-  std::string text;
-  char buf[1 << 16];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0 || text.size() + static_cast<size_t>(n) > kMaxDumpBytes) return std::nullopt;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return text;
+// Only whole regions count, as for a sysfs read (config_space.cpp): the 64-byte header, the
+// 256 bytes of conventional config space, the 4096 of extended config space.
+size_t whole_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
+
+bool is_blank(std::string_view line) {
+  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t'; });
 }
 
-std::vector<RawBusNumbers> read_raw_bus_numbers(const std::string& dump_file) {
-  std::vector<RawBusNumbers> out;
-  auto text = read_regular_file(dump_file);
-  if (!text) return out;
-  std::istringstream in(*text);
-  std::string line;
-  constexpr size_t kNone = SIZE_MAX;
-  size_t dev = kNone;  // the function whose bytes follow, as libpci's dump_init() tracks it
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (auto bdf = dump_header(line)) {
-      dev = out.size();
-      out.push_back({*bdf, {}});
-      continue;
-    }
-    if (line.empty()) {
-      dev = kNone;
-      continue;
-    }
-    if (dev == kNone) continue;
-    size_t colon = line.find(": ");
-    if (colon == std::string::npos || colon < 2 || colon > 8 ||
-        !std::all_of(line.begin(), line.begin() + static_cast<long>(colon),
-                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
-      continue;
-    auto hex_digit = [&](size_t k) { return std::isxdigit(static_cast<unsigned char>(line[k])) != 0; };
-    unsigned pos = hex_value(std::string_view(line).substr(0, colon));
-    size_t z = colon + 2;
-    while (pos < 4096 && z + 2 <= line.size() && hex_digit(z) && hex_digit(z + 1) &&
-           (z + 2 == line.size() || line[z + 2] == ' ')) {
-      if (pos >= 0x18 && pos <= 0x1a)
-        out[dev].bytes[pos - 0x18] = static_cast<uint8_t>(hex_value(std::string_view(line).substr(z, 2)));
-      ++pos;
-      z += 2;
-      if (z < line.size()) ++z;
-    }
+// Up to 60 characters of a line quoted from the dump, control characters escaped.
+std::string quote(std::string_view text) {
+  constexpr size_t kQuoted = 60;
+  std::string out = escape_text(text.substr(0, kQuoted));
+  for (size_t at; (at = out.find('\t')) != std::string::npos;) out.replace(at, 1, "\\t");
+  return "'" + out + (text.size() > kQuoted ? "...'" : "'");
+}
+
+// "OFF: xx xx ...": 2 to 8 hex digits of offset, ": ", then bytes as libpci's dump reader takes
+// them (lib/dump.c): two hex digits followed by one space or the end of the line. Trailing blanks
+// are allowed (mail and web pastes add them); anything else is junk from `junk` on.
+struct HexRow {
+  uint64_t offset = 0;
+  std::vector<uint8_t> bytes;
+  std::optional<size_t> junk;  // position in the line of what is not a byte
+};
+
+std::optional<HexRow> hex_row(std::string_view line) {
+  size_t digits = 0;
+  while (digits < line.size() && digits <= 8 && std::isxdigit(static_cast<unsigned char>(line[digits]))) ++digits;
+  if (digits < 2 || digits > 8 || line.size() < digits + 2 || line[digits] != ':' || line[digits + 1] != ' ')
+    return std::nullopt;
+  HexRow row;
+  std::from_chars(line.data(), line.data() + digits, row.offset, 16);
+  auto hex = [&](size_t k) { return k < line.size() && std::isxdigit(static_cast<unsigned char>(line[k])); };
+  size_t z = digits + 2;
+  while (hex(z) && hex(z + 1) && (z + 2 == line.size() || line[z + 2] == ' ')) {
+    row.bytes.push_back(static_cast<uint8_t>(hex_value(line.substr(z, 2))));
+    z += z + 2 == line.size() ? 2 : 3;
   }
+  if (!is_blank(line.substr(z))) row.junk = z;
+  return row;
+}
+
+// One function as the dump holds it: its config bytes from offset 0 up to the first damage (a
+// stray line spliced into a row, a row cut short, a row missing). Bytes after the damage are not
+// trusted, even where later rows look intact: they are unreadable, never zero or guessed.
+struct DumpedFunction {
+  Bdf bdf;
+  size_t header_line = 0;
+  size_t rows = 0;  // hex rows read for it; 0: the dump has none
+  size_t last_row_line = 0;
+  std::vector<uint8_t> bytes;
+  std::optional<size_t> cut_at;  // the offset from which its config space is unreadable
+  size_t cut_line = 0;
+  std::string cut_why;
+};
+
+struct ParsedDump {
+  std::vector<DumpedFunction> functions;
+  std::vector<Finding> findings;  // what was skipped, each naming its line
+  size_t hex_rows = 0;            // in the whole file, inside a function or not
+};
+
+constexpr size_t kMaxFunctions = size_t{1} << 18;
+
+// The sizes `lspci -x`, `-x` of a CardBus bridge, `-xxx` and `-xxxx` print.
+bool whole_dump_size(size_t n) { return n == 64 || n == 128 || n == 256 || n == 4096; }
+
+// Reads the dump as lspci writes it and people paste it: a header line "[DDDD:]BB:DD.F ..." of any
+// length, then optionally `lspci -v` decode lines, then hex rows, then a blank line. Unlike
+// libpci's reader (which stops at the first line over 254 characters or with junk in a row, and
+// turns missing rows into ff bytes), damage costs only the bytes of the function it is in.
+ParsedDump parse_dump(const std::string& file, std::string_view text) {
+  ParsedDump out;
+  std::map<std::string, size_t> noted;  // findings by kind: the first kPerKind are listed
+  constexpr size_t kPerKind = 64;
+  auto note = [&](const std::string& kind, size_t line, std::string message) {
+    if (++noted[kind] <= kPerKind) out.findings.push_back({file, fmt::format("line {}: {}", line, message)});
+  };
+  auto cut = [&](DumpedFunction& f, size_t offset, size_t line, std::string why) {
+    f.cut_at = offset;
+    f.cut_line = line;
+    f.cut_why = std::move(why);
+    f.bytes.resize(std::min(f.bytes.size(), offset));
+  };
+  constexpr size_t kNone = SIZE_MAX;
+  size_t cur = kNone;   // the function whose lines follow
+  bool in_rows = false;  // its first hex row was seen
+  auto finish = [&] {
+    if (cur == kNone) return;
+    DumpedFunction& f = out.functions[cur];
+    if (in_rows && !f.cut_at && !whole_dump_size(f.bytes.size()))
+      cut(f, f.bytes.size(), f.last_row_line,
+          fmt::format("its hex rows end at offset {:#x}, short of the 64, 256 or 4096 bytes lspci prints",
+                      f.bytes.size()));
+    cur = kNone;
+    in_rows = false;
+  };
+
+  size_t n = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t eol = text.find('\n', pos);
+    std::string_view line = text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
+    pos = eol == std::string_view::npos ? text.size() : eol + 1;
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+
+    if (auto bdf = dump_header(line)) {
+      finish();
+      // 64 MiB of bare header lines would be millions of functions; no machine has a quarter million.
+      if (out.functions.size() >= kMaxFunctions)
+        throw InputError(fmt::format("{}: line {}: more than {} function header lines: not the dump of a machine", file,
+                                     n, kMaxFunctions));
+      cur = out.functions.size();
+      DumpedFunction f;
+      f.bdf = *bdf;
+      f.header_line = n;
+      out.functions.push_back(std::move(f));
+      continue;
+    }
+    if (is_blank(line)) {
+      finish();
+      continue;
+    }
+    auto row = hex_row(line);
+    if (row) ++out.hex_rows;
+    if (cur == kNone) {
+      // Mail headers, shell prompts and prose around a paste are ignored; hex rows that follow no
+      // header belong to no function (a header line lost in the paste).
+      if (row && !row->junk)
+        note("hex rows outside functions", n,
+             fmt::format("hex row at offset {:#x} follows no function header (\"BB:DD.F ...\" since the last blank "
+                         "line): ignored",
+                         row->offset));
+      continue;
+    }
+    DumpedFunction& f = out.functions[cur];
+    if (f.cut_at) continue;  // the rest of a damaged function is unreadable
+    if (!in_rows) {
+      if (!row) continue;  // `lspci -v` decode text between the header and the hex rows
+      if (row->offset != 0) {
+        // A whole row at another offset: the first rows are missing. Anything else is decode text
+        // that happens to start with hex digits and ": ".
+        if (!row->junk && row->bytes.size() == 16) {
+          ++f.rows;
+          in_rows = true;
+          cut(f, 0, n, fmt::format("its hex rows begin at offset {:#x}, not 0", row->offset));
+        }
+        continue;
+      }
+      in_rows = true;
+    } else if (!row) {
+      note("stray lines", n,
+           fmt::format("{}: a line inside its hex rows that is no hex row, {}: skipped", f.bdf.str(), quote(line)));
+      continue;
+    }
+    ++f.rows;
+    f.last_row_line = n;
+    if (row->offset != f.bytes.size()) {
+      cut(f, f.bytes.size(), n,
+          fmt::format("a hex row at offset {:#x} where offset {:#x} was due", row->offset, f.bytes.size()));
+      continue;
+    }
+    size_t room = 4096 - f.bytes.size();
+    f.bytes.insert(f.bytes.end(), row->bytes.begin(), row->bytes.begin() + static_cast<long>(std::min(room, row->bytes.size())));
+    if (row->bytes.size() > room)
+      note("bytes beyond 4096", n, fmt::format("{}: bytes beyond offset 0xfff, where config space ends: ignored", f.bdf.str()));
+    if (row->junk && f.bytes.size() < 4096)
+      cut(f, f.bytes.size(), n,
+          fmt::format("hex row {:02x} is broken after {} bytes by {}", row->offset, row->bytes.size(),
+                      quote(line.substr(*row->junk))));
+  }
+  finish();
+  for (const auto& [kind, count] : noted)
+    if (count > kPerKind) out.findings.push_back({file, fmt::format("{} more findings of this kind: {}", count - kPerKind, kind)});
   return out;
 }
+// A decoded function and whether the dump's bytes of it stop at damage rather than where lspci
+// stops printing.
+struct Decoded {
+  Function f;
+  bool cut_short = false;
+  std::optional<std::pair<uint8_t, uint8_t>> card_bus;  // a CardBus bridge's bytes 0x19 and 0x1a
+};
 
-// One copy of each address: libpci lists every header of the dump, duplicates included.
-std::vector<Function> drop_duplicates(std::vector<Function> fns, const std::string& file, std::vector<Finding>& findings) {
-  std::vector<Function> kept;
+// One copy of each address: lspci lists every header of the dump, duplicates included.
+std::vector<Decoded> drop_duplicates(std::vector<Decoded> fns, const std::string& file, std::vector<Finding>& findings) {
+  std::stable_sort(fns.begin(), fns.end(), [](const Decoded& x, const Decoded& y) { return x.f.bdf < y.f.bdf; });
+  std::vector<Decoded> kept;
   for (size_t i = 0; i < fns.size();) {
     size_t j = i;
-    while (j < fns.size() && fns[j].bdf == fns[i].bdf) ++j;
+    while (j < fns.size() && fns[j].f.bdf == fns[i].f.bdf) ++j;
     if (j - i > 1) {
       // Deterministic whatever order the copies came in: the most config bytes, then the lowest IDs.
-      auto key = [](const Function& f) {
-        return std::make_tuple(~f.config_readable, f.vendor, f.device, f.class_code, f.revision);
+      auto key = [](const Decoded& d) {
+        const Function& f = d.f;
+        return std::make_tuple(~f.config_readable, d.cut_short, f.vendor, f.device, f.class_code, f.revision);
       };
       std::sort(fns.begin() + static_cast<long>(i), fns.begin() + static_cast<long>(j),
-                [&](const Function& a, const Function& b) { return key(a) < key(b); });
+                [&](const Decoded& a, const Decoded& b) { return key(a) < key(b); });
       std::string copies;
       for (size_t k = i; k < j; ++k)
-        copies += fmt::format("{}[{:04x}:{:04x}, {} bytes]", k == i ? "" : ", ", fns[k].vendor, fns[k].device,
-                              fns[k].config_readable);
+        copies += fmt::format("{}[{:04x}:{:04x}, {} bytes]", k == i ? "" : ", ", fns[k].f.vendor, fns[k].f.device,
+                              fns[k].f.config_readable);
       findings.push_back({file, fmt::format("{} appears {} times in the dump ({}): the first of these is used, "
                                             "the others are ignored",
-                                            fns[i].bdf.str(), j - i, copies)});
+                                            fns[i].f.bdf.str(), j - i, copies)});
     }
     kept.push_back(std::move(fns[i]));
     i = j;
@@ -504,17 +614,73 @@ class TreeBuilder {
 
 // `lspci -xxxx` prints what the kernel exposes: 4096 bytes for a function with extended config
 // space, 256 for one without (pci_cfg_space_size()). In such a dump a 256-byte function has no
-// extended capabilities, so no ACS, rather than unknown ones.
-void infer_config_sizes(Topology& t) {
+// extended capabilities, so no ACS, rather than unknown ones; one whose bytes were cut short by
+// damage in the dump says nothing about its size, and its ACS stays unknown.
+void infer_config_sizes(Topology& t, const std::vector<bool>& cut_short) {
   bool extended_dump = std::any_of(t.functions.begin(), t.functions.end(),
                                    [](const Function& f) { return f.config_readable == 4096; });
   if (!extended_dump) return;
-  for (auto& f : t.functions) {
-    if (f.config_readable != 256 || f.config_size != 0) continue;
+  for (size_t i = 0; i < t.functions.size(); ++i) {
+    Function& f = t.functions[i];
+    if (f.config_readable != 256 || f.config_size != 0 || cut_short[i]) continue;
     f.config_size = 256;
     f.acs = Acs{CapState::kAbsent};
     f.ari = f.rebar_state = CapState::kAbsent;
   }
+}
+
+// Each function of the parsed dump decoded by libpci from the bytes it has intact; functions
+// without the 64 bytes that identify them are left out, each with a finding naming its line.
+std::vector<Decoded> decode_dump(const std::string& file, const ParsedDump& dump, std::vector<Finding>& findings) {
+  std::vector<Decoded> out;
+  size_t left_out = 0;
+  constexpr size_t kListed = 64;
+  auto leave_out = [&](std::string message) {
+    if (++left_out <= kListed) findings.push_back({file, std::move(message)});
+  };
+  // A mail often holds `lspci -vvv` and, further down, `lspci -xxxx` of the same function: a
+  // header without rows is worth a finding only when no other copy brings the bytes.
+  std::set<Bdf> with_rows;
+  for (const DumpedFunction& d : dump.functions)
+    if (d.rows) with_rows.insert(d.bdf);
+  for (const DumpedFunction& d : dump.functions) {
+    std::string who = d.bdf.str();
+    size_t readable = whole_regions(d.bytes.size());
+    if (d.rows == 0 && with_rows.count(d.bdf)) continue;
+    if (d.rows == 0) {
+      leave_out(fmt::format("line {}: {}: no hex rows follow its header line: left out (the dump has no config "
+                            "space of it)",
+                            d.header_line, who));
+      continue;
+    }
+    if (readable < 64) {
+      leave_out(fmt::format("line {}: {}: {}, so only {} bytes of its config space are intact, fewer than the 64 "
+                            "that identify a function: left out",
+                            d.cut_line, who, d.cut_why, d.bytes.size()));
+      continue;
+    }
+    std::vector<Finding> decoded_findings;
+    Decoded x;
+    try {
+      x.f = decode_config_bytes(d.bdf, d.bytes, decoded_findings);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: line {}: {}", file, d.header_line, e.what()));
+    }
+    for (auto& finding : decoded_findings)
+      findings.push_back({file, fmt::format("line {}: {}: {}", d.header_line, who, finding.message)});
+    if (x.f.header_type == 2 && d.bytes.size() > 0x1a) x.card_bus = {d.bytes[0x19], d.bytes[0x1a]};
+    if (d.cut_at) {
+      x.cut_short = true;
+      findings.push_back({file, fmt::format("line {}: {}: {}: its config space from offset {:#x} on is unreadable, "
+                                            "so the first {} bytes are used{}",
+                                            d.cut_line, who, d.cut_why, *d.cut_at, readable,
+                                            readable < 4096 ? " (what lies beyond them is unknown)" : "")});
+    }
+    out.push_back(std::move(x));
+  }
+  if (left_out > kListed)
+    findings.push_back({file, fmt::format("{} more functions left out for want of config bytes", left_out - kListed)});
+  return out;
 }
 
 Platform dump_platform(const DumpAssumptions& a) {
@@ -599,30 +765,37 @@ std::string DumpCpu::str() const {
 
 Topology read_dump_topology(const std::string& dump_file, const DumpAssumptions& assumptions) {
   Topology t;
+  t.lspci_dump = dump_file;
   t.platform = dump_platform(assumptions);
-  std::vector<Finding> decode_findings;
-  auto fns = read_config_dump(dump_file, decode_findings);
-  if (fns.empty())
-    throw InputError(fmt::format("{}: no PCI function in it: expected `lspci -xxxx` output (a line such as "
-                                 "\"00:00.0 Host bridge: ...\" followed by lines of hex bytes)",
-                                 dump_file));
-  t.functions = drop_duplicates(std::move(fns), dump_file, t.findings);
-
-  bool cardbus_unnumbered = std::any_of(t.functions.begin(), t.functions.end(), [](const Function& f) {
-    return f.header_type == 2 && !f.secondary_bus;
-  });
-  if (cardbus_unnumbered) {
-    auto raw = read_raw_bus_numbers(dump_file);
-    for (auto& f : t.functions) {
-      if (f.header_type != 2 || f.secondary_bus) continue;
-      auto it = std::find_if(raw.begin(), raw.end(), [&](const RawBusNumbers& r) { return r.bdf == f.bdf; });
-      if (it != raw.end() && it->bytes[1] && it->bytes[2]) {
-        f.secondary_bus = it->bytes[1];    // PCI_CB_CARD_BUS
-        f.subordinate_bus = it->bytes[2];  // PCI_CB_SUBORDINATE_BUS
-      }
+  ParsedDump dump = parse_dump(dump_file, read_input_file(dump_file, kMaxDumpFileBytes));
+  if (dump.hex_rows == 0)
+    throw InputError(fmt::format(
+        "{}: no config space in it (no hex rows such as \"00: 86 80 ...\"){}: p2paudit reads the bytes of "
+        "`lspci -xxxx`, not lspci's decoded text or tree; on the machine run `sudo lspci -xxxx > dump.txt` and "
+        "pass that file",
+        dump_file,
+        dump.functions.empty() ? "" : fmt::format(", only {} function header line(s), as `lspci` or `lspci -v` print",
+                                                  dump.functions.size())));
+  std::vector<Finding> decode_findings = std::move(dump.findings);
+  auto decoded = decode_dump(dump_file, dump, decode_findings);
+  if (decoded.empty())
+    throw InputError(fmt::format("{}: no PCI function in it with its first 64 config bytes intact: expected "
+                                 "`sudo lspci -xxxx` output (a line such as \"00:00.0 Host bridge: ...\" followed by "
+                                 "lines of hex bytes){}",
+                                 dump_file, decode_findings.empty() ? "" : " (" + decode_findings.front().message + ")"));
+  decoded = drop_duplicates(std::move(decoded), dump_file, t.findings);
+  std::vector<bool> cut_short;
+  for (auto& d : decoded) {
+    // The config decoder leaves a CardBus bridge's bus numbers out; `lspci -t` draws its card bus
+    // like a bridge's secondary bus (PCI_CB_CARD_BUS, PCI_CB_SUBORDINATE_BUS).
+    if (d.f.header_type == 2 && !d.f.secondary_bus && d.card_bus) {
+      d.f.secondary_bus = d.card_bus->first;
+      d.f.subordinate_bus = d.card_bus->second;
     }
+    cut_short.push_back(d.cut_short);
+    t.functions.push_back(std::move(d.f));
   }
-  infer_config_sizes(t);
+  infer_config_sizes(t, cut_short);
   for (const auto& f : t.functions)
     if (f.acs.state == CapState::kUnknown || f.pcie_type == PcieType::kUnknown) t.config_fully_readable = false;
   TreeBuilder(t, dump_file).build(assumptions);
@@ -639,10 +812,12 @@ Topology read_dump_topology(const std::string& dump_file, const DumpAssumptions&
 std::vector<std::string> dump_assumption_notes(const std::string& dump_file, const DumpAssumptions& a,
                                                const Topology& t) {
   std::vector<std::string> out;
-  size_t most = 0, short_of_it = 0;
+  size_t most = 0;
+  std::map<size_t, std::vector<std::string>> short_of_it;  // functions by the config bytes the dump has
   for (const auto& f : t.functions) most = std::max(most, f.config_readable);
   for (const auto& f : t.functions)
-    if (f.config_readable < 256 || (f.config_readable < 4096 && f.acs.state == CapState::kUnknown)) ++short_of_it;
+    if (f.config_readable < 256 || (f.config_readable < 4096 && f.acs.state == CapState::kUnknown))
+      short_of_it[f.config_readable].push_back(f.bdf.str());
   std::string kind = most >= 4096 ? "`lspci -xxxx`, extended config space included"
                      : most >= 256 ? "`lspci -xxx`: 256 bytes a function, no extended capabilities"
                                    : "`lspci -x`: 64 bytes a function, no capabilities";
@@ -651,10 +826,18 @@ std::vector<std::string> dump_assumption_notes(const std::string& dump_file, con
       "it; drivers, IOMMU groups, NUMA nodes, BAR sizes and whether the machine is a virtual machine are not in "
       "a dump",
       dump_file.empty() ? "" : " (" + dump_file + ")", kind, t.functions.size()));
-  if (short_of_it)
-    out.push_back(fmt::format("{} function(s) were dumped without their extended config space, so ACS is unknown "
-                              "for them: ask for `sudo lspci -xxxx` (as root; without root lspci shows 64 bytes)",
-                              short_of_it));
+  if (!short_of_it.empty()) {
+    constexpr size_t kNamed = 4;
+    std::vector<std::string> parts;
+    for (const auto& [bytes, who] : short_of_it) {
+      std::vector<std::string> named(who.begin(), who.begin() + static_cast<long>(std::min(who.size(), kNamed)));
+      if (who.size() > kNamed) named.push_back(fmt::format("and {} more", who.size() - kNamed));
+      parts.push_back(fmt::format("{} bytes of config space for {}", bytes, fmt::join(named, ", ")));
+    }
+    out.push_back(fmt::format("the dump has {}: their extended capabilities (ACS) are unknown: rerun `sudo lspci "
+                              "-xxxx` (`-xxxx` prints all 4096 bytes; without sudo lspci prints 64)",
+                              fmt::join(parts, ", and ")));
+  }
 
   std::vector<std::string> hbs;
   for (const auto& hb : t.host_bridges) {

@@ -412,7 +412,7 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
                                    name(t, *call.common));
       return;
     case MapType::kUnknown:
-      v.reason = "cannot be known from this sysroot: " + join(v.unknowns, "; ");
+      v.reason = fmt::format("cannot be known from {}: {}", t.input_kind(), join(v.unknowns, "; "));
       break;
     case MapType::kThruHostBridge:
     case MapType::kNotSupported:
@@ -653,12 +653,18 @@ ManyVerdict pci_p2pdma_distance_many(const Topology& topo, const KernelRules& ru
       for (const auto& test : call.acs)
         if (!test.redirect) {
           const Function& f = topo.functions[test.function];
-          v.unknowns.push_back(fmt::format(
-              "the ACS control register of {} was not readable ({} of {} config bytes; run as root)",
-              f.bdf.str(), f.config_readable, f.config_size));
+          v.unknowns.push_back(
+              topo.lspci_dump.empty()
+                  ? fmt::format("the ACS control register of {} was not readable ({} of {} config bytes; run as root)",
+                                f.bdf.str(), f.config_readable, f.config_size)
+                  : fmt::format("the ACS control register of {} is not in the dump: it has {} bytes of config space "
+                                "for {}; rerun `sudo lspci -xxxx`",
+                                f.bdf.str(), f.config_readable, f.bdf.str()));
         }
     if (differing & kCpuUnknown)
-      v.unknowns.push_back("the boot CPU (x86 AMD family >= 0x17?) is not known from this sysroot");
+      v.unknowns.push_back(topo.lspci_dump.empty()
+                               ? "the boot CPU (x86 AMD family >= 0x17?) is not known from this sysroot"
+                               : "the boot CPU (x86 AMD family >= 0x17?) is not in the dump: pass --dump-cpu");
     if (differing & kRootPortUnknown)
       v.unknowns.push_back("whether a root bus's first device is a PCIe Root Port was not readable");
 

@@ -331,7 +331,7 @@ void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::v
          "  BUS  = BUS_ADDR: below a common upstream bridge, no ACS redirect on the path\n"
          "  HB   = THRU_HOST_BRIDGE: allowed, routed through the host bridge\n"
          "  NO   = NOT_SUPPORTED: the kernel refuses (pci_p2pdma_distance() = -1)\n"
-         "  ?    = cannot be known from this sysroot (see `p2paudit explain`)\n\nDevices:\n";
+      << fmt::format("  ?    = cannot be known from {} (see `p2paudit explain`)\n\nDevices:\n", t.input_kind());
   for (size_t i = 0; i < devices.size(); ++i)
     out << fmt::format("  {:<{}}  {}\n", labels[i], width, describe(t, devices[i].index, {}));
   for (const auto& note : index.rules().notes) out << "Note: " << note << "\n";
@@ -400,8 +400,13 @@ std::string explain_text(const Topology& t, const KernelRules& rules, const Many
     if (!v.acs_tests.empty()) {
       out += fmt::format("  ACS redirect tests{}:\n", v.acs_considered ? "" : " (not used: no common upstream device)");
       for (const auto& test : v.acs_tests) {
+        const Function& tested = t.functions[test.function];
+        std::string unknown = t.lspci_dump.empty()
+                                  ? "ACS not readable (run as root)"
+                                  : fmt::format("ACS not in the dump ({} bytes of config space): rerun `sudo lspci -xxxx`",
+                                                tested.config_readable);
         std::string state = test.acs.state == CapState::kAbsent    ? "no ACS capability"
-                            : test.acs.state == CapState::kUnknown ? "ACS not readable (run as root)"
+                            : test.acs.state == CapState::kUnknown ? unknown
                                                                    : fmt::format("ctrl {:#06x} ({})", test.acs.ctrl,
                                                                                  acs_bits(test.acs.ctrl));
         out += fmt::format("    {}  {:<8}  {}{}\n", t.functions[test.function].bdf.str(),

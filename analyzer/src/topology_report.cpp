@@ -176,6 +176,9 @@ nlohmann::ordered_json topology_to_json(const Topology& t) {
 
 std::string privilege_note(const Topology& t) {
   if (t.config_fully_readable) return "";
+  if (!t.lspci_dump.empty())
+    return "the dump holds less than the whole config space of some functions (the findings name them): ACS and "
+           "PCIe port types are unknown for them; rerun `sudo lspci -xxxx`";
   return "config space was only partly readable (unprivileged reads stop at 64 bytes; a copy may be cut short): ACS and PCIe port types "
          "are unknown; run as root, or analyse a snapshot captured as root";
 }

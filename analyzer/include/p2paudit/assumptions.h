@@ -28,6 +28,7 @@ struct AcsRedirectOff {
   std::vector<size_t> without_acs;    // named, but no ACS capability: the kernel warns and changes nothing
   std::vector<size_t> unreadable;     // ACS control not readable: left unknown, never guessed
   std::vector<size_t> pch_quirk;      // Intel SPT/UPT PCH root ports: what P2PDMA reads does not change
+  std::vector<std::string> read_notes;  // how a pasted kernel command line was read (ignored parts)
 
   // "pci=disable_acs_redir=" with the cleared devices, ';'-separated; "" when nothing was cleared.
   std::string kernel_parameter(const Topology& topo) const;
@@ -40,8 +41,11 @@ struct AcsRedirectOff {
 // parameter names. Each spec is one or more devices separated by ';' or ',' (as the kernel
 // separates them), each in the kernel's pci_dev_str_match() syntax: "[DDDD:]BB:DD.F" with an
 // optional "/DD.F" path below it, or "pci:VVVV:DDDD[:SSSS:ssss]" (a 0 field matches any); or
-// "all": every device with an ACS capability. Throws InputError naming the spec when it does not
-// parse, is empty, or matches no function of the topology.
+// "all": every device with an ACS capability. A spec holding '=' or blanks is the kernel's own
+// parameter as pasted: "pci=disable_acs_redir=A;B", "disable_acs_redir=A;B", or a whole kernel
+// command line holding it, read as the kernel's pci_setup() reads it (the last disable_acs_redir=
+// of the pci= options). Throws InputError naming the spec when it does not parse, is empty, holds no
+// pci=disable_acs_redir=, or matches no function of the topology.
 AcsRedirectOff assume_acs_redirect_off(Topology& topo, const std::vector<std::string>& specs);
 
 // Kernels 6.11 to 6.14 (47c8846a49ba until the fix 9cf8a952d57b, also backported to 6.12.y)

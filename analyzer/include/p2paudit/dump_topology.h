@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// The PCIe tree rebuilt from an `lspci -x`, `-xxx` or `-xxxx` dump: config space is decoded by
-// libpci's dump method (read_config_dump), parents come from bridge bus ranges as `lspci -t`
-// draws them (pciutils ls-tree.c), and what a dump cannot tell (host-bridge split, CPU, IOMMU,
-// kernel) is taken from DumpAssumptions and stated as findings.
+// The PCIe tree rebuilt from an `lspci -x`, `-xxx` or `-xxxx` dump as people paste it (header
+// lines of any length, `lspci -v` text, mail around it): each function's intact bytes are decoded
+// by libpci (decode_config_bytes), bytes after damage in its hex rows are unreadable, parents come
+// from bridge bus ranges as `lspci -t` draws them (pciutils ls-tree.c), and what a dump cannot tell
+// (host-bridge split, CPU, IOMMU, kernel) is taken from DumpAssumptions and stated as findings.
 #pragma once
 
 #include <optional>
@@ -35,8 +36,10 @@ struct DumpAssumptions {
   std::string kernel;                         // --kernel X.Y[.Z]; also assumes CONFIG_PCI_P2PDMA=y
 };
 
-// Throws InputError (naming the file) when the dump cannot be read or holds no function, or
-// when an assumption is malformed. Never loops on hostile bus ranges; every function of the
+// Throws InputError (naming the file) when the dump cannot be read, holds no hex rows (`lspci -v`
+// or `lspci -t` text: the message says to run `sudo lspci -xxxx`), no function with its first 64
+// bytes intact, or more than 2^18 function headers, or when an assumption is malformed. Damage in a
+// function's hex rows is a finding naming the line ("line N: ..."). Never loops on hostile bus ranges; every function of the
 // dump (one copy of a duplicated address) is in the result.
 Topology read_dump_topology(const std::string& dump_file, const DumpAssumptions& assumptions);
 

@@ -208,10 +208,13 @@ struct Topology {
   Platform platform;
   std::vector<Finding> findings;
   bool config_fully_readable = true;   // false when any function's config was cut short (not root)
+  std::string lspci_dump;              // the `lspci -x` dump it was read from; "" for a sysroot
 
   const Function* find(const Bdf& bdf) const;
   std::optional<size_t> index_of(const Bdf& bdf) const;
   const HostBridge* host_bridge_of(const Function& f) const;
+  // Where facts come from, for messages: "this dump" or "this sysroot".
+  const char* input_kind() const { return lspci_dump.empty() ? "this sysroot" : "this dump"; }
 };
 
 }  // namespace p2paudit
