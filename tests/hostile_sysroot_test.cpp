@@ -103,7 +103,7 @@ TEST(HostileSysroot, ParentLoopTerminatesAndKeepsEveryDevice) {
   for (const char* cmd : {"matrix --all", "policy --all", "check 01:00.0 00:01.0", "explain 01:00.0 00:01.0"}) {
     auto r = tool("--sysroot " + s.str() + " " + cmd, true);
     EXPECT_NE(r.status, 124) << cmd << " hung";
-    EXPECT_LE(r.status, 2) << cmd;
+    EXPECT_LE(r.status, 3) << cmd;  // 3: check's "unknown"; never a crash or a hang
   }
   auto topo = tool("--sysroot " + s.str() + " topology", true);
   EXPECT_NE(topo.output.find("01:00.0"), std::string::npos) << topo.output;

@@ -342,7 +342,8 @@ TEST_F(Hostile, LintAsJsonListsEveryDiagnostic) {
   EXPECT_EQ(j["schema_version"], 1);
   ASSERT_EQ(j["diagnostics"].size(), 4u) << j.dump(2);
   EXPECT_EQ(j["diagnostics"][0], json({{"file", broken}, {"line", 4}, {"column", 12},
-                                        {"message", "unknown fact 'kernel.alowed' (did you mean 'kernel.allowed'?)"}}));
+                                        {"message", "unknown fact 'kernel.alowed' (did you mean 'kernel.allowed'?)"},
+                                        {"severity", "error"}}));
   EXPECT_EQ(j["diagnostics"][3]["file"], escape_text(latin1));
   EXPECT_EQ(j["diagnostics"][3]["line"], 3);
   EXPECT_EQ(j["files"][2], json({{"file", test::data_path("policy/valid.yaml")}, {"rules", 5}}));
