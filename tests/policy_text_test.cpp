@@ -209,7 +209,8 @@ TEST(AuditScreen, LargeMachineIsGroupedAndCountsAddUp) {
     ++rows;
     counted += in_row;
   }
-  for (const auto& l : lines) groups += std::regex_match(l, std::regex(R"(^G[0-9]+ (switch|root port|host bridge) .*)"));
+  const std::regex legend(R"(^G[0-9]+ (switch|root port|host bridge) .*)");
+  for (const auto& l : lines) groups += std::regex_match(l, legend);
   EXPECT_GT(rows, 0u) << r.output;
   EXPECT_EQ(rows, groups) << "each group in the legend once\n" << r.output;
   EXPECT_EQ(counted, devices * (devices - 1)) << r.output;
@@ -217,7 +218,8 @@ TEST(AuditScreen, LargeMachineIsGroupedAndCountsAddUp) {
   // --verbose: every pair's own decision.
   auto verbose = tool("--sysroot " + dir + " --verbose");
   size_t pairs = 0;
-  for (const auto& l : lines_of(verbose.output)) pairs += std::regex_search(l, std::regex(R"(^\S+ -> \S+: (peer|host_staged|deny) )"));
+  const std::regex pair_line(R"(^\S+ -> \S+: (peer|host_staged|deny) )");
+  for (const auto& l : lines_of(verbose.output)) pairs += std::regex_search(l, pair_line);
   EXPECT_EQ(pairs, devices * (devices - 1));
   std::filesystem::remove_all(dir);
 }
