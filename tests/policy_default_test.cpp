@@ -207,6 +207,13 @@ TEST(DefaultPolicy, OtherProblemsOfThePairAreFindingsWithTheirFixes) {
   EXPECT_EQ(decision_to_json(d)["findings"][0]["id"], "bar-unassigned");
   // same-switch (peer) also holds on base(): it adds nothing.
   EXPECT_FALSE(has(ids, "same-switch"));
+  // Where NVIDIA's driver decides, the kernel's P2PDMA is no problem of the pair; a BAR still is.
+  json nvidia = with(with(facts, kNvidiaGpus), {{"kernel.allowed", false}});
+  d = default_rules().decide(FactSet::from_json(nvidia, "NVIDIA pair"));
+  EXPECT_EQ(d.rule, "nvidia-driver-unknown");
+  ids.clear();
+  for (const auto& f : d.findings) ids.push_back(f.id);
+  EXPECT_EQ(ids, std::vector<std::string>{"bar-unassigned"}) << json(ids).dump();
   // With one problem only, no findings.
   d = default_rules().decide(FactSet::from_json(with(base(), {{"client.bar_unassigned", true}}), "one problem"));
   EXPECT_EQ(d.rule, "bar-unassigned");

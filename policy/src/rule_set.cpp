@@ -48,6 +48,13 @@ FiredRule fire(const Rule& rule, const FactSet& facts) {
   return {rule.id, rule.action, rule.reason.render(facts), rule.remedy.render(facts), rule.authority, rule.source};
 }
 
+// Whether a rule's refusal concerns a pair decided so: the kernel's P2PDMA governs neither a
+// pair that a vendor driver decides itself nor one whose traffic a vendor fabric carries.
+bool governs(const Rule& rule, const Decision& d) {
+  bool vendor_decides = d.authority == Authority::kVendorDriver || d.authority == Authority::kVendorFabric;
+  return !(vendor_decides && rule.authority == Authority::kKernel);
+}
+
 }  // namespace
 
 Decision RuleSet::decide(const FactSet& facts) const {
@@ -61,7 +68,7 @@ Decision RuleSet::decide(const FactSet& facts) const {
       // up to the first peer rule that holds: with the problems before it fixed, the pair is peer.
       if (past_findings || rule.when.evaluate(facts) != Tri::kTrue) continue;
       if (rule.action == Action::kPeer) past_findings = true;
-      else d.findings.push_back(fire(rule, facts));
+      else if (governs(rule, d)) d.findings.push_back(fire(rule, facts));
       continue;
     }
     switch (rule.when.evaluate(facts)) {

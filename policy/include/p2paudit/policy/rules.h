@@ -141,7 +141,7 @@ struct Decision {
   std::vector<FiredRule> fired;         // every rule that fired, warns included, in evaluation order
   // Later host_staged or deny rules whose `when` also holds, up to the first later peer rule that
   // holds: problems of the pair that the deciding rule hides (an unassigned BAR behind a kernel
-  // refusal), each with its own fix.
+  // refusal), each with its own fix. A kernel rule is none where a vendor driver or fabric decides.
   std::vector<FiredRule> findings;
   std::vector<std::string> undecided_rules;  // rules reached whose `when` was unknown
   std::vector<std::string> unknown_facts;    // facts that left those rules unknown, sorted
