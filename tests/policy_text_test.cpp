@@ -6,7 +6,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -123,6 +125,39 @@ TEST(PolicyText, ColourOnlyWhenAskedOrOnATerminalWithoutNoColor) {
   EXPECT_EQ(on_tty("NO_COLOR=1").find("\033["), std::string::npos);
   EXPECT_EQ(on_tty("TERM=dumb").find("\033["), std::string::npos);
   EXPECT_NE(tool("--color always matrix --sysroot " + h200x2()).output.find("\033[31mNO"), std::string::npos);
+}
+
+// A pair's other problems: each later refusal that holds, up to a later peer rule that holds, is
+// an "also" line with its fix in text, and a finding in JSON (policy --details, check).
+TEST(PolicyText, OtherProblemsOfAPairAreToldWithTheirFixes) {
+  std::string rules = ::testing::TempDir() + "/findings-" + std::to_string(::getpid()) + ".yaml";
+  {
+    std::ofstream f(rules);
+    f << "version: 1\nrules:\n"
+         "  - {id: first-problem, when: {platform.vm_guest: true}, action: host_staged, reason: the first problem, remedy: fix the first}\n"
+         "  - {id: second-problem, when: {platform.vm_guest: true}, action: deny, reason: the second problem, remedy: fix the second}\n"
+         "  - {id: not-here, when: {platform.vm_guest: false}, action: deny, reason: no problem here, remedy: nothing}\n"
+         "  - {id: fine-after-all, when: {platform.vm_guest: true}, action: peer, reason: fine}\n"
+         "  - {id: past-the-peer-rule, when: {platform.vm_guest: true}, action: deny, reason: never told, remedy: never}\n";
+  }
+  const std::string args = "--sysroot " + h200x2() + " policy --no-default-rules --rules " + rules;
+  auto r = tool(args);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("    why: the first problem\n    fix: fix the first\n"
+                          "    also [second-problem]: the second problem\n      fix: fix the second\n"),
+            std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("not-here"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("past-the-peer-rule"), std::string::npos) << r.output;
+  auto details = nlohmann::json::parse(tool(args + " --details --format json").output);
+  const auto& pair = details["pairs"][1];
+  ASSERT_EQ(pair["findings"].size(), 1u) << pair.dump();
+  EXPECT_EQ(pair["findings"][0]["id"], "second-problem");
+  EXPECT_EQ(pair["findings"][0]["remedy"], "fix the second");
+  EXPECT_EQ(details["groups"][0]["findings"], nlohmann::json::array({"second-problem"}));
+  auto check = nlohmann::json::parse(
+      tool("--sysroot " + h200x2() + " check gpu0 gpu1 --format json --no-default-rules --rules " + rules).output);
+  EXPECT_EQ(check["findings"][0]["id"], "second-problem") << check.dump();
+  std::remove(rules.c_str());
 }
 
 // The audit with no command: the decision first, every line within 80 columns, one screen.
