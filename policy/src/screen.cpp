@@ -246,11 +246,15 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
     // Too many devices for a grid a person reads: rows and columns are groups of devices under one
     // switch, root port or host bridge, each cell the count of its pairs by decision. Adjacent
     // groups merge until the grid fits the width.
-    std::vector<std::string> cells(k * k);
-    for (size_t i = 0; i < k * k; ++i) cells[i] = counts_text(counts[i]);
-    size_t gw = 0;
-    for (const auto& s : cells) gw = std::max(gw, s.size() + 2);
-    gw = std::max<size_t>(gw, fmt::format("G{}", k).size() + 2);
+    std::vector<std::string> cells;
+    size_t gw = 0;  // every column's width, the row labels' too
+    auto lay_out = [&] {
+      const size_t n = grouping.what.size();
+      cells.assign(n * n, "");
+      gw = fmt::format("G{}", n).size() + 2;
+      for (size_t i = 0; i < n * n; ++i) cells[i] = counts_text(counts[i]), gw = std::max(gw, cells[i].size() + 2);
+    };
+    lay_out();
     while (grouping.what.size() > 1 && gw * (grouping.what.size() + 1) > width) {
       // Merge groups 2i and 2i+1: their counts add up, nothing is decided again.
       size_t nk = (grouping.what.size() + 1) / 2, ok = grouping.what.size();
@@ -266,10 +270,7 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
       }
       grouping = std::move(g);
       counts = std::move(merged);
-      cells.assign(nk * nk, "");
-      gw = 0;
-      for (size_t i = 0; i < nk * nk; ++i) cells[i] = counts_text(counts[i]), gw = std::max(gw, cells[i].size() + 2);
-      gw = std::max<size_t>(gw, fmt::format("G{}", nk).size() + 2);
+      lay_out();
     }
     const size_t n = grouping.what.size();
     std::string row = fmt::format("{:<{}}", "", gw);
