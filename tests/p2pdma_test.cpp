@@ -213,7 +213,7 @@ TEST(P2pdma, SpecExampleAcceleratorIdsFirstInRelease72) {
   EXPECT_STREQ(map(refused), "NOT_SUPPORTED");
   EXPECT_EQ(refused.remedy.whitelist, "host bridge 8086:0b25 is not in this kernel's whitelist");
   bool names_release = false;
-  for (const auto& a : refused.remedy.alternatives) names_release = names_release || a.starts_with("kernel 7.2+");
+  for (const auto& a : refused.remedy.alternatives) names_release = names_release || a.starts_with("boot kernel 7.2+");
   EXPECT_TRUE(names_release);
 }
 

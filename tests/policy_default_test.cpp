@@ -48,6 +48,11 @@ json with(json j, const json& more) {
 }
 
 const json kXe = {{"provider.driver", "xe"}, {"client.driver", "xe"}, {"vendor.authority", "xe"}};
+// The fabric rules apply only to their vendor's GPUs.
+const json kNvidiaGpus = {{"vendor.authority", "nvidia"}, {"provider.vendor", "10de"}, {"client.vendor", "10de"},
+                          {"provider.class", "gpu"}, {"client.class", "gpu"}};
+const json kAmdGpus = {{"vendor.authority", "amdgpu"}, {"provider.vendor", "1002"}, {"client.vendor", "1002"},
+                       {"provider.class", "accelerator"}, {"client.class", "accelerator"}};
 
 std::vector<RuleCase> cases() {
   return {
@@ -62,8 +67,8 @@ std::vector<RuleCase> cases() {
       {"copy-corrupt", with(base(), {{"vendor.copy_result", "corrupt"}, {"vendor.nvlink", true}}),
        with(base(), {{"vendor.copy_result", "verified"}})},
       {"copy-failed", with(base(), {{"vendor.copy_result", "failed"}}), with(base(), {{"vendor.copy_result", "not_run"}})},
-      {"nvlink", {{"vendor.authority", "nvidia"}, {"vendor.nvlink", true}}, {{"vendor.authority", "nvidia"}, {"vendor.nvlink", false}}},
-      {"xgmi", {{"vendor.authority", "amdgpu"}, {"vendor.xgmi", true}}, with(base(), {{"vendor.xgmi", false}})},
+      {"nvlink", with(kNvidiaGpus, {{"vendor.nvlink", true}}), with(kNvidiaGpus, {{"vendor.nvlink", false}})},
+      {"xgmi", with(kAmdGpus, {{"vendor.xgmi", true}}), with(base(), {{"vendor.xgmi", false}})},
       {"nvidia-driver-allows", {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", true}},
        {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", false}}},
       {"nvidia-driver-refuses", {{"vendor.authority", "nvidia"}, {"vendor.peer_supported", false}},
@@ -158,6 +163,61 @@ TEST(DefaultPolicy, AdvisoriesOnlyWarnAndNameTheirSource) {
       EXPECT_EQ(rule.source.rfind("https://", 0), 0u) << rule.id;
     }
   }
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+// A fabric rule states whose fabric it is ahead of the fabric fact, so on any other pair it is
+// false, not undecided: "is there an NVLink?" is no open question between an NVMe drive and a NIC.
+TEST(DefaultPolicy, FabricUnknownsOnlyWhereTheFabricCanExist) {
+  json refused = with(base(), {{"kernel.allowed", false}, {"kernel.map_type", "NOT_SUPPORTED"}});
+  json nvme_nic = with(refused, {{"provider.vendor", "144d"}, {"provider.class", "nvme"},
+                                 {"client.vendor", "15b3"}, {"client.class", "nic"}});
+  Decision d = default_rules().decide(FactSet::from_json(nvme_nic, "nvme and nic"));
+  EXPECT_EQ(d.rule, "kernel-refuses");
+  EXPECT_FALSE(has(d.unknown_facts, "vendor.nvlink")) << json(d.unknown_facts).dump();
+  EXPECT_FALSE(has(d.unknown_facts, "vendor.xgmi")) << json(d.unknown_facts).dump();
+  EXPECT_TRUE(d.decisive_unknown_facts.empty()) << json(d.decisive_unknown_facts).dump();
+  // Two NVIDIA GPUs: NVLink could change the decision, XGMI cannot.
+  json nvidia = with(refused, kNvidiaGpus);
+  nvidia["vendor.authority"] = "kernel";
+  d = default_rules().decide(FactSet::from_json(nvidia, "two NVIDIA GPUs"));
+  EXPECT_TRUE(has(d.decisive_unknown_facts, "vendor.nvlink")) << json(d.decisive_unknown_facts).dump();
+  EXPECT_FALSE(has(d.decisive_unknown_facts, "vendor.xgmi")) << json(d.decisive_unknown_facts).dump();
+  json amd = with(refused, kAmdGpus);
+  amd["vendor.authority"] = "kernel";
+  d = default_rules().decide(FactSet::from_json(amd, "two AMD GPUs"));
+  EXPECT_TRUE(has(d.decisive_unknown_facts, "vendor.xgmi")) << json(d.decisive_unknown_facts).dump();
+  EXPECT_FALSE(has(d.decisive_unknown_facts, "vendor.nvlink")) << json(d.decisive_unknown_facts).dump();
+}
+
+// Every later refusal that holds is reported beside the decision with its own fix; a later peer
+// rule is not a problem, and a rule that did not hold is not reported.
+TEST(DefaultPolicy, OtherProblemsOfThePairAreFindingsWithTheirFixes) {
+  json facts = with(base(), {{"kernel.config_p2pdma", false}, {"client.bar_unassigned", true},
+                             {"provider.rebar_no_room", false}, {"client.rebar_no_room", false}});
+  Decision d = default_rules().decide(FactSet::from_json(facts, "two problems"));
+  EXPECT_EQ(d.rule, "kernel-without-p2pdma");
+  std::vector<std::string> ids;
+  for (const auto& f : d.findings) ids.push_back(f.id);
+  EXPECT_EQ(ids, std::vector<std::string>{"bar-unassigned"}) << json(ids).dump();
+  ASSERT_FALSE(d.findings.empty());
+  EXPECT_NE(d.findings[0].remedy.find("pci=realloc"), std::string::npos) << d.findings[0].remedy;
+  EXPECT_TRUE(decision_to_json(d).contains("findings"));
+  EXPECT_EQ(decision_to_json(d)["findings"][0]["id"], "bar-unassigned");
+  // same-switch (peer) also holds on base(): it adds nothing.
+  EXPECT_FALSE(has(ids, "same-switch"));
+  // Where NVIDIA's driver decides, the kernel's P2PDMA is no problem of the pair; a BAR still is.
+  json nvidia = with(with(facts, kNvidiaGpus), {{"kernel.allowed", false}});
+  d = default_rules().decide(FactSet::from_json(nvidia, "NVIDIA pair"));
+  EXPECT_EQ(d.rule, "nvidia-driver-unknown");
+  ids.clear();
+  for (const auto& f : d.findings) ids.push_back(f.id);
+  EXPECT_EQ(ids, std::vector<std::string>{"bar-unassigned"}) << json(ids).dump();
+  // With one problem only, no findings.
+  d = default_rules().decide(FactSet::from_json(with(base(), {{"client.bar_unassigned", true}}), "one problem"));
+  EXPECT_EQ(d.rule, "bar-unassigned");
+  EXPECT_TRUE(d.findings.empty());
 }
 
 // The seed case: two GPUs on separate root ports of one host bridge, xe driver, P2PDMA kernel.

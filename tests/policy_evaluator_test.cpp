@@ -43,6 +43,10 @@ size_t expect_groups_match_full_decisions(const Topology& t, const KernelRules& 
       EXPECT_EQ(to_string(g.action), std::string(to_string(full.decision.action))) << pair;
       EXPECT_EQ(g.rule, full.decision.rule) << pair;
       EXPECT_EQ(g.fired, full.decision.rule_ids()) << pair;
+      // The pair's other problems read the same facts as its decision: the memo keeps them exact.
+      std::vector<std::string> findings;
+      for (const auto& f : full.decision.findings) findings.push_back(f.id);
+      EXPECT_EQ(g.findings, findings) << pair;
       EXPECT_EQ(g.undecided_rules, full.decision.undecided_rules) << pair;
       EXPECT_EQ(g.unknown_facts, full.decision.unknown_facts) << pair;
       EXPECT_EQ(alone.rule_ids(), full.decision.rule_ids()) << pair;

@@ -354,11 +354,11 @@ std::vector<std::string> releases_whitelisting(const KernelRules& rules, const F
   std::vector<std::string> out;
   for (const auto& e : rules.all_releases) {
     if (e.vendor != root.vendor || (e.device && *e.device != root.device)) continue;
-    std::string when = e.releases.added ? "kernel " + e.releases.added->version() : "some kernels";
+    std::string when = e.releases.added ? "kernel " + e.releases.added->version() : "a kernel whose table has it";
     if (e.releases.removed) when += " to " + e.releases.removed->version() + " (exclusive)";
     else if (e.releases.added) when += "+";
     for (const auto& b : e.releases.backports) when += ", " + b.version() + "+ stable";
-    out.push_back(fmt::format("{} whitelists {}{}", when, e.id(),
+    out.push_back(fmt::format("boot {}, which whitelists {}{}", when, e.id(),
                               e.same_host_bridge ? " (same host bridge only)" : ""));
   }
   return out;
@@ -395,11 +395,12 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
   if (rules.config_p2pdma == Known::kNo) {
     v.reason = fmt::format("CONFIG_PCI_P2PDMA is not set in this kernel's config ({})",
                            rules.config_source.empty() ? "unknown source" : rules.config_source);
-    v.remedy.alternatives.push_back("a kernel built with CONFIG_PCI_P2PDMA=y");
+    v.remedy.alternatives.push_back("boot a kernel built with CONFIG_PCI_P2PDMA=y (Debian 7.2+, Ubuntu 6.5 HWE and later)");
     return;
   }
   if (!rules.p2pdma) {
     v.reason = fmt::format("kernel {} has no P2PDMA (added in 4.20)", rules.release.version());
+    v.remedy.alternatives.push_back("boot kernel 4.20 or later built with CONFIG_PCI_P2PDMA=y");
     return;
   }
 
@@ -473,8 +474,8 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
   // What would make the kernel allow it.
   if (!call.common)
     v.remedy.alternatives.push_back(
-        "a PCIe switch above both devices (without ACS redirect) keeps the traffic below a common "
-        "upstream bridge (BUS_ADDR)");
+        "put both devices below one PCIe switch without ACS redirect: the traffic then stays below it "
+        "(BUS_ADDR)");
   for (const auto& hb : call.host_bridges) {
     if (hb.passed.value_or(true)) continue;
     if (hb.root_device && !hb.entry) {
@@ -484,19 +485,19 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
                                        root.device_name.empty() ? "" : " (" + root.device_name + ")");
       for (auto& r : releases_whitelisting(rules, root)) v.remedy.alternatives.push_back(r);
       v.remedy.alternatives.push_back(fmt::format(
-          "--assume-whitelisted {:04x}:{:04x} shows the answer if the kernel trusted it", root.vendor,
-          root.device));
+          "stage through host memory (a whitelist entry for {0:04x}:{1:04x} needs evidence: `p2paudit whitelist`; "
+          "`--assume-whitelisted {0:04x}:{1:04x}` shows the answer with one)", root.vendor, root.device));
     } else if (!hb.root_device && hb.first_device &&
                rules.root_device_rule != RootDeviceRule::kFirstAtDevfn0OrRootPort &&
                t.functions[*hb.first_device].pcie_type == PcieType::kRootPort) {
       v.remedy.alternatives.push_back(fmt::format(
-          "kernel 5.19+ also keys the whitelist by a Root Port at any devfn ({})", name(t, *hb.first_device)));
+          "boot kernel 5.19+, which also keys the whitelist by a Root Port at any devfn ({})", name(t, *hb.first_device)));
     }
     break;  // the kernel stops at the first host bridge that fails
   }
   if (rules.map_types && !v.cpu_supports_p2pdma.value_or(false))
-    v.remedy.alternatives.push_back("an AMD Zen host (boot CPU family >= 0x17; kernel 5.9+) allows any "
-                                    "host-bridge path");
+    v.remedy.alternatives.push_back("move the devices to an AMD Zen host (boot CPU family >= 0x17, kernel 5.9+), "
+                                    "whose kernel allows any host-bridge path");
 }
 
 }  // namespace

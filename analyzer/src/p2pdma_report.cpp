@@ -434,15 +434,22 @@ std::string explain_text(const Topology& t, const KernelRules& rules, const Many
     if (v.kernel_log.empty()) out += "    (nothing)\n";
     for (const auto& line : v.kernel_log) out += "    " + line + "\n";
     const Remedy& rm = v.remedy;
-    if (!rm.disable_acs_redir.empty() || !rm.whitelist.empty() || !rm.alternatives.empty()) {
+    // The whitelist line says why, not what to do: it stands apart from the remedies, each of
+    // which is an action; "or:" joins the second and later to the first.
+    if (!rm.whitelist.empty()) out += "  Whitelist: " + rm.whitelist + "\n";
+    if (!rm.disable_acs_redir.empty() || !rm.alternatives.empty()) {
       out += "  Remedy:\n";
+      bool first = true;
       if (!rm.disable_acs_redir.empty()) {
-        out += "    kernel parameter pci=disable_acs_redir=" + rm.disable_acs_redir + " (no redirect left: BUS_ADDR)\n";
+        out += "    add the kernel parameter pci=disable_acs_redir=" + rm.disable_acs_redir + " (no redirect left: BUS_ADDR)\n";
         if (!rm.iommu_groups_merged.empty())
           out += fmt::format("      (likely merges IOMMU groups {})\n", fmt::join(rm.iommu_groups_merged, ", "));
+        first = false;
       }
-      if (!rm.whitelist.empty()) out += "    " + rm.whitelist + "\n";
-      for (const auto& a : rm.alternatives) out += "    or: " + a + "\n";
+      for (const auto& a : rm.alternatives) {
+        out += (first ? "    " : "    or: ") + a + "\n";
+        first = false;
+      }
     }
   }
   if (many.clients.size() > 1)

@@ -11,6 +11,7 @@
 
 #include "p2paudit/device_class.h"
 #include "p2paudit/json_output.h"
+#include "notes.h"
 
 namespace p2paudit::policy {
 
@@ -143,10 +144,12 @@ size_t PolicyEvaluator::group_of(const Decision& d, size_t provider, size_t clie
     g.fired.push_back(f.id);
     if (f.action == Action::kWarn) g.warnings.push_back(f.id);
   }
+  for (const auto& f : d.findings) g.findings.push_back(f.id);
   g.undecided_rules = d.undecided_rules;
   g.unknown_facts = d.unknown_facts;
-  std::string key = fmt::format("{}\n{}\n{}\n{}\n{}", to_string(g.action), g.rule, fmt::join(g.fired, ","),
-                                fmt::join(g.undecided_rules, ","), fmt::join(g.unknown_facts, ","));
+  std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}", to_string(g.action), g.rule, fmt::join(g.fired, ","),
+                                fmt::join(g.findings, ","), fmt::join(g.undecided_rules, ","),
+                                fmt::join(g.unknown_facts, ","));
   auto [it, added] = group_ids_.try_emplace(key, groups_.size());
   if (added) {
     g.example = {provider, client};
@@ -211,29 +214,18 @@ nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecisi
 
 namespace {
 
-const char* short_code(Action a) {
-  switch (a) {
-    case Action::kPeer: return "PEER";
-    case Action::kHostStaged: return "HOST";
-    case Action::kDeny: return "DENY";
-    case Action::kWarn: break;
-  }
-  return "?";
-}
-
 bool is_gpu(const Topology& topo, size_t i) { return classify_device(topo.functions[i]) == DeviceClass::kGpu; }
 
 constexpr size_t kFlushBytes = 1 << 16;
 
-std::string group_heading(const DecisionGroup& g) {
-  return fmt::format("{} ({}{}{})", to_string(g.action), g.rule.empty() ? "no rule decided" : "rule " + g.rule,
-                     g.authority ? ", authority " : "", g.authority ? to_string(*g.authority) : "");
-}
-
-// why/fix/warning/unknown lines of one pair's decision.
+// why/fix/also/warning/unknown lines of one pair's decision.
 std::string decision_lines(const Decision& d) {
   std::string out = fmt::format("  why: {}\n", d.reason);
   if (!d.remedy.empty()) out += fmt::format("  fix: {}\n", d.remedy);
+  for (const FiredRule* f : findings_to_tell(d)) {
+    out += fmt::format("  also [{}]: {}\n", f->id, f->reason);
+    if (!f->remedy.empty()) out += fmt::format("    fix: {}\n", f->remedy);
+  }
   for (const auto& fired : d.fired)
     if (fired.action == Action::kWarn) out += fmt::format("  warning [{}]: {}\n", fired.id, fired.reason);
   if (!d.unknown_facts.empty()) out += fmt::format("  unknown: {}\n", fmt::join(d.unknown_facts, ", "));
@@ -251,6 +243,7 @@ nlohmann::ordered_json group_json(PolicyEvaluator& evaluator, size_t index) {
           {"authority", g.authority ? nlohmann::ordered_json(to_string(*g.authority)) : nlohmann::ordered_json(nullptr)},
           {"rules", g.fired},
           {"warnings", g.warnings},
+          {"findings", g.findings},
           {"undecided_rules", g.undecided_rules},
           {"unknown_facts", g.unknown_facts},
           {"pairs", g.pairs},
@@ -261,51 +254,6 @@ nlohmann::ordered_json group_json(PolicyEvaluator& evaluator, size_t index) {
                        {"reasons", d.reasons()},
                        {"remedies", d.remedies()}}}};
 }
-
-}  // namespace
-
-namespace {
-
-Tone action_tone(Action a) {
-  return a == Action::kPeer ? Tone::kGood : a == Action::kDeny ? Tone::kBad : Tone::kCaution;
-}
-
-// The grid: each cell the pair's action; with note, the footnote number of the pair's reasons.
-class PolicyGrid {
- public:
-  PolicyGrid(const std::vector<std::string>& labels, const TextStyle& style) : labels_(labels), style_(style) {
-    for (const auto& l : labels) width_ = std::max(width_, l.size() + 2);
-  }
-  void set_note_width(size_t digits) { width_ = std::max(width_, 4 + digits + 2 + 2); }
-  std::string header() const {
-    std::string row = fmt::format("{:<{}}", "", width_);
-    for (const auto& l : labels_) row += fmt::format("{:<{}}", l, width_);
-    return trimmed(row);
-  }
-  void start_row(std::string& buf, size_t r) const { buf += fmt::format("{:<{}}", labels_[r], width_); }
-  void self(std::string& buf) const { buf += fmt::format("{:<{}}", "X", width_); }
-  void cell(std::string& buf, Action a, size_t note) const {
-    std::string text = note ? fmt::format("{}[{}]", short_code(a), note) : short_code(a);
-    buf += style_.paint(fmt::format("{:<{}}", text, width_), action_tone(a));
-  }
-  static void end_row(std::string& buf) {
-    while (!buf.empty() && buf.back() == ' ') buf.pop_back();
-    buf += '\n';
-  }
-
- private:
-  static std::string trimmed(std::string row) {
-    end_row(row);
-    return row;
-  }
-  const std::vector<std::string>& labels_;
-  const TextStyle& style_;
-  size_t width_ = 6;
-};
-
-constexpr const char* kGridLegend =
-    "Rows are providers (whose memory is read or written), columns clients (which do the DMA).\n"
-    "PEER = try peer-to-peer DMA, HOST = stage through host memory, DENY = refuse";
 
 // --verbose/--details: every pair's own decision and texts.
 void write_policy_per_pair(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
@@ -334,22 +282,6 @@ void write_policy_per_pair(std::ostream& out, PolicyEvaluator& evaluator, const 
   out << buf;
 }
 
-// A footnote: one distinct decision text and the pairs it covers.
-struct PolicyNote {
-  std::string heading;  // "host_staged (rule x, authority y)"
-  Action action = Action::kHostStaged;
-  std::string body;     // why/fix/unknown lines
-  size_t pairs = 0;
-  std::vector<std::string> first_pairs;  // the first few, "gpu0 -> gpu1"
-};
-
-// A warning's text and the footnotes whose pairs it fired on.
-struct PolicyWarning {
-  std::string line;
-  std::vector<size_t> notes;
-  size_t pairs = 0;
-};
-
 }  // namespace
 
 void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
@@ -357,43 +289,13 @@ void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std:
   const Topology& topo = evaluator.topology();
   auto labels = matrix_labels(topo, devices);
   if (per_pair) return write_policy_per_pair(out, evaluator, devices, labels, style);
-  constexpr size_t kPairsNamed = 6;
-  // Groups differ in what a pair-specific text names or in unknowns that change nothing; a note is
-  // what the reader is told: action, rule, why, fix and the unknowns that could change the action.
-  std::vector<size_t> note_of_group;  // 0: not yet seen
-  std::vector<std::vector<size_t>> warnings_of_group;
-  std::map<std::string, size_t> note_by_text;
-  std::vector<PolicyNote> notes;
-  std::vector<PolicyWarning> warnings;
-  std::map<std::string, size_t> warning_by_line;
-  auto note_of = [&](size_t g) {
-    if (g < note_of_group.size() && note_of_group[g]) return note_of_group[g];
-    const DecisionGroup& group = evaluator.groups()[g];
-    const Decision d = evaluator.decide_in_full(group.example.first, group.example.second).decision;
-    PolicyNote note{group_heading(group), d.action, fmt::format("    why: {}\n", d.reason)};
-    if (!d.remedy.empty()) note.body += fmt::format("    fix: {}\n", d.remedy);
-    if (!d.decisive_unknown_facts.empty())
-      note.body += fmt::format("    unknown, and it could change this: {}\n", fmt::join(d.decisive_unknown_facts, ", "));
-    auto [it, added] = note_by_text.try_emplace(note.heading + "\n" + note.body, notes.size() + 1);
-    if (added) notes.push_back(std::move(note));
-    if (g >= note_of_group.size()) note_of_group.resize(g + 1, 0), warnings_of_group.resize(g + 1);
-    for (const auto& fired : d.fired) {
-      if (fired.action != Action::kWarn) continue;
-      auto [w, new_warning] = warning_by_line.try_emplace(fmt::format("[{}] {}", fired.id, fired.reason), warnings.size());
-      if (new_warning) warnings.push_back({w->first, {}});
-      warnings_of_group[g].push_back(w->second);
-      auto& covered = warnings[w->second].notes;
-      if (std::find(covered.begin(), covered.end(), it->second) == covered.end()) covered.push_back(it->second);
-    }
-    return note_of_group[g] = it->second;
-  };
+  NoteBook book(evaluator);
 
   PolicyGrid grid(labels, style);
   // Note numbers are known only as pairs are decided: the grid is built before it is printed, at a
   // width fitting up to 999 notes (a machine with more has more groups than a grid can show anyway).
   grid.set_note_width(3);
   std::string buf = grid.header();
-  size_t pairs = 0;
   for (size_t r = 0; r < devices.size(); ++r) {
     grid.start_row(buf, r);
     for (size_t c = 0; c < devices.size(); ++c) {
@@ -401,32 +303,28 @@ void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std:
         grid.self(buf);
         continue;
       }
-      size_t g = evaluator.decide(devices[r].index, devices[c].index);
-      size_t n = note_of(g);
-      for (size_t w : warnings_of_group[g]) ++warnings[w].pairs;
-      ++pairs;
-      PolicyNote& note = notes[n - 1];
-      if (++note.pairs <= kPairsNamed) note.first_pairs.push_back(labels[r] + " -> " + labels[c]);
-      grid.cell(buf, note.action, n);
+      size_t n = book.count(evaluator.decide(devices[r].index, devices[c].index), labels[r], labels[c]);
+      grid.cell(buf, book.notes()[n - 1].decision.action, n);
     }
     PolicyGrid::end_row(buf);
     if (buf.size() >= kFlushBytes) out << buf, buf.clear();
   }
+  const size_t pairs = book.pairs();
   buf += pairs ? fmt::format("\n{}; [N] = note N below.\n", kGridLegend)
                : fmt::format("\nFewer than two devices: no pair to decide (`--all` lists every function).\n");
   out << buf;
-  for (size_t n = 1; n <= notes.size(); ++n) {
-    const PolicyNote& note = notes[n - 1];
+  for (size_t n = 1; n <= book.notes().size(); ++n) {
+    const PolicyNote& note = book.notes()[n - 1];
     std::string which = fmt::format("{}", fmt::join(note.first_pairs, ", "));
     if (note.pairs > note.first_pairs.size()) which += fmt::format(" and {} more", note.pairs - note.first_pairs.size());
-    out << fmt::format("\n[{}] {}: {} pair{} ({})\n{}", n, style.paint(note.heading, action_tone(note.action)), note.pairs,
-                       note.pairs == 1 ? "" : "s", which, note.body);
+    out << fmt::format("\n[{}] {}: {} pair{} ({})\n{}", n, style.paint(note.heading, action_tone(note.decision.action)),
+                       note.pairs, note.pairs == 1 ? "" : "s", which, NoteBook::body(note.decision, "    "));
   }
-  if (!warnings.empty()) out << "\nWarnings:\n";
-  for (const auto& w : warnings) {
+  if (!book.warnings().empty()) out << "\nWarnings:\n";
+  for (const auto& w : book.warnings()) {
     std::string scope = w.pairs == pairs ? "every pair"
                                          : fmt::format("{} of {} pairs, in notes {}", w.pairs, pairs, fmt::join(w.notes, ", "));
-    out << fmt::format("  {} ({})\n", w.line, scope);
+    out << fmt::format("  [{}] {} ({})\n", w.id, w.reason, scope);
   }
   if (devices.size() >= 2) out << "\n`--verbose`: every pair's reasons, warnings and unknown facts.\n";
 }

@@ -89,7 +89,7 @@ std::vector<FactSpec> build_catalog() {
       fact("kernel.config_p2pdma", kBool, "the kernel is built with CONFIG_PCI_P2PDMA"),
       fact("kernel.release", kString, "kernel release whose rules were applied (\"6.8.0\")"),
       fact("kernel.reason", kString, "the kernel verdict in one sentence"),
-      fact("kernel.remedy", kString, "what would change the kernel verdict (boot parameter, whitelist entry)"),
+      fact("kernel.remedy", kString, "what to do about the kernel verdict, each an action (boot parameter, kernel, slot)"),
 
       // Where the two devices meet in the PCIe tree.
       fact("path.relation", kEnum, "the closest thing the two devices share",

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
@@ -302,10 +303,15 @@ const std::vector<std::string>& kernel_text_facts() {
 
 void add_kernel_text_facts(const Topology& t, const PairVerdict& v, FactSet& facts) {
   facts.set("kernel.reason", v.reason);
-  std::string remedy = !v.remedy.disable_acs_redir.empty()
-                           ? "add the kernel parameter pci=disable_acs_redir=" + v.remedy.disable_acs_redir
-                           : v.remedy.whitelist;
-  if (!remedy.empty()) facts.set("kernel.remedy", remedy);
+  // What to do, each an action, the boot parameter first; where this kernel offers nothing, it
+  // says so (remedy.whitelist says why the kernel refuses, which is no fix).
+  std::vector<std::string> actions;
+  if (!v.remedy.disable_acs_redir.empty())
+    actions.push_back("add the kernel parameter pci=disable_acs_redir=" + v.remedy.disable_acs_redir);
+  actions.insert(actions.end(), v.remedy.alternatives.begin(), v.remedy.alternatives.end());
+  if (actions.empty() && v.map_type == MapType::kNotSupported)
+    actions.push_back("none on this kernel: stage through host memory");
+  if (!actions.empty()) facts.set("kernel.remedy", fmt::format("{}", fmt::join(actions, "; or ")));
   if (!v.acs_considered) return;  // set with the pair's own facts
   std::vector<std::string> redirecting;
   bool unknown = false;

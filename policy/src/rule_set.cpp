@@ -63,16 +63,38 @@ RuleSet RuleSet::load(const std::vector<std::string>& paths) {
   return set;
 }
 
+namespace {
+
+FiredRule fire(const Rule& rule, const FactSet& facts) {
+  return {rule.id, rule.action, rule.reason.render(facts), rule.remedy.render(facts), rule.authority, rule.source};
+}
+
+// Whether a rule's refusal concerns a pair decided so: the kernel's P2PDMA governs neither a
+// pair that a vendor driver decides itself nor one whose traffic a vendor fabric carries.
+bool governs(const Rule& rule, const Decision& d) {
+  bool vendor_decides = d.authority == Authority::kVendorDriver || d.authority == Authority::kVendorFabric;
+  return !(vendor_decides && rule.authority == Authority::kKernel);
+}
+
+}  // namespace
+
 Decision RuleSet::decide(const FactSet& facts) const {
   Decision d;
-  bool decided = false;
+  bool decided = false, past_findings = false;
   std::vector<const Rule*> undecided_decisive;  // all before the deciding rule: later ones are skipped
   for (const auto& rule : rules_) {
     bool decisive = rule.action != Action::kWarn;
-    if (decided && decisive) continue;
+    if (decided && decisive) {
+      // No longer deciding, but a refusal that holds too is a second problem with a fix of its own,
+      // up to the first peer rule that holds: with the problems before it fixed, the pair is peer.
+      if (past_findings || rule.when.evaluate(facts) != Tri::kTrue) continue;
+      if (rule.action == Action::kPeer) past_findings = true;
+      else if (governs(rule, d)) d.findings.push_back(fire(rule, facts));
+      continue;
+    }
     switch (rule.when.evaluate(facts)) {
       case Tri::kTrue: {
-        FiredRule fired{rule.id, rule.action, rule.reason.render(facts), rule.remedy.render(facts), rule.authority, rule.source};
+        FiredRule fired = fire(rule, facts);
         if (decisive) {
           decided = true;
           d.action = rule.action;
@@ -143,14 +165,17 @@ nlohmann::json decision_to_json(const Decision& d) {
   auto optional_authority = [](const std::optional<Authority>& a) -> nlohmann::json {
     return a ? nlohmann::json(to_string(*a)) : nlohmann::json(nullptr);
   };
-  auto fired = nlohmann::json::array();
-  for (const auto& f : d.fired)
-    fired.push_back({{"id", f.id},
+  auto rules_json = [&](const std::vector<FiredRule>& rules) {
+    auto out = nlohmann::json::array();
+    for (const auto& f : rules)
+      out.push_back({{"id", f.id},
                      {"action", to_string(f.action)},
                      {"reason", f.reason},
                      {"remedy", f.remedy},
                      {"authority", optional_authority(f.authority)},
                      {"source", f.source}});
+    return out;
+  };
   return {{"decision", to_string(d.action)},
           {"rule", d.rule.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.rule)},
           {"authority", optional_authority(d.authority)},
@@ -159,7 +184,8 @@ nlohmann::json decision_to_json(const Decision& d) {
           {"rules", d.rule_ids()},
           {"reasons", d.reasons()},
           {"remedies", d.remedies()},
-          {"fired", std::move(fired)},
+          {"fired", rules_json(d.fired)},
+          {"findings", rules_json(d.findings)},
           {"undecided_rules", d.undecided_rules},
           {"unknown_facts", d.unknown_facts}};
 }

@@ -47,6 +47,7 @@ struct DecisionGroup {
   std::optional<Authority> authority;
   std::vector<std::string> fired;             // ids of every rule that fired, warns included
   std::vector<std::string> warnings;          // ids of the warn rules among them
+  std::vector<std::string> findings;          // ids of the later refusing rules that also held
   std::vector<std::string> undecided_rules;
   std::vector<std::string> unknown_facts;
   size_t pairs = 0;                           // pairs decide() has put here
@@ -113,6 +114,21 @@ nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecisi
 // pairs are decided: memory grows with the number of groups, not of pairs.
 void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
                        bool per_pair, const TextStyle& style = {});
+// The audit's first screen (docs/policy.md): the decision grid with each note's action, rule, one
+// line of why and of fix, and the pair's other problems, then the warnings (notes and warnings
+// that read alike on a line are told once, at most max_notes and max_warnings); every line at most
+// `width` columns. Past max_columns devices, or what fits the width, rows and columns are groups
+// of devices (by switch, root port or host bridge, at most max_groups) and each cell counts its
+// pairs by decision. Memory grows with the notes and groups, not with the pairs.
+struct ScreenOptions {
+  size_t width = 80;
+  size_t max_columns = 16;
+  size_t max_groups = 8;
+  size_t max_notes = 6;
+  size_t max_warnings = 4;
+};
+void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
+                           const TextStyle& style = {}, const ScreenOptions& options = {});
 // {"schema_version": 2, ...head, "devices", "pairs": [{provider, client, decision, rule, authority,
 // group}...], "groups": [...]}; with details each pair is pair_decision_json()'s object plus its group.
 void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,

@@ -150,6 +150,10 @@ struct Decision {
   std::string reason;                   // the deciding rule's reason, or kNoRuleDecided
   std::string remedy;
   std::vector<FiredRule> fired;         // every rule that fired, warns included, in evaluation order
+  // Later host_staged or deny rules whose `when` also holds, up to the first later peer rule that
+  // holds: problems of the pair that the deciding rule hides (an unassigned BAR behind a kernel
+  // refusal), each with its own fix. A kernel rule is none where a vendor driver or fabric decides.
+  std::vector<FiredRule> findings;
   std::vector<std::string> undecided_rules;  // rules reached whose `when` was unknown
   std::vector<std::string> unknown_facts;    // facts that left those rules unknown, sorted
   // Of those, the facts that left a peer/host_staged/deny rule unknown whose action differs from
@@ -164,7 +168,7 @@ struct Decision {
 inline constexpr std::string_view kNoRuleDecided = "no rule decided";
 
 // {"decision", "rule", "authority", "reason", "remedy", "rules", "reasons", "remedies", "fired",
-//  "undecided_rules", "unknown_facts"}; absent rule/authority are null.
+//  "findings", "undecided_rules", "unknown_facts"}; absent rule/authority are null.
 nlohmann::json decision_to_json(const Decision& d);
 
 // Rule files combined in order. A rule whose id an earlier file already used replaces that rule
@@ -180,7 +184,9 @@ class RuleSet {
   const std::vector<std::string>& rule_files() const { return files_; }
 
   // Rules are evaluated in order. Every warn rule is evaluated; the first peer, host_staged or
-  // deny rule whose `when` is true decides and later ones are not evaluated. With none, the
+  // deny rule whose `when` is true decides; of the later ones, those that would stage or refuse
+  // and are also true become the decision's findings, until a later peer rule is true (past it the
+  // pair would be peer once the problems before were fixed). With none, the
   // decision is host_staged, reason kNoRuleDecided: staging works wherever each device can reach
   // system memory, so it is the answer that is safe without evidence.
   Decision decide(const FactSet& facts) const;

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+#include "notes.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace p2paudit::policy {
+
+const char* short_code(Action a) {
+  switch (a) {
+    case Action::kPeer: return "PEER";
+    case Action::kHostStaged: return "HOST";
+    case Action::kDeny: return "DENY";
+    case Action::kWarn: break;
+  }
+  return "?";
+}
+
+std::string group_heading(const DecisionGroup& g) {
+  return fmt::format("{} ({}{}{})", to_string(g.action), g.rule.empty() ? "no rule decided" : "rule " + g.rule,
+                     g.authority ? ", authority " : "", g.authority ? to_string(*g.authority) : "");
+}
+
+std::vector<const FiredRule*> findings_to_tell(const Decision& d) {
+  std::vector<const FiredRule*> out;
+  std::vector<const std::string*> fixes = {&d.remedy};
+  for (const auto& f : d.findings) {
+    bool known = !f.remedy.empty() && std::any_of(fixes.begin(), fixes.end(), [&](const std::string* fix) { return *fix == f.remedy; });
+    if (known) continue;
+    out.push_back(&f);
+    fixes.push_back(&f.remedy);
+  }
+  return out;
+}
+
+std::string NoteBook::body(const Decision& d, const std::string& indent) {
+  std::string out = fmt::format("{}why: {}\n", indent, d.reason);
+  if (!d.remedy.empty()) out += fmt::format("{}fix: {}\n", indent, d.remedy);
+  // The pair's other problems: each would stage or refuse on its own, and each has its own fix.
+  for (const FiredRule* f : findings_to_tell(d)) {
+    out += fmt::format("{}also [{}]: {}\n", indent, f->id, f->reason);
+    if (!f->remedy.empty()) out += fmt::format("{}  fix: {}\n", indent, f->remedy);
+  }
+  if (!d.decisive_unknown_facts.empty())
+    out += fmt::format("{}unknown, and it could change this: {}\n", indent, fmt::join(d.decisive_unknown_facts, ", "));
+  return out;
+}
+
+size_t NoteBook::note_of(size_t g) {
+  if (g < note_of_group_.size() && note_of_group_[g]) return note_of_group_[g];
+  const DecisionGroup& group = evaluator_.groups()[g];
+  // Groups differ in what a pair-specific text names or in unknowns that change nothing; a note is
+  // what the reader is told: action, rule, why, fix, the other problems and the unknowns that
+  // could change the action.
+  Decision d = evaluator_.decide_in_full(group.example.first, group.example.second).decision;
+  std::string heading = group_heading(group);
+  auto [it, added] = note_by_text_.try_emplace(heading + "\n" + body(d, ""), notes_.size() + 1);
+  if (added) notes_.push_back({std::move(heading), d, 0, {}});
+  if (g >= note_of_group_.size()) note_of_group_.resize(g + 1, 0), warnings_of_group_.resize(g + 1);
+  for (const auto& fired : d.fired) {
+    if (fired.action != Action::kWarn) continue;
+    auto [w, new_warning] = warning_by_text_.try_emplace(fmt::format("[{}] {}", fired.id, fired.reason), warnings_.size());
+    if (new_warning) warnings_.push_back({fired.id, fired.reason, {}});
+    warnings_of_group_[g].push_back(w->second);
+    auto& covered = warnings_[w->second].notes;
+    if (std::find(covered.begin(), covered.end(), it->second) == covered.end()) covered.push_back(it->second);
+  }
+  return note_of_group_[g] = it->second;
+}
+
+size_t NoteBook::count(size_t group, const std::string& provider, const std::string& client) {
+  size_t n = note_of(group);
+  for (size_t w : warnings_of_group_[group]) ++warnings_[w].pairs;
+  ++pairs_;
+  PolicyNote& note = notes_[n - 1];
+  if (++note.pairs <= kPairsNamed) note.first_pairs.push_back(provider + " -> " + client);
+  return n;
+}
+
+}  // namespace p2paudit::policy
