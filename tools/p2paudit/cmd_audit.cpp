@@ -26,7 +26,7 @@ namespace {
 
 // --format prom (docs/prometheus.md): the machine's report as node_exporter textfile gauges.
 int print_prometheus(const GlobalOptions& global) {
-  AnalysedMachine machine = load_analysed_machine(global, false);
+  AnalysedMachine machine = load_analysed_machine(global, global.no_probe);
   std::cout << fleet::prometheus_text(machine.analysis(),
                                       {P2PAUDIT_VERSION, static_cast<std::int64_t>(std::time(nullptr))});
   return kExitOk;
@@ -94,7 +94,7 @@ std::string machine_header(const GlobalOptions& global, const AnalysedMachine& m
 
 // Text: the decision first (docs/policy.md, "The first screen"); --verbose every pair's.
 int print_decision_screen(const GlobalOptions& global) {
-  AnalysedMachine m = load_analysed_machine(global, false);
+  AnalysedMachine m = load_analysed_machine(global, global.no_probe);
   const policy::VendorFactsDocument* vendor = m.runtimes.facts ? &*m.runtimes.facts : nullptr;
   policy::PolicyEvaluator evaluator(m.topo, m.kernel, m.rules, vendor);
   auto devices = matrix_devices(m.topo, false);

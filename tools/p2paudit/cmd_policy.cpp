@@ -63,7 +63,7 @@ Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
   if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
   ctx.rules = policy::RuleSet::load(files);
   // A stranger's file: only a regular file, bounded, and only the facts vendor tools supply.
-  ctx.runtimes = runtime_evidence(global, stored_probe, args.no_probe);
+  ctx.runtimes = runtime_evidence(global, stored_probe, args.no_probe || global.no_probe);
   ctx.vendor = std::move(ctx.runtimes.facts);
   ctx.runtimes.facts.reset();
   if (!args.vendor_facts.empty()) {

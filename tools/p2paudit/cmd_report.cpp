@@ -22,7 +22,7 @@ struct ReportArgs {
 };
 
 int run_report(const GlobalOptions& global, const ReportArgs& args) {
-  AnalysedMachine machine = load_analysed_machine(global, args.no_probe);
+  AnalysedMachine machine = load_analysed_machine(global, args.no_probe || global.no_probe);
   auto report = fleet::machine_report(machine.analysis(), {P2PAUDIT_VERSION, args.redact});
   std::string text = json_text(std::move(report)) + "\n";
   if (args.output.empty() || args.output == "-") {

@@ -81,7 +81,7 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
   std::optional<std::string> stored_probe;
   Topology topo = load_topology(global, &stored_probe);
   KernelRules kernel = load_kernel_rules(global, topo);
-  RuntimeEvidence runtimes = runtime_evidence(global, stored_probe, args.no_probe);
+  RuntimeEvidence runtimes = runtime_evidence(global, stored_probe, args.no_probe || global.no_probe);
   std::optional<policy::VendorFactsDocument> evidence = std::move(runtimes.facts);
   if (!args.vendor_facts.empty()) {
     auto file = policy::VendorFactsDocument::load(args.vendor_facts);

@@ -12,7 +12,7 @@ using namespace p2paudit::cli;
 int main(int argc, char** argv) {
   GlobalOptions global;
   CLI::App app{"p2paudit: predicts whether PCIe devices can do peer-to-peer DMA, why not, and what to do.\n"
-               "With no command, audits this machine (topology and the kernel's P2PDMA matrix)."};
+               "With no command, audits this machine: the decision for each pair, with reasons and fixes."};
   app.set_version_flag("--version", std::string("p2paudit ") + P2PAUDIT_VERSION);
   use_usage_text(app);
   app.fallthrough();
@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
                "(matrix, policy, check) Only the pairs the what-if options (--assume-*, --kernel, --kernel-rules) "
                "change against the machine as read: before -> after, and why");
   app.add_option("--rules-dir", global.rules_dir, "Directory of rule data (default: installed rules/)");
+  app.add_flag("--no-probe", global.no_probe,
+               "Do not ask the runtimes (NVML, CUDA, Level Zero, HIP) on the live machine (the audit; "
+               "policy, check, whitelist and report take it too)");
 
   int status = kExitOk;
   add_topology_command(app, global, &status);
