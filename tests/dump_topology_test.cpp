@@ -33,13 +33,13 @@ std::vector<std::string> corpus() {
 std::string asus() { return test::data_path("lspci-dumps/tree-asus-p6t6"); }
 
 test::CommandResult tool(const std::string& args, bool with_stderr = false) {
-  return test::run_command("timeout 60 " + std::string(P2PAUDIT_TOOL) + " " + args +
+  return test::run_command("timeout 60 " + test::tool_file() + " " + args +
                            (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 // stderr only, stdout dropped.
 test::CommandResult tool_stderr(const std::string& args) {
-  return test::run_command("timeout 60 " + std::string(P2PAUDIT_TOOL) + " " + args + " 2>&1 >/dev/null");
+  return test::run_command("timeout 60 " + test::tool_file() + " " + args + " 2>&1 >/dev/null");
 }
 
 bool have_lspci() { return test::run_command("timeout 10 lspci --version >/dev/null 2>&1").status == 0; }

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 
 test::CommandResult tool(const std::string& args, bool with_stderr = false) {
   // timeout: a regression to an endless loop or a blocking open fails instead of hanging CI.
-  return test::run_command("timeout 20 " + std::string(P2PAUDIT_TOOL) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
+  return test::run_command("timeout 20 " + test::tool_file() + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 std::string temp_path(const std::string& name) { return ::testing::TempDir() + "/" + name; }

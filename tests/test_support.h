@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -33,7 +34,23 @@ inline std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-inline std::string data_path(const std::string& relative) { return std::string(P2PAUDIT_TEST_DATA) + "/" + relative; }
+// The test data, the rules and the tool this suite was built with, unless the environment names
+// copies: tests/run_unprivileged copies them where the user nobody can read them (a clone in a
+// 0700 home directory is out of its reach) and sets P2PAUDIT_TEST_DATA_DIR, P2PAUDIT_TEST_RULES_DIR
+// and P2PAUDIT_TEST_TOOL_PATH.
+inline std::string built_or_copied(const char* variable, const char* built_in) {
+  const char* copy = std::getenv(variable);
+  return copy && *copy ? copy : built_in;
+}
+inline std::string data_dir() { return built_or_copied("P2PAUDIT_TEST_DATA_DIR", P2PAUDIT_TEST_DATA); }
+#ifdef P2PAUDIT_SOURCE_RULES_DIR
+inline std::string rules_source() { return built_or_copied("P2PAUDIT_TEST_RULES_DIR", P2PAUDIT_SOURCE_RULES_DIR); }
+#endif
+#ifdef P2PAUDIT_TOOL
+inline std::string tool_file() { return built_or_copied("P2PAUDIT_TEST_TOOL_PATH", P2PAUDIT_TOOL); }
+#endif
+
+inline std::string data_path(const std::string& relative) { return data_dir() + "/" + relative; }
 
 // Every sysroot capture in tests/data: the machines and the kernel-oracle cases.
 inline std::vector<std::string> fixture_sysroots() {
