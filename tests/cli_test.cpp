@@ -451,7 +451,8 @@ TEST(Cli, SnapshotToStandardOutputRefusesATerminal) {
   // script(1) gives the command a pseudo-terminal as standard output.
   const std::string inner = "cd " + test::shell_quote(dir.string()) + " && " + P2PAUDIT_TOOL + " --sysroot " +
                             test::shell_quote(h200()) + " snapshot -o - 2>&1; echo exit=$?";
-  auto r = test::run_command("script -qec " + test::shell_quote(inner) + " /dev/null < /dev/null");
+  // script(1) runs $SHELL: as nobody (run_unprivileged) the login shell would be nologin.
+  auto r = test::run_command("SHELL=/bin/sh script -qec " + test::shell_quote(inner) + " /dev/null < /dev/null");
   EXPECT_NE(r.output.find("p2paudit: -o -: standard output is a terminal"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("exit=2"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("\x1f\x8b"), std::string::npos);  // no gzip bytes on the terminal
@@ -465,7 +466,9 @@ TEST(Cli, RedactedSnapshotHoldsNoHostName) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("redact-cmdline-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  ASSERT_EQ(test::run_command("tar xzf " + test::shell_quote(h200()) + " -C " + test::shell_quote(dir.string())).status, 0);
+  // Writable for whoever runs the test (the archive keeps read-only modes; nobody is not root).
+  ASSERT_EQ(test::run_command("tar xzf " + test::shell_quote(h200()) + " -C " + test::shell_quote(dir.string()) +
+                              " && chmod -R u+w " + test::shell_quote(dir.string())).status, 0);
   const fs::path root = dir / "sysroot";
   const std::string host = "zebrahost42";
   std::ofstream(root / "proc/cmdline")

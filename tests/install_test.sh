@@ -67,7 +67,7 @@ set -e
 # decide now.
 [[ $status == "$check_status" || ($status == 1 && $check_status == 3) ]] ||
   fail "may_i_peer exited $status, check $check_status: $output / $check"
-decision=$(awk '{print $5}' <<<"$check")  # "yes: P -> C: DECISION (reason)"
+decision=$(awk 'NR == 1 {print $5}' <<<"$check")  # "yes: P -> C: DECISION (reason)"
 [[ $output == *"policy $decision "* ]] || fail "may_i_peer said '$output', check '$check'"
 set +e
 "$tmp/may_i_peer" "$fixture" "$provider" 0000:ee:1f.7 >/dev/null 2>&1; status=$?

@@ -306,6 +306,20 @@ void add_kernel_text_facts(const Topology& t, const PairVerdict& v, FactSet& fac
   // What to do, each an action, the boot parameter first; where this kernel offers nothing, it
   // says so (remedy.whitelist says why the kernel refuses, which is no fix).
   std::vector<std::string> actions;
+  // An unknown verdict's first action is to read what was missing, said for where it came from.
+  if (v.map_type == MapType::kUnknown) {
+    const bool dump = !t.lspci_dump.empty();
+    if (!v.remedy.acs_unknown.empty())
+      actions.push_back(dump ? "rerun `sudo lspci -xxxx` (the dump lacks ACS registers) and analyse that dump"
+                             : "run p2paudit as root, or analyse a snapshot captured as root (ACS needs root)");
+    for (const auto& u : v.unknowns)
+      if (u.find("boot CPU") != std::string::npos)
+        actions.push_back(dump ? "pass --dump-cpu VENDOR:FAMILY:MODEL as /proc/cpuinfo of that machine says"
+                               : "capture the snapshot with its /proc/cpuinfo");
+    if (actions.empty())
+      actions.push_back(dump ? "rerun `sudo lspci -xxxx` and analyse that dump"
+                             : "run p2paudit as root, or analyse a snapshot captured as root");
+  }
   if (!v.remedy.disable_acs_redir.empty())
     actions.push_back("add the kernel parameter pci=disable_acs_redir=" + v.remedy.disable_acs_redir);
   actions.insert(actions.end(), v.remedy.alternatives.begin(), v.remedy.alternatives.end());

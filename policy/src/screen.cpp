@@ -292,7 +292,7 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
       std::string where = grouping.what[g].size() == 1
                               ? grouping.what[g][0]
                               : fmt::format("{} .. {}", grouping.what[g].front(), grouping.what[g].back());
-      std::string text = fmt::format("G{} {} ({} devices):", g + 1, where, grouping.members[g].size());
+      std::string text = fmt::format("G{} {} ({} device{}):", g + 1, where, grouping.members[g].size(), grouping.members[g].size() == 1 ? "" : "s");
       // As many of its devices as the line holds.
       const auto& members = grouping.members[g];
       for (size_t i = 0; i < members.size(); ++i) {
@@ -312,10 +312,21 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
   // Each note: what decided, one line of why, one of fix, the pair's other problems.
   for (size_t n = 1; n <= told.size() && n <= options.max_notes; ++n) {
     const ToldNote& note = told[n - 1];
-    // The count first: the list of pairs is what gives way to the width.
-    std::string which = fmt::format("{} pair{}: {}", note.pairs, note.pairs == 1 ? "" : "s", fmt::join(note.first_pairs, ", "));
-    if (note.pairs > note.first_pairs.size()) which += ", ...";
-    std::string text = line(fmt::format("[{}] {}: ", n, note.head), which, width);
+    // The count first: the list of pairs is what gives way to the width, and says when it did.
+    const std::string prefix = fmt::format("[{}] {}: ", n, note.head);
+    const size_t room = width > columns(prefix) + 10 ? width - columns(prefix) : 10;
+    std::string which = fmt::format("{} pair{}:", note.pairs, note.pairs == 1 ? "" : "s");
+    for (size_t i = 0; i < note.first_pairs.size(); ++i) {
+      const bool all_told = i + 1 == note.first_pairs.size() && note.pairs == note.first_pairs.size();
+      const std::string next = (i ? ", " : " ") + note.first_pairs[i];
+      if (columns(which + next) + (all_told ? 0 : 3) > room) {
+        which += i ? ", …" : " …";
+        break;
+      }
+      which += next;
+      if (i + 1 == note.first_pairs.size() && !all_told) which += ", …";
+    }
+    std::string text = line(prefix, which, width);
     out << "\n" << style.paint(text.substr(0, text.size() - 1), action_tone(note.action)) << "\n" << note.body;
   }
   if (told.size() > options.max_notes)
