@@ -231,7 +231,13 @@ PairOutcome P2pdmaIndex::outcome(size_t provider, size_t client) const {
 }
 
 PairOutcome outcome_of(const Topology& topo, const PairVerdict& v) {
-  PairOutcome o{v.map_type, v.distance, v.p2pdma_distance, v.legacy_return, v.common_ancestor, v.through_host_bridge};
+  PairOutcome o;
+  o.map_type = v.map_type;
+  o.distance = v.distance;
+  o.p2pdma_distance = v.p2pdma_distance;
+  o.legacy_return = v.legacy_return;
+  o.common_ancestor = v.common_ancestor;
+  o.through_host_bridge = v.through_host_bridge;
   o.cpu_rule_consulted = v.cpu_rule_consulted;
   for (const auto& hb : v.host_bridges) {
     if (o.whitelist_check_count == std::size(o.whitelist_checks)) break;
