@@ -692,10 +692,14 @@ TEST(DumpCli, MessagesSpeakOfTheDump) {
                           "--assume-acs-off all explain 0000:00:01.0 0000:00:01.0"}) {
     auto r = tool(dump + cmd, true);
     EXPECT_EQ(r.status, 0) << cmd;
-    // (The JSON "source": {"sysroot": "/"} key is the schema's, docs/schemas/topology.schema.json.)
+    // (The JSON "source" names the dump: {"lspci_dump": FILE}.)
     for (const char* wrong : {"as root", "this sysroot", "unprivileged"})
       EXPECT_EQ(r.output.find(wrong), std::string::npos) << cmd << ": " << wrong << "\n" << r.output;
     EXPECT_NE(r.output.find("rerun `sudo lspci -xxxx`"), std::string::npos) << cmd << "\n" << r.output;
+  }
+  for (const char* cmd : {"--format json", "topology --format json"}) {
+    json source = json::parse(tool(dump + cmd).output)["source"];
+    EXPECT_EQ(source, json({{"lspci_dump", test::data_path("lspci-dumps/PCI-X-bridges-and-domains")}})) << cmd;
   }
   auto explain = tool(dump + "explain 0000:00:01.0 0000:00:01.0");
   EXPECT_NE(explain.output.find("Why: cannot be known from this dump: the ACS control register of 0000:00:01.0 is not "

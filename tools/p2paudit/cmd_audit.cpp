@@ -120,7 +120,7 @@ int run_audit(const GlobalOptions& global) {
   KernelRules rules = load_kernel_rules(global, topo);
   P2pdmaIndex index(topo, rules);
   std::string head = json_text(nlohmann::ordered_json{{"schema_version", 1},
-                                                      {"source", {{"sysroot", global.sysroot}}},
+                                                      {"source", source_json(global)},
                                                       {"topology", topology_to_json(topo)}});
   head.resize(head.size() - 2);  // "\n}": the matrix follows, streamed
   std::cout << head << ",\n  \"matrix\": ";

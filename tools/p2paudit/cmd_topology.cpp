@@ -18,7 +18,7 @@ int run_topology(const GlobalOptions& global) {
     picture::write_html(std::cout, t, nullptr, global.source());
   } else if (global.format == "json") {
     auto j = topology_to_json(t);
-    j["source"] = {{"sysroot", global.sysroot}};
+    j["source"] = source_json(global);
     std::cout << json_text(j) << "\n";
   } else {
     std::cout << topology_tree_text(t);

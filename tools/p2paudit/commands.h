@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -52,6 +53,9 @@ struct GlobalOptions {
 // The rules/ directory: --rules-dir, else $P2PAUDIT_RULES_DIR, else the copy installed with the
 // binary (bin/../share/p2paudit/rules, wherever the prefix was moved), else the source tree's.
 std::string rules_dir(const GlobalOptions& global);
+
+// What was analysed, for JSON: {"sysroot": DIR|FILE} or {"lspci_dump": FILE}.
+nlohmann::ordered_json source_json(const GlobalOptions& global);
 
 // Colour for text on stdout: --color always, or auto on a terminal with NO_COLOR unset or empty
 // (no-color.org) and TERM not "dumb".

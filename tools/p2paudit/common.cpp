@@ -28,6 +28,11 @@ std::string rules_dir(const GlobalOptions& global) {
   return find_rules_dir(global.rules_dir, RulesAnchor::kExecutable).string();
 }
 
+nlohmann::ordered_json source_json(const GlobalOptions& global) {
+  if (global.from_dump()) return {{"lspci_dump", global.lspci_dump}};
+  return {{"sysroot", global.sysroot}};
+}
+
 namespace {
 
 bool terminal_without_dumb(int fd) {
