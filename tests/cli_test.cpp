@@ -403,7 +403,7 @@ TEST(Cli, SnapshotToStandardOutputIsTheArchiveAlone) {
   const std::string in_cwd = "cd " + test::shell_quote((dir / "cwd").string()) + " && ";
   const std::string file = (dir / "redirected.tar.gz").string(), piped = (dir / "piped.tar.gz").string();
   const std::string err = (dir / "stderr").string(), json_err = (dir / "stderr.json").string();
-  const std::string snapshot = std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(h200()) + " snapshot -o -";
+  const std::string snapshot = test::tool_file() + " --sysroot " + test::shell_quote(h200()) + " snapshot -o -";
   ASSERT_EQ(test::run_command(in_cwd + snapshot + " > " + test::shell_quote(file) + " 2> " + test::shell_quote(err)).status, 0);
   ASSERT_EQ(test::run_command(in_cwd + snapshot + " --redact --format json 2> " + test::shell_quote(json_err) + " | cat > " +
                               test::shell_quote(piped)).status, 0);
@@ -449,7 +449,7 @@ TEST(Cli, SnapshotToStandardOutputRefusesATerminal) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   // script(1) gives the command a pseudo-terminal as standard output.
-  const std::string inner = "cd " + test::shell_quote(dir.string()) + " && " + P2PAUDIT_TOOL + " --sysroot " +
+  const std::string inner = "cd " + test::shell_quote(dir.string()) + " && " + test::tool_file() + " --sysroot " +
                             test::shell_quote(h200()) + " snapshot -o - 2>&1; echo exit=$?";
   // script(1) runs $SHELL: as nobody (run_unprivileged) the login shell would be nologin.
   auto r = test::run_command("SHELL=/bin/sh script -qec " + test::shell_quote(inner) + " /dev/null < /dev/null");
