@@ -52,9 +52,13 @@ Json kernel_part(const PairVerdict& v) {
   std::vector<std::string> remedies;
   if (!v.remedy.disable_acs_redir.empty())
     remedies.push_back("boot with pci=disable_acs_redir=" + v.remedy.disable_acs_redir);
-  if (!v.remedy.whitelist.empty()) remedies.push_back(v.remedy.whitelist);
   remedies.insert(remedies.end(), v.remedy.alternatives.begin(), v.remedy.alternatives.end());
-  return {{"reason", v.reason}, {"log", v.kernel_log}, {"unknowns", v.unknowns}, {"remedies", remedies}};
+  // Why the kernel refuses is no fix: the whitelist statement is shown on its own, as explain does.
+  return {{"reason", v.reason},
+          {"log", v.kernel_log},
+          {"unknowns", v.unknowns},
+          {"whitelist", v.remedy.whitelist},
+          {"remedies", remedies}};
 }
 
 Json policy_part(const policy::Decision& d) {
