@@ -140,6 +140,25 @@ TEST_P(FixtureTree, RootBusListStartsWithLowestDevfn) {
 INSTANTIATE_TEST_SUITE_P(Captures, FixtureTree, ::testing::ValuesIn(test::fixture_sysroots()),
                          [](const auto& info) { return test::case_name(info.param); });
 
+// A real 6.1 kernel's sysfs with two QEMU NVMe PFs (1b36:0010) of two VFs each: their config space reads
+// 0xffff for the IDs, as SR-IOV specifies; the sysfs files carry the IDs the kernel gave them.
+TEST(FixtureFacts, SriovVfsTakeTheirIdsFromSysfs) {
+  Sysroot root = Sysroot::open(test::data_path("kernel-oracle/h-f6-sriov-nvme/sysroot.tar.gz"));
+  Topology t = read_topology(root);
+  int vfs = 0;
+  for (const auto& f : t.functions) {
+    if (!f.is_virtfn) continue;
+    ++vfs;
+    EXPECT_EQ(f.vendor, 0x1b36) << f.bdf.str();
+    EXPECT_EQ(f.device, 0x0010) << f.bdf.str();
+    EXPECT_EQ(f.class_code, 0x010802u) << f.bdf.str();
+    EXPECT_NE(f.vendor_name.find("Red Hat"), std::string::npos) << f.vendor_name;
+    for (const auto& finding : t.findings)
+      EXPECT_EQ(finding.path.find(f.bdf.str()), std::string::npos) << finding.path << ": " << finding.message;
+  }
+  EXPECT_EQ(vfs, 4);  // two of the NVMe on the Root Port, two of the one behind the switch
+}
+
 TEST(FixtureFacts, H200MachineReadsAsCaptured) {
   Sysroot root = Sysroot::open(test::data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz"));
   Topology t = read_topology(root);

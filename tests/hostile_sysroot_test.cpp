@@ -144,6 +144,66 @@ TEST(HostileSysroot, GarbageAttributesAreFindingsNotNumbers) {
   EXPECT_NE(all.find("current_link_width: '16x'"), std::string::npos) << all;
 }
 
+// An SR-IOV VF's config space reads 0xffff for its Vendor and Device ID; the IDs are only in the
+// kernel's sysfs files, which a stranger's sysroot can fill with anything.
+std::string findings_text(const Topology& t) {
+  std::string all;
+  for (const auto& f : t.findings) all += f.path + ": " + f.message + "\n";
+  return all;
+}
+
+void build_sriov_machine(SysrootDir& s) {
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.function("pci0000:00/0000:00:02.0", ConfigBytes(0x8086, 0x1889, 0x020000, 0).bytes());
+  s.function("pci0000:00/0000:00:02.1", ConfigBytes(0xffff, 0xffff, 0x020000, 0).bytes());
+  s.link("sys/devices/pci0000:00/0000:00:02.1/physfn", "../0000:00:02.0");
+  s.write("sys/devices/pci0000:00/0000:00:02.1/device", "0x1889\n");
+  s.write("sys/devices/pci0000:00/0000:00:02.1/class", "0x020000\n");
+}
+
+TEST(HostileSysroot, MalformedVfVendorFileIsAFindingNamingIt) {
+  SysrootDir s;
+  build_sriov_machine(s);
+  s.write("sys/devices/pci0000:00/0000:00:02.1/vendor", "0x80g6\n");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  ASSERT_EQ(t.functions.size(), 3u);
+  const Function& vf = t.functions[2];
+  ASSERT_TRUE(vf.is_virtfn);
+  EXPECT_EQ(vf.vendor, 0xffff) << "a malformed file is never read as a number";
+  EXPECT_EQ(vf.device, 0x1889);  // its well-formed device file still counts
+  std::string all = findings_text(t);
+  EXPECT_NE(all.find("0000:00:02.1/vendor: malformed ('0x80g6')"), std::string::npos) << all;
+  EXPECT_EQ(all.find("0000:00:02.1/device"), std::string::npos) << all;
+}
+
+TEST(HostileSysroot, VfIdsComeFromSysfsWithoutAFinding) {
+  SysrootDir s;
+  build_sriov_machine(s);
+  s.write("sys/devices/pci0000:00/0000:00:02.1/vendor", "0x8086\n");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  const Function& vf = t.functions[2];
+  EXPECT_EQ(vf.vendor, 0x8086);
+  EXPECT_EQ(vf.device, 0x1889);
+  EXPECT_EQ(vf.vendor_name, "Intel Corporation");  // pci.ids looked up with the real ID
+  EXPECT_EQ(findings_text(t).find("0000:00:02.1"), std::string::npos) << findings_text(t);
+}
+
+TEST(HostileSysroot, NonVfSysfsIdsDifferingFromConfigSpaceAreAFinding) {
+  // Without a physfn link config space stays the answer, even where it reads all ones.
+  SysrootDir s;
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  s.function("pci0000:00/0000:00:02.0", ConfigBytes(0x10de, 0x2335, 0x030200, 0).bytes());
+  s.function("pci0000:00/0000:00:03.0", ConfigBytes(0xffff, 0xffff, 0x020000, 0).bytes());
+  s.write("sys/devices/pci0000:00/0000:00:02.0/device", "0x2330\n");
+  s.write("sys/devices/pci0000:00/0000:00:03.0/vendor", "0x8086\n");
+  Topology t = read_topology(Sysroot::open(s.str()));
+  EXPECT_EQ(t.functions[1].device, 0x2335);
+  EXPECT_EQ(t.functions[2].vendor, 0xffff);
+  std::string all = findings_text(t);
+  EXPECT_NE(all.find("0000:00:02.0/device: says 0x2330 but config space gives 0x2335"), std::string::npos) << all;
+  EXPECT_NE(all.find("0000:00:03.0/vendor: says 0x8086 but config space gives 0xffff"), std::string::npos) << all;
+}
+
 TEST(HostileSysroot, ResizableBarSizeFieldBeyondTheSpecIsAFinding) {
   SysrootDir s;
   s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));

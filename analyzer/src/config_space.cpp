@@ -390,20 +390,34 @@ bool fill_bars_from_resource(const Sysroot& root, const std::string& dir, struct
   return true;
 }
 
-// sysfs "0x10de"-style ID attributes: cross-checked against config space, never trusted blindly.
-void cross_check_id(const Sysroot& root, const std::string& dir, const char* name, unsigned expected, int digits,
-                    std::vector<Finding>& findings) {
-  auto text = root.read_line(dir + "/" + name);
-  if (!text) return;
+// sysfs "0x10de"-style ID attributes (`vendor`, `device`, `class`). For a PF or an ordinary
+// function they are cross-checked against config space, never trusted blindly: config space stays
+// the answer. An SR-IOV VF is different: the spec makes its Vendor and Device ID registers read
+// all ones, and the kernel fills them in from the PF (drivers/pci/iov.c, pci_iov_add_virtfn()),
+// so for a VF the sysfs file is the truth and all ones in config space is no mismatch. A
+// malformed file is a finding naming it; the value is then left as config space gave it.
+void check_id(const Sysroot& root, const std::string& dir, const char* name, unsigned& value, int digits,
+              bool virtfn, std::vector<Finding>& findings) {
+  const std::string path = dir + "/" + name;
+  const unsigned all_ones = (1u << (4 * digits)) - 1;
+  const bool vf_blank = virtfn && value == all_ones;  // what a VF's config space legitimately shows
+  auto text = root.read_line(path);
+  if (!text) {
+    if (vf_blank) findings.push_back({path, fmt::format("missing: a VF's config space reads {:#0{}x}, so its ID is unknown",
+                                                        value, digits + 2)});
+    return;
+  }
   const std::string& t = *text;
   bool well_formed = t.size() == size_t(digits) + 2 && t.compare(0, 2, "0x") == 0 &&
                      t.find_first_not_of("0123456789abcdef", 2) == std::string::npos;
   if (!well_formed) {
-    findings.push_back({dir + "/" + name, fmt::format("malformed ('{}'); config space gives {:#0{}x}", escape_text(t),
-                                                      expected, digits + 2)});
-  } else if (std::stoul(t.substr(2), nullptr, 16) != expected) {
-    findings.push_back({dir + "/" + name, fmt::format("says {} but config space gives {:#0{}x}", t, expected, digits + 2)});
+    findings.push_back({path, fmt::format("malformed ('{}'); config space gives {:#0{}x}", escape_text(t), value, digits + 2)});
+    return;
   }
+  unsigned sysfs = static_cast<unsigned>(std::stoul(t.substr(2), nullptr, 16));  // at most 6 hex digits: fits
+  if (sysfs != value && !vf_blank)
+    findings.push_back({path, fmt::format("says {} but config space gives {:#0{}x}", t, value, digits + 2)});
+  if (virtfn) value = sysfs;
 }
 
 // One function decoded by libpci from bytes we hold (its config cache on a dump-method device).
@@ -504,9 +518,21 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
     out.push_back(decode_cached(a, *bdf, *bytes, source, findings, [&](struct pci_dev* d) {
       return fill_bars_from_resource(root, dir, d, findings);
     }));
-    cross_check_id(root, dir, "vendor", out.back().vendor, 4, findings);
-    cross_check_id(root, dir, "device", out.back().device, 4, findings);
-    cross_check_id(root, dir, "class", out.back().class_code, 6, findings);
+    Function& f = out.back();
+    // The same test place_in_sysfs() uses for is_virtfn: the kernel links a VF, and only a VF, to its PF.
+    const bool virtfn = root.read_link(dir + "/physfn").has_value();
+    unsigned vendor = f.vendor, device = f.device, class_code = f.class_code;
+    check_id(root, dir, "vendor", vendor, 4, virtfn, findings);
+    check_id(root, dir, "device", device, 4, virtfn, findings);
+    check_id(root, dir, "class", class_code, 6, virtfn, findings);
+    if (vendor != f.vendor || device != f.device || class_code != f.class_code) {  // a VF's IDs from sysfs
+      f.vendor = static_cast<uint16_t>(vendor);
+      f.device = static_cast<uint16_t>(device);
+      f.class_code = class_code;
+      f.vendor_name = lookup(a, PCI_LOOKUP_VENDOR, f.vendor);
+      f.device_name = lookup(a, PCI_LOOKUP_DEVICE, f.vendor, f.device);
+      f.class_name = lookup(a, PCI_LOOKUP_CLASS, f.class_code >> 8);
+    }
   }
   return out;
 }
