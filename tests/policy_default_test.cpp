@@ -325,6 +325,60 @@ TEST(PairFacts, BarStatesAndAssumedWhitelist) {
   EXPECT_EQ(str(facts_of(tree, "01:00.0", "02:00.0"), "kernel.whitelist"), "not_whitelisted");
 }
 
+// A GPU whose BAR sits above 4 GiB and a NIC with 32-bit BARs only, below one switch: the
+// switch port above one of them has no 64-bit prefetchable window. Peer requests turn at the
+// switch's internal bus, so only the port above the provider (whose BAR is the target) must
+// forward a 64-bit address.
+test::Tree window_tree(bool provider_port_has_window) {
+  test::Tree tree;
+  tree.host_dev(0x8086, 0x09a2);
+  tree.windows(tree.rp("00:01.0"), true);
+  tree.windows(tree.add("01:00.0", "00:01.0", 0x10b5, 0x8747, PcieType::kSwitchUpstream), true);
+  tree.windows(tree.add("02:08.0", "01:00.0", 0x10b5, 0x8747, PcieType::kSwitchDownstream), provider_port_has_window);
+  tree.windows(tree.add("02:10.0", "01:00.0", 0x10b5, 0x8747, PcieType::kSwitchDownstream), !provider_port_has_window);
+  tree.describe(tree.ep("03:00.0", "02:08.0"), 0x030000, "amdgpu", uint64_t{16} << 30);
+  tree.describe(tree.ep("04:00.0", "02:10.0"), 0x020000, "mlx5_core").bars.push_back(Bar{0, 0xfc000000, 32u << 20, false, false, false});
+  return tree;
+}
+
+Decision window_decision(const test::Tree& tree, const std::string& p, const std::string& c) {
+  Platform platform = tree.t.platform;
+  platform.kernel_release = "7.2.13";
+  KernelRules kernel = load_kernel_rules(std::filesystem::path(kRules) / "kernel", platform, {});
+  return decide_pair(tree.t, kernel, default_rules(), nullptr, tree.index(p), tree.index(c)).decision;
+}
+
+TEST(BridgeWindows, ClientPortWithoutPrefetchWindowDoesNotRefuseALargeBar) {
+  test::Tree tree = window_tree(true);
+  FactSet f = facts_of(tree, "03:00.0", "04:00.0");
+  EXPECT_EQ(str(f, "provider.bar_above_4g"), "true");
+  EXPECT_EQ(str(f, "path.bridges_64bit_prefetch"), "true");
+  Decision d = window_decision(tree, "03:00.0", "04:00.0");
+  EXPECT_FALSE(fired(d, "large-bar-without-64bit-window")) << d.rule;
+}
+
+TEST(BridgeWindows, ProviderPortWithoutPrefetchWindowRefusesALargeBar) {
+  test::Tree tree = window_tree(false);
+  EXPECT_EQ(str(facts_of(tree, "03:00.0", "04:00.0"), "path.bridges_64bit_prefetch"), "false");
+  Decision d = window_decision(tree, "03:00.0", "04:00.0");
+  EXPECT_EQ(d.action, Action::kHostStaged);
+  EXPECT_EQ(d.rule, "large-bar-without-64bit-window");
+}
+
+TEST(BridgeWindows, ThroughTheHostBridgeTheProvidersRootPortCounts) {
+  test::Tree tree;
+  tree.host_dev(0x8086, 0x09a2);
+  tree.windows(tree.rp("00:01.0"), true);
+  tree.windows(tree.rp("00:06.0"), false);
+  tree.describe(tree.ep("03:00.0", "00:01.0"), 0x030000, "amdgpu", uint64_t{16} << 30);
+  tree.describe(tree.ep("07:00.0", "00:06.0"), 0x030000, "amdgpu", uint64_t{16} << 30);
+  EXPECT_EQ(str(facts_of(tree, "03:00.0", "07:00.0"), "path.bridges_64bit_prefetch"), "true");
+  EXPECT_EQ(str(facts_of(tree, "07:00.0", "03:00.0"), "path.bridges_64bit_prefetch"), "false");
+  // With the provider's whole chain not readable, the fact is unknown.
+  tree.t.functions[tree.index("00:01.0")].windows.clear();
+  EXPECT_EQ(str(facts_of(tree, "03:00.0", "07:00.0"), "path.bridges_64bit_prefetch"), "unknown");
+}
+
 class H200 : public ::testing::Test {
  protected:
   std::vector<PairDecision> gpu_pairs(const VendorFactsDocument* vendor) {

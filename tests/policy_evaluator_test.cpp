@@ -104,5 +104,29 @@ TEST(PolicyEvaluator, GroupsEqualFullDecisionsWithPerDeviceAndPerPairVendorFacts
   EXPECT_EQ(evaluator.groups()[evaluator.decide(tree.index("04:00.0"), tree.index("05:00.0"))].rule, "copy-corrupt");
 }
 
+// Which bridges need a 64-bit prefetchable window depends on the direction: only those above the
+// provider. Devices alike in every fact still decide differently by direction, and the memo
+// (keyed by the pair's own facts) must keep them apart.
+TEST(PolicyEvaluator, GroupsEqualFullDecisionsWithBridgeWindowsOnOneSide) {
+  test::Tree tree;
+  tree.host_dev(0x8086, 0x09a2);
+  tree.windows(tree.rp("00:01.0"), true);
+  tree.windows(tree.rp("00:02.0"), true);
+  tree.windows(tree.add("01:00.0", "00:01.0", 0x10b5, 0x8747, PcieType::kSwitchUpstream), true);
+  tree.windows(tree.add("02:08.0", "01:00.0", 0x10b5, 0x8747, PcieType::kSwitchDownstream), true);
+  tree.windows(tree.add("02:10.0", "01:00.0", 0x10b5, 0x8747, PcieType::kSwitchDownstream), false);
+  tree.describe(tree.ep("03:00.0", "02:08.0"), 0x030000, "amdgpu", uint64_t{16} << 30);
+  tree.describe(tree.ep("04:00.0", "02:10.0"), 0x030000, "amdgpu", uint64_t{16} << 30);
+  tree.describe(tree.ep("05:00.0", "00:02.0"), 0x030000, "amdgpu", uint64_t{16} << 30);
+  KernelRules kernel = kernel_for(tree.t);
+  expect_groups_match_full_decisions(tree.t, kernel, nullptr, "windows");
+  PolicyEvaluator evaluator(tree.t, kernel, default_rules(), nullptr);
+  auto rule = [&](const char* p, const char* c) {
+    return evaluator.groups()[evaluator.decide(tree.index(p), tree.index(c))].rule;
+  };
+  EXPECT_EQ(rule("04:00.0", "03:00.0"), "large-bar-without-64bit-window");
+  EXPECT_NE(rule("03:00.0", "04:00.0"), "large-bar-without-64bit-window");
+}
+
 }  // namespace
 }  // namespace p2paudit::policy

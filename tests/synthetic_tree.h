@@ -94,6 +94,16 @@ class Tree {
     return f;
   }
 
+  // A bridge's windows as the reader parses them: an enabled 32-bit memory window, and a
+  // prefetchable one that is 64-bit and enabled, or (prefetch64 false) not enabled at all.
+  void windows(size_t i, bool prefetch64) {
+    auto& w = t.functions[i].windows;
+    w.clear();
+    w.push_back(BridgeWindow{"mem", 0xfc000000, 0xfcffffff, false, true});
+    if (prefetch64) w.push_back(BridgeWindow{"prefetch", uint64_t{1} << 36, (uint64_t{1} << 37) - 1, true, true});
+    else w.push_back(BridgeWindow{"prefetch", 0xfff00000, 0x000fffff, false, false});
+  }
+
   Topology t;
 };
 

@@ -100,7 +100,10 @@ std::vector<FactSpec> build_catalog() {
       fact("path.narrowest_link_speed_gts", kNumber, "slowest current link speed on the path, GT/s"),
       fact("path.narrowest_link_width", kInteger, "narrowest current link width on the path, lanes"),
       fact("path.degraded_link", kBool, "a link on the path runs below its maximum speed or width"),
-      fact("path.bridges_64bit_prefetch", kBool, "every bridge above both devices has a 64-bit prefetchable window"),
+      fact("path.bridges_64bit_prefetch", kBool,
+           "every bridge that routes peer requests down to the provider has an enabled 64-bit prefetchable window: "
+           "the provider's bridges below the common upstream bridge, or its whole chain up to the root port when the "
+           "path goes through the host bridge (no common upstream bridge, or ACS redirects); the client's side needs none"),
 
       fact("iommu.mode", kEnum, "DMA translation for the devices (kernel command line, iommu_group/type)",
            {"off", "passthrough", "translated"}),

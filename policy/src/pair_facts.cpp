@@ -145,18 +145,38 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
   }
 }
 
-// Every bridge the traffic crosses has an enabled 64-bit prefetchable window: what large
-// (above 4 GiB) BARs need to be routed at all.
-std::optional<bool> bridges_64bit_prefetch(const PairFactsContext& context, const std::vector<size_t>& path,
-                                           size_t provider, size_t client) {
-  for (size_t dev : path) {
-    if (dev == provider || dev == client) continue;
-    if (context.bridge_prefetch_64bit[dev] != 1) {
-      if (context.bridge_prefetch_64bit[dev] == -1) return std::nullopt;  // header not readable
-      if (context.bridge_prefetch_64bit[dev] == 0) return false;
+// Whether the bridges that must route a peer request down to the provider's BAR all have an
+// enabled 64-bit prefetchable window: what a BAR above 4 GiB needs to be reached at all. A bridge
+// forwards downstream only what its windows claim; upstream it forwards whatever they do not
+// claim, so the client's side of the path needs no window. Directly, the request turns at the
+// common upstream bridge (on its secondary bus), so only the provider's bridges below it count.
+// Through the host bridge (no common upstream bridge, or an ACS-redirecting bridge on the path
+// sends it up to the root complex) the provider's whole chain up to its root port counts.
+std::optional<bool> bridges_64bit_prefetch(const PairFactsContext& context, size_t provider, size_t client,
+                                           const PairOutcome& o) {
+  const P2pdmaIndex& index = context.index;
+  // false as soon as one bridge is known to lack the window; nullopt when one is not readable.
+  auto windows = [&](bool up_to_root) -> std::optional<bool> {
+    if (!up_to_root && o.common_ancestor == provider) return true;  // the client sits below it
+    bool unknown = false;
+    size_t steps = 0;
+    for (auto dev = index.upstream(provider); dev; dev = index.upstream(*dev)) {
+      if (!up_to_root && dev == o.common_ancestor) break;
+      if (++steps > index.topology().functions.size()) break;  // no cycle in a malformed tree
+      if (*dev == client) continue;  // the client itself forwards nothing for itself
+      if (context.bridge_prefetch_64bit[*dev] == 0) return false;
+      unknown |= context.bridge_prefetch_64bit[*dev] == -1;  // header not readable
     }
-  }
-  return true;
+    if (unknown) return std::nullopt;
+    return true;
+  };
+  if (provider == client) return true;  // the request never leaves the device
+  if (!o.common_ancestor || o.acs_redirecting > 0) return windows(true);
+  if (o.acs_unreadable == 0) return windows(false);
+  // ACS not readable on the path: either route may be taken; a fact only where both agree.
+  auto direct = windows(false), via_host = windows(true);
+  if (direct == via_host) return direct;
+  return std::nullopt;
 }
 
 // NVIDIA's clFindCommonDownstreamBR() allow-list (docs: vendor-p2p-gates.md §1.5).
@@ -284,7 +304,7 @@ FactSet pair_own_facts(const PairFactsContext& context, size_t provider, size_t 
   else if (p.numa_node < 0 && c.numa_node < 0) facts.set(ids().same_numa_node, true);  // no NUMA information: one node
   auto path = path_devices(index, provider, client, o);
   set_link_facts(context, path, facts);
-  if (auto b = bridges_64bit_prefetch(context, path, provider, client)) facts.set(ids().bridges_64bit_prefetch, *b);
+  if (auto b = bridges_64bit_prefetch(context, provider, client, o)) facts.set(ids().bridges_64bit_prefetch, *b);
   facts.set(ids().authority, authority(p, c));
   if (p.driver == "nvidia" && c.driver == "nvidia" && provider != client) {
     facts.set("vendor.nvidia_common_switch", nvidia_common_switch(t, provider, client));
