@@ -697,6 +697,10 @@ TEST(DumpCli, MessagesSpeakOfTheDump) {
       EXPECT_EQ(r.output.find(wrong), std::string::npos) << cmd << ": " << wrong << "\n" << r.output;
     EXPECT_NE(r.output.find("rerun `sudo lspci -xxxx`"), std::string::npos) << cmd << "\n" << r.output;
   }
+  // An unknown verdict's fix is the action that reads what was missing: here the boot CPU.
+  json check = json::parse(tool(dump + "--format json check gpu0 accel0").output);
+  EXPECT_EQ(check["rule"], "kernel-verdict-unknown");
+  EXPECT_EQ(check["remedy"].get<std::string>().rfind("pass --dump-cpu VENDOR:FAMILY:MODEL", 0), 0u) << check["remedy"];
   for (const char* cmd : {"--format json", "topology --format json"}) {
     json source = json::parse(tool(dump + cmd).output)["source"];
     EXPECT_EQ(source, json({{"lspci_dump", test::data_path("lspci-dumps/PCI-X-bridges-and-domains")}})) << cmd;

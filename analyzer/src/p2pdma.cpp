@@ -662,10 +662,12 @@ ManyVerdict pci_p2pdma_distance_many(const Topology& topo, const KernelRules& ru
                                 "for {}; rerun `sudo lspci -xxxx`",
                                 f.bdf.str(), f.config_readable, f.bdf.str()));
         }
-    if (differing & kCpuUnknown)
+    if (differing & kCpuUnknown) {
+      v.remedy.cpu_unknown = true;
       v.unknowns.push_back(topo.lspci_dump.empty()
                                ? "the boot CPU (x86 AMD family >= 0x17?) is not known from this sysroot"
                                : "the boot CPU (x86 AMD family >= 0x17?) is not in the dump: pass --dump-cpu");
+    }
     if (differing & kRootPortUnknown)
       v.unknowns.push_back("whether a root bus's first device is a PCIe Root Port was not readable");
 
@@ -676,6 +678,7 @@ ManyVerdict pci_p2pdma_distance_many(const Topology& topo, const KernelRules& ru
       v.quiet_log.clear();
       v.kernel_log_complete = true;
       v.unknowns.clear();
+      v.remedy.cpu_unknown = false;
     }
     explain(topo, rules, provider, call, v);
     out.clients.push_back(std::move(v));

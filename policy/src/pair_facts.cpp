@@ -332,10 +332,9 @@ void add_kernel_text_facts(const Topology& t, const PairVerdict& v, FactSet& fac
     if (!v.remedy.acs_unknown.empty())
       actions.push_back(dump ? "rerun `sudo lspci -xxxx` (the dump lacks ACS registers) and analyse that dump"
                              : "run p2paudit as root, or analyse a snapshot captured as root (ACS needs root)");
-    for (const auto& u : v.unknowns)
-      if (u.find("boot CPU") != std::string::npos)
-        actions.push_back(dump ? "pass --dump-cpu VENDOR:FAMILY:MODEL as /proc/cpuinfo of that machine says"
-                               : "capture the snapshot with its /proc/cpuinfo");
+    if (v.remedy.cpu_unknown)
+      actions.push_back(dump ? "pass --dump-cpu VENDOR:FAMILY:MODEL as /proc/cpuinfo of that machine says"
+                             : "capture the snapshot with its /proc/cpuinfo");
     if (actions.empty())
       actions.push_back(dump ? "rerun `sudo lspci -xxxx` and analyse that dump"
                              : "run p2paudit as root, or analyse a snapshot captured as root");

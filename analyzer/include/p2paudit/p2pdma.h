@@ -41,6 +41,7 @@ struct HostBridgeCheck {
 struct Remedy {
   std::string disable_acs_redir;           // pci=disable_acs_redir= value, ';'-separated; "" if none
   std::vector<std::string> acs_unknown;    // devices whose redirect bits could not be read
+  bool cpu_unknown = false;                // the CPU rule's answer depends on an unknown boot CPU
   std::vector<int> iommu_groups_merged;    // groups the ACS change would likely merge
   std::string whitelist;                   // "host bridge VVVV:DDDD (name) is not in ..." or ""
   std::vector<std::string> alternatives;   // what else would change the answer
