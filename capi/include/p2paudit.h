@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* libp2paudit: may these two PCIe devices do peer-to-peer DMA on this machine?
  *
- * The same answers as `p2paudit check P C --no-probe --format json`: the kernel's
+ * The same answers as `p2paudit check P C --format json` given the same inputs: the kernel's
  * pci_p2pdma_distance() verdict re-done for the machine's kernel release, and the policy's
- * decision (peer, host_staged, deny) from the topology and the rules alone. The library never
- * asks the GPU runtimes (NVML, CUDA, Level Zero, HIP) and never writes to PCI config space or
- * sysfs: it only reads. docs/library.md documents ownership, errors, threads and the ABI promise.
+ * decision (peer, host_staged, deny) from the topology, the rules, the runtimes' answers stored in
+ * a snapshot (`snapshot --probe`) and a vendor facts file. The tool and the library read their
+ * inputs through one function (probe/decision_inputs.h). The library asks the GPU runtimes (NVML,
+ * CUDA, Level Zero, HIP) only when p2paudit_options.probe_runtimes says so, and never writes to
+ * PCI config space or sysfs: it only reads. docs/library.md documents ownership, errors, threads
+ * and the ABI promise.
  *
  * Ownership in one rule: a `const char *` result belongs to the library (valid until the handle
  * it came from is closed, or forever for p2paudit_version() and p2paudit_status_string()); a
@@ -80,7 +83,7 @@ P2PAUDIT_API const char *p2paudit_version(void);
 /* "ok", "invalid argument", ...: a constant string for the code; never NULL. */
 P2PAUDIT_API const char *p2paudit_status_string(p2paudit_status status);
 
-/* Reads a machine. sysroot: "/" for this machine, a snapshot directory, or a snapshot .tar.gz
+/* Reads a machine (p2paudit_open_with() with only these two options). sysroot: "/" for this machine, a snapshot directory, or a snapshot .tar.gz
  * (`p2paudit snapshot`). rules_dir: a directory laid out like rules/ (kernel/, policy/,
  * advisories/), or NULL: $P2PAUDIT_RULES_DIR, else the rules installed with the library
  * (<libdir>/../share/p2paudit/rules). On success *machine is a handle to close with
@@ -115,6 +118,72 @@ P2PAUDIT_API p2paudit_status p2paudit_device_find(p2paudit_machine *machine, con
 P2PAUDIT_API p2paudit_status p2paudit_pair(p2paudit_machine *machine, const char *provider, const char *client,
                                            p2paudit_verdict *verdict, p2paudit_decision *decision,
                                            char **details_json);
+
+/* Everything `p2paudit [GLOBAL OPTIONS] check` takes, for p2paudit_open_with(). Versioned by its
+ * size: set struct_size to sizeof(p2paudit_options) (P2PAUDIT_OPTIONS_INIT does) and every other
+ * field to 0/NULL unless wanted; a later library that adds fields at the end reads only the ones
+ * an older caller's struct_size covers, and takes the rest as 0/NULL. Lists are NULL-terminated
+ * arrays of strings, NULL for none. Strings are read during the call only. Each field names the
+ * tool's option it stands for. */
+typedef struct p2paudit_options {
+  size_t struct_size;                     /* sizeof(p2paudit_options) as the caller compiled it */
+  const char *sysroot;                    /* --sysroot: "/", a snapshot directory or .tar.gz; NULL: "/" (or the dump) */
+  const char *lspci_dump;                 /* --lspci-dump FILE (`lspci -xxxx`) instead of a sysroot */
+  const char *dump_cpu;                   /* --dump-cpu VENDOR:FAMILY[:MODEL] or an architecture (with a dump) */
+  const char *dump_iommu;                 /* --dump-iommu off|passthrough|translated (with a dump) */
+  const char *const *dump_host_bridges;   /* --dump-host-bridge DDDD:BB... (with a dump) */
+  const char *rules_dir;                  /* --rules-dir; NULL: as p2paudit_open() finds it */
+  const char *kernel;                     /* --kernel X.Y[.Z]: the release whose rules apply */
+  const char *const *kernel_rules;        /* --kernel-rules FILE...: extra kernel whitelist YAML */
+  const char *const *assume_whitelisted;  /* --assume-whitelisted VVVV:DDDD[:same-host-bridge]... */
+  const char *const *assume_acs_off;      /* --assume-acs-off SPEC...: as booted with pci=disable_acs_redir= */
+  const char *const *policy_rules;        /* --rules FILE...: site policy or advisories (their own placement) */
+  int no_default_rules;                   /* --no-default-rules: only policy_rules */
+  const char *vendor_facts;               /* --vendor-facts FILE: JSON laid over the runtimes' answers */
+  int ignore_stored_probe;                /* non-zero: leave a snapshot's stored runtime answers unread (the
+                                           * tool always reads them) */
+  int probe_runtimes;                     /* non-zero: ask the runtimes, in this process, when the sysroot is
+                                           * "/" (the tool without --no-probe); 0: never (--no-probe) */
+} p2paudit_options;
+
+#define P2PAUDIT_OPTIONS_INIT {sizeof(p2paudit_options), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, 0}
+
+/* Reads a machine as `p2paudit [OPTIONS] check` does. options NULL: all defaults ("/"). A
+ * struct_size smaller than the first version's fields or larger than this library knows with
+ * non-zero bytes past them is P2PAUDIT_ERROR_ARGUMENT. Otherwise as p2paudit_open(), which is
+ * p2paudit_open_with() given only sysroot and rules_dir. */
+P2PAUDIT_API p2paudit_status p2paudit_open_with(const p2paudit_options *options, p2paudit_machine **machine,
+                                                char **error);
+
+/* `check`'s tri-state answer to "may peer-to-peer be attempted?" (its exit status 0, 1, 3). */
+typedef enum p2paudit_answer {
+  P2PAUDIT_ANSWER_UNKNOWN = 0, /* unknown facts decide it (check exits 3); also alongside an error */
+  P2PAUDIT_ANSWER_YES = 1,     /* peer, whatever the unknown facts are (check exits 0) */
+  P2PAUDIT_ANSWER_NO = 2       /* not peer (check exits 1) */
+} p2paudit_answer;
+
+/* A pair's decision as `check PROVIDER CLIENT --format json` gives it. Strings belong to the
+ * handle, valid until the next p2paudit_check() on it or its close. Versioned like
+ * p2paudit_options: set struct_size before the call (P2PAUDIT_CHECK_INIT); the library fills
+ * only the fields that struct_size covers. */
+typedef struct p2paudit_check_result {
+  size_t struct_size;            /* sizeof(p2paudit_check_result) as the caller compiled it */
+  p2paudit_answer answer;        /* check's "answer" to --require peer */
+  p2paudit_decision decision;    /* "decision" */
+  p2paudit_verdict verdict;      /* "kernel"."map_type" */
+  const char *rule;              /* "rule": the deciding rule's id; "" when none decided */
+  const char *authority;         /* "authority" ("kernel", "vendor-driver", ...); "" when the rule names none */
+  const char *reason;            /* "reason" */
+  const char *remedy;            /* "remedy"; "" when none */
+} p2paudit_check_result;
+
+#define P2PAUDIT_CHECK_INIT {sizeof(p2paudit_check_result), P2PAUDIT_ANSWER_UNKNOWN, P2PAUDIT_DECISION_UNKNOWN, P2PAUDIT_VERDICT_UNKNOWN, NULL, NULL, NULL, NULL}
+
+/* The answer for DMA from provider's memory by client, as `check` gives it. result must not be NULL
+ * and its struct_size set; details_json (may be NULL) as p2paudit_pair()'s, with `check --format
+ * json`'s "require" (peer), "satisfied", "answer" and "runtime_probe". */
+P2PAUDIT_API p2paudit_status p2paudit_check(p2paudit_machine *machine, const char *provider, const char *client,
+                                            p2paudit_check_result *result, char **details_json);
 
 /* Frees a string the library returned as `char *`. NULL is allowed. */
 P2PAUDIT_API void p2paudit_string_free(char *string);

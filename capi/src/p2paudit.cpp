@@ -3,7 +3,10 @@
 // boundary: every entry point catches everything and answers with a status and a message.
 #include "p2paudit.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
+#include <stdexcept>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -19,13 +22,18 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
+#include "p2paudit/probe/decision_inputs.h"
 #include "p2paudit/rules_location.h"
-#include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 
 namespace {
 
 using namespace p2paudit;
+
+// The first versions' sizes: a caller's struct_size below them is an error, above them (a later
+// header) fields this library does not know.
+constexpr size_t kOptionsV1Size = offsetof(p2paudit_options, probe_runtimes) + sizeof(int);
+constexpr size_t kCheckResultV1Size = offsetof(p2paudit_check_result, remedy) + sizeof(const char*);
 
 // A device's strings, kept for as long as the handle so that p2paudit_device's pointers stay valid.
 struct DeviceStrings {
@@ -35,13 +43,14 @@ struct DeviceStrings {
 }  // namespace
 
 struct p2paudit_machine {
-  Topology topo;
-  KernelRules kernel;
-  policy::RuleSet rules;
-  std::unique_ptr<policy::PolicyEvaluator> evaluator;  // refers to the three above
+  // Read as `check` reads them, through the same function (probe/decision_inputs.h).
+  DecisionInputs inputs;
+  std::unique_ptr<policy::PolicyEvaluator> evaluator;  // refers into inputs
   std::vector<DeviceStrings> devices;
   std::string kernel_release;
   std::string last_error;
+  // p2paudit_check()'s strings, valid until the next p2paudit_check().
+  std::string check_rule, check_authority, check_reason, check_remedy;
 };
 
 namespace {
@@ -57,6 +66,8 @@ Failure current_failure() {
     throw;
   } catch (const InputError& e) {
     return {P2PAUDIT_ERROR_INPUT, e.what()};
+  } catch (const std::invalid_argument& e) {
+    return {P2PAUDIT_ERROR_ARGUMENT, e.what()};
   } catch (const std::bad_alloc&) {
     return {P2PAUDIT_ERROR_MEMORY, "out of memory"};
   } catch (const std::exception& e) {
@@ -94,16 +105,60 @@ char* c_string(const std::string& s) {
   return out;
 }
 
-std::unique_ptr<p2paudit_machine> read_machine(const char* sysroot, const char* rules_dir) {
+// NULL-terminated strings as a vector; at most 4096 entries, so that a list without its NULL is an
+// error rather than a read past the caller's array for ever.
+std::vector<std::string> string_list(const char* const* list, const char* field) {
+  std::vector<std::string> out;
+  if (!list) return out;
+  for (size_t i = 0; list[i]; ++i) {
+    if (i == 4096) throw std::invalid_argument(fmt::format("p2paudit_options.{}: more than 4096 entries (is it NULL-terminated?)", field));
+    out.emplace_back(list[i]);
+  }
+  return out;
+}
+
+std::string text(const char* s) { return s ? s : ""; }
+
+// What `p2paudit [OPTIONS] check` reads, from the options: the tool's global options and those of
+// check (probe/decision_inputs.h turns both into the same DecisionInputs).
+std::unique_ptr<p2paudit_machine> read_machine(const p2paudit_options& o) {
+  MachineSource source;
+  source.lspci_dump = text(o.lspci_dump);
+  if (o.sysroot) source.sysroot = o.sysroot;
+  if (!source.lspci_dump.empty() && o.sysroot)
+    throw std::invalid_argument("p2paudit_options: lspci_dump and sysroot name two inputs: give one");
+  if (source.lspci_dump.empty() && (o.dump_cpu || o.dump_iommu || o.dump_host_bridges))
+    throw std::invalid_argument("p2paudit_options: dump_cpu, dump_iommu and dump_host_bridges describe an lspci dump: "
+                                "they need lspci_dump");
+  if (o.dump_cpu && *o.dump_cpu) source.dump_cpu = DumpCpu::parse(o.dump_cpu);
+  source.dump_iommu = text(o.dump_iommu);
+  if (!source.dump_iommu.empty() && source.dump_iommu != "off" && source.dump_iommu != "passthrough" &&
+      source.dump_iommu != "translated")
+    throw std::invalid_argument(fmt::format("p2paudit_options.dump_iommu '{}': expected off, passthrough or translated",
+                                            escape_text(source.dump_iommu)));
+  source.dump_host_bridges = string_list(o.dump_host_bridges, "dump_host_bridges");
+  source.kernel = text(o.kernel);
+  source.kernel_rules = string_list(o.kernel_rules, "kernel_rules");
+  source.assume_whitelisted = string_list(o.assume_whitelisted, "assume_whitelisted");
+  source.assume_acs_off = string_list(o.assume_acs_off, "assume_acs_off");
+  source.rules_dir = find_rules_dir(text(o.rules_dir), RulesAnchor::kSharedLibrary).string();
+  PolicyInputs policy;
+  policy.rule_files = string_list(o.policy_rules, "policy_rules");
+  policy.no_default_rules = o.no_default_rules != 0;
+  policy.vendor_facts = text(o.vendor_facts);
+  policy.ignore_stored_probe = o.ignore_stored_probe != 0;
+  policy.ask_live = o.probe_runtimes != 0;
+
   auto m = std::make_unique<p2paudit_machine>();
-  m->topo = read_topology(Sysroot::open(sysroot));
-  auto rules = find_rules_dir(rules_dir ? rules_dir : "", RulesAnchor::kSharedLibrary);
-  m->kernel = load_kernel_rules(rules / "kernel", m->topo.platform, {});
-  m->rules = policy::RuleSet::load(policy::default_rule_files(rules.string()));
-  m->evaluator = std::make_unique<policy::PolicyEvaluator>(m->topo, m->kernel, m->rules, nullptr);
-  m->kernel_release = m->kernel.release.text.empty() ? m->kernel.release.version() : m->kernel.release.text;
-  for (const auto& named : matrix_devices(m->topo, true)) {
-    const Function& f = m->topo.functions[named.index];
+  // The statements `check` prints on stderr about a dump's unknowns and --assume-acs-off are left
+  // out (a library prints nothing); the same statements are in the topology's findings.
+  std::vector<std::string> aside;
+  m->inputs = read_decision_inputs(source, policy, AssumptionNotes::kAside, &aside);
+  const DecisionInputs& in = m->inputs;
+  m->evaluator = std::make_unique<policy::PolicyEvaluator>(in.topo, in.kernel, in.rules, in.vendor_facts());
+  m->kernel_release = in.kernel.release.text.empty() ? in.kernel.release.version() : in.kernel.release.text;
+  for (const auto& named : matrix_devices(in.topo, true)) {
+    const Function& f = in.topo.functions[named.index];
     m->devices.push_back({f.bdf.str(), named.short_name, std::string(device_class_name(classify_device(f))),
                           f.vendor_name, f.device_name});
   }
@@ -112,7 +167,7 @@ std::unique_ptr<p2paudit_machine> read_machine(const char* sysroot, const char* 
 
 p2paudit_status find_device(p2paudit_machine* m, const char* spec, const char* role, size_t* index) {
   if (!spec) return fail(m, P2PAUDIT_ERROR_ARGUMENT, fmt::format("the {} is NULL", role));
-  if (auto i = resolve_function(m->topo, spec)) {
+  if (auto i = resolve_function(m->inputs.topo, spec)) {
     *index = *i;
     return P2PAUDIT_OK;
   }
@@ -129,6 +184,15 @@ p2paudit_verdict to_c(MapType t) {
     case MapType::kUnknown: break;
   }
   return P2PAUDIT_VERDICT_UNKNOWN;
+}
+
+p2paudit_answer to_c(policy::Answer a) {
+  switch (a) {
+    case policy::Answer::kYes: return P2PAUDIT_ANSWER_YES;
+    case policy::Answer::kNo: return P2PAUDIT_ANSWER_NO;
+    case policy::Answer::kUnknown: break;
+  }
+  return P2PAUDIT_ANSWER_UNKNOWN;
 }
 
 p2paudit_decision to_c(policy::Action a) {
@@ -159,18 +223,37 @@ const char* p2paudit_status_string(p2paudit_status status) {
   return "unknown status";
 }
 
-p2paudit_status p2paudit_open(const char* sysroot, const char* rules_dir, p2paudit_machine** machine, char** error) {
+p2paudit_status p2paudit_open_with(const p2paudit_options* options, p2paudit_machine** machine, char** error) {
   if (error) *error = nullptr;
   Failure f{P2PAUDIT_OK, ""};
+  // The caller's struct as this library knows it: fields past its struct_size are 0/NULL; fields
+  // this library does not know must be 0 (a newer caller asking for something not done here).
+  p2paudit_options o{};
+  o.struct_size = sizeof o;
   if (!machine) {
-    f = {P2PAUDIT_ERROR_ARGUMENT, "p2paudit_open: the machine pointer is NULL"};
+    f = {P2PAUDIT_ERROR_ARGUMENT, "p2paudit_open_with: the machine pointer is NULL"};
   } else {
     *machine = nullptr;
-    if (!sysroot) f = {P2PAUDIT_ERROR_ARGUMENT, "p2paudit_open: the sysroot is NULL (\"/\" is this machine)"};
+    if (options) {
+      const size_t size = options->struct_size;
+      if (size < kOptionsV1Size) {
+        f = {P2PAUDIT_ERROR_ARGUMENT, fmt::format("p2paudit_open_with: options.struct_size {} is smaller than the "
+                                                  "first version's {} (set it to sizeof(p2paudit_options))",
+                                                  size, kOptionsV1Size)};
+      } else {
+        std::memcpy(&o, options, std::min(size, sizeof o));
+        const auto* bytes = reinterpret_cast<const unsigned char*>(options);
+        for (size_t i = sizeof o; i < size && f.status == P2PAUDIT_OK; ++i)
+          if (bytes[i])
+            f = {P2PAUDIT_ERROR_ARGUMENT, fmt::format("p2paudit_open_with: options.struct_size {} holds fields this "
+                                                      "library ({}, {} bytes) does not know, set to non-zero values",
+                                                      size, P2PAUDIT_VERSION, sizeof o)};
+      }
+    }
   }
   if (f.status == P2PAUDIT_OK) {
     try {
-      *machine = read_machine(sysroot, rules_dir).release();
+      *machine = read_machine(o).release();
       return P2PAUDIT_OK;
     } catch (...) {
       f = current_failure();
@@ -184,6 +267,24 @@ p2paudit_status p2paudit_open(const char* sysroot, const char* rules_dir, p2paud
     }
   }
   return f.status;
+}
+
+p2paudit_status p2paudit_open(const char* sysroot, const char* rules_dir, p2paudit_machine** machine, char** error) {
+  if (!sysroot) {
+    if (error) {
+      *error = nullptr;
+      try {
+        *error = c_string("p2paudit_open: the sysroot is NULL (\"/\" is this machine)");
+      } catch (...) {
+      }
+    }
+    if (machine) *machine = nullptr;
+    return P2PAUDIT_ERROR_ARGUMENT;
+  }
+  p2paudit_options options = P2PAUDIT_OPTIONS_INIT;
+  options.sysroot = sysroot;
+  options.rules_dir = rules_dir;
+  return p2paudit_open_with(&options, machine, error);
 }
 
 void p2paudit_close(p2paudit_machine* machine) { delete machine; }
@@ -207,7 +308,7 @@ p2paudit_status p2paudit_device_at(p2paudit_machine* machine, size_t index, p2pa
       return fail(machine, P2PAUDIT_ERROR_ARGUMENT,
                   fmt::format("p2paudit_device_at: index {} is out of range (the machine has {} PCI functions)", index,
                               machine->devices.size()));
-    const Function& f = machine->topo.functions[index];
+    const Function& f = machine->inputs.topo.functions[index];
     const DeviceStrings& s = machine->devices[index];
     *device = {s.bdf.c_str(), s.name.c_str(), s.device_class.c_str(), s.vendor_name.c_str(), s.device_name.c_str(),
                f.vendor, f.device, f.class_code};
@@ -236,12 +337,59 @@ p2paudit_status p2paudit_pair(p2paudit_machine* machine, const char* provider, c
     policy::PairDecision d = machine->evaluator->decide_in_full(p, c);
     if (details_json) {
       // `check --format json`'s object, with the kernel's whole reasoning as `explain` gives it.
-      auto j = policy::pair_decision_json(machine->topo, d);
-      j["verdict"] = verdict_json(machine->topo, machine->kernel, d.verdict);
+      auto j = policy::pair_decision_json(machine->inputs.topo, d);
+      j["verdict"] = verdict_json(machine->inputs.topo, machine->inputs.kernel, d.verdict);
       *details_json = c_string(json_text(std::move(j)));
     }
     if (verdict) *verdict = to_c(d.verdict.map_type);
     if (decision) *decision = to_c(d.decision.action);
+    return P2PAUDIT_OK;
+  });
+}
+
+p2paudit_status p2paudit_check(p2paudit_machine* machine, const char* provider, const char* client,
+                               p2paudit_check_result* result, char** details_json) {
+  if (details_json) *details_json = nullptr;
+  // The fields the caller's struct holds, zeroed first (an unset struct_size fills nothing).
+  const size_t size = result ? std::min(result->struct_size, sizeof *result) : 0;
+  p2paudit_check_result out{};
+  out.struct_size = result ? result->struct_size : 0;
+  auto deliver = [&] {
+    if (result && size >= sizeof(size_t)) std::memcpy(static_cast<void*>(result), &out, size);
+  };
+  deliver();
+  if (!machine) return P2PAUDIT_ERROR_ARGUMENT;
+  return guarded(machine, [&] {
+    if (!result)
+      return fail(machine, P2PAUDIT_ERROR_ARGUMENT, "p2paudit_check: the result pointer is NULL");
+    if (size < kCheckResultV1Size)
+      return fail(machine, P2PAUDIT_ERROR_ARGUMENT,
+                  fmt::format("p2paudit_check: result->struct_size {} is smaller than the first version's {} (set it "
+                              "to sizeof(p2paudit_check_result))", result->struct_size, kCheckResultV1Size));
+    size_t p = 0, c = 0;
+    if (auto s = find_device(machine, provider, "provider", &p); s != P2PAUDIT_OK) return s;
+    if (auto s = find_device(machine, client, "client", &c); s != P2PAUDIT_OK) return s;
+    const DecisionInputs& in = machine->inputs;
+    CheckAnswer a = check_pair(*machine->evaluator, in.rules, p, c, true);
+    if (details_json) {
+      // `check --format json`'s object, with the kernel's whole reasoning as `explain` gives it.
+      auto j = check_json(in, a, true);
+      j["verdict"] = verdict_json(in.topo, in.kernel, a.pair.verdict);
+      *details_json = c_string(json_text(std::move(j)));
+    }
+    const policy::Decision& d = a.pair.decision;
+    machine->check_rule = d.rule;
+    machine->check_authority = d.authority ? policy::to_string(*d.authority) : "";
+    machine->check_reason = d.reason;
+    machine->check_remedy = d.remedy;
+    out.answer = to_c(a.answer);
+    out.decision = to_c(d.action);
+    out.verdict = to_c(a.pair.verdict.map_type);
+    out.rule = machine->check_rule.c_str();
+    out.authority = machine->check_authority.c_str();
+    out.reason = machine->check_reason.c_str();
+    out.remedy = machine->check_remedy.c_str();
+    deliver();
     return P2PAUDIT_OK;
   });
 }

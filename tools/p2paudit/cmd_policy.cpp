@@ -19,8 +19,6 @@ namespace p2paudit::cli {
 
 namespace {
 
-inline constexpr int kCheckSchemaVersion = 1;
-
 struct PolicyArgs {
   std::vector<std::string> rules;   // --rules FILE (repeatable), after the default policy
   bool no_default = false;          // --no-default-rules: only the --rules files
@@ -33,13 +31,9 @@ struct PolicyArgs {
   bool no_probe = false;            // --no-probe: do not ask the runtimes on a live machine
 };
 
-struct Context {
-  Topology topo;
-  KernelRules kernel;
-  policy::RuleSet rules;
-  std::optional<policy::VendorFactsDocument> vendor;  // the runtimes' answers, then --vendor-facts over them
-  RuntimeEvidence runtimes;
-};
+// The machine, its kernel rules, the policy and the runtimes' answers: read the one way the C
+// library reads them too (probe/decision_inputs.h).
+using Context = DecisionInputs;
 
 // Rule and facts files are refused unless they are UTF-8, but strings from a stranger's sysroot
 // (driver and module names, versions) still reach the facts: a byte that is not UTF-8 becomes
@@ -48,29 +42,17 @@ std::string dump_json(const nlohmann::ordered_json& j) {
   return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-nlohmann::ordered_json runtimes_json(const RuntimeEvidence& r) {
-  return {{"source", r.source}, {"note", r.note}, {"asked", r.asked}};
-}
-
-const policy::VendorFactsDocument* vendor_of(const Context& ctx) { return ctx.vendor ? &*ctx.vendor : nullptr; }
+const policy::VendorFactsDocument* vendor_of(const Context& ctx) { return ctx.vendor_facts(); }
 
 Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
-  std::optional<std::string> stored_probe;
-  Context ctx{load_topology(global, &stored_probe), {}, {}, std::nullopt, {}};
-  ctx.kernel = load_kernel_rules(global, ctx.topo);
-  std::vector<std::string> files = args.no_default ? std::vector<std::string>{} : policy::default_rule_files(rules_dir(global));
-  files.insert(files.end(), args.rules.begin(), args.rules.end());
-  if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
-  ctx.rules = policy::RuleSet::load(files);
-  // A stranger's file: only a regular file, bounded, and only the facts vendor tools supply.
-  ctx.runtimes = runtime_evidence(global, stored_probe, args.no_probe || global.no_probe);
-  ctx.vendor = std::move(ctx.runtimes.facts);
-  ctx.runtimes.facts.reset();
-  if (!args.vendor_facts.empty()) {
-    auto file = policy::VendorFactsDocument::load(args.vendor_facts);
-    if (ctx.vendor) ctx.vendor->merge(file);
-    else ctx.vendor = std::move(file);
-  }
+  PolicyInputs policy;
+  policy.rule_files = args.rules;
+  policy.no_default_rules = args.no_default;
+  policy.vendor_facts = args.vendor_facts;
+  policy.ask_live = !(args.no_probe || global.no_probe);
+  std::vector<std::string> aside;
+  Context ctx = read_decision_inputs(machine_source(global), policy, assumption_notes(global), &aside);
+  print_aside(aside);
   return ctx;
 }
 
@@ -128,7 +110,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
   if (global.format == "env") {
     std::cout << policy::env_exports(evaluator, devices);
   } else if (global.format == "json") {
-    nlohmann::ordered_json head = {{"kernel", kernel_json(ctx.kernel)}, {"runtime_probe", runtimes_json(ctx.runtimes)}};
+    nlohmann::ordered_json head = {{"kernel", kernel_json(ctx.kernel)}, {"runtime_probe", runtime_evidence_json(ctx.runtimes)}};
     policy::write_policy_json(std::cout, evaluator, devices, head, args.details);
   } else {
     policy::write_policy_text(std::cout, evaluator, devices, args.details || global.verbose, text_style(global));
@@ -143,12 +125,11 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
   Context ctx = load_context(global, args);
   size_t provider = resolve_device(ctx.topo, global, args.pair[0]);
   size_t client = resolve_device(ctx.topo, global, args.pair[1]);
-  auto d = policy::PolicyEvaluator(ctx.topo, ctx.kernel, ctx.rules, vendor_of(ctx)).decide_in_full(provider, client);
-  auto meets = [&](policy::Action a) {
-    return args.require == "peer" ? a == policy::Action::kPeer : a != policy::Action::kDeny;
-  };
-  bool ok = meets(d.decision.action);
-  policy::Answer answer = policy::answer(ctx.rules, d.facts, d.decision, meets);
+  policy::PolicyEvaluator evaluator(ctx.topo, ctx.kernel, ctx.rules, vendor_of(ctx));
+  const bool require_peer = args.require == "peer";
+  CheckAnswer checked = check_pair(evaluator, ctx.rules, provider, client, require_peer);
+  const policy::PairDecision& d = checked.pair;
+  policy::Answer answer = checked.answer;
   std::optional<PairChange> what_if;  // --diff: this pair in the machine as read -> under the options
   std::vector<std::string> assumed;
   if (global.diff) {
@@ -164,12 +145,7 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
   }
   if (global.format == "json") {
     // docs/json.md: the pair's whole decision as `policy --details` gives it, and the answer.
-    nlohmann::ordered_json j = {{"schema_version", kCheckSchemaVersion}};
-    j.update(policy::pair_decision_json(ctx.topo, d));
-    j["require"] = args.require;
-    j["runtime_probe"] = runtimes_json(ctx.runtimes);
-    j["satisfied"] = ok;
-    j["answer"] = policy::to_string(answer);
+    nlohmann::ordered_json j = check_json(ctx, checked, require_peer);
     if (what_if) j["what_if"] = {{"changed", what_if->before != what_if->after},
                                  {"change", change_json(ctx.topo, *what_if)}, {"notes", assumed}};
     std::cout << dump_json(j);

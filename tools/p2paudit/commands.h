@@ -15,6 +15,7 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/policy/rules.h"
+#include "p2paudit/probe/decision_inputs.h"
 #include "p2paudit/text_style.h"
 #include "p2paudit/topology.h"
 #include "p2paudit/what_if.h"
@@ -85,14 +86,16 @@ bool probe_sysroot_allowed_for_tests();
 // "256MiB", "1GiB", "4096" as bytes (1 byte to 1 TiB); InputError naming `option` otherwise.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& option);
 
-// The runtimes' answers as policy facts: asked now on the live machine (queries only, no copies)
-// unless no_probe, read from a snapshot taken with --probe, or none.
-struct RuntimeEvidence {
-  std::string source = "none";                        // "live", "snapshot", "none"
-  std::string note;                                   // why none, or where from
-  std::vector<std::string> asked;                     // "nvml ok", "cuda absent"...
-  std::optional<policy::VendorFactsDocument> facts;
-};
+// The global options as the shared reader's source (probe/decision_inputs.h, which the C library
+// reads through too): the sysroot or dump, its assumptions, the kernel overrides, the rules dir.
+MachineSource machine_source(const GlobalOptions& global);
+// Where the global options' --dump-notes setting puts the assumptions' statements.
+AssumptionNotes assumption_notes(const GlobalOptions& global);
+// Prints each statement read_source_*() put aside on stderr ("p2paudit: note: ...").
+void print_aside(const std::vector<std::string>& aside);
+
+// The runtimes' answers as policy facts (p2paudit::read_runtime_evidence): asked now on the live
+// machine (queries only, no copies) unless no_probe, read from a snapshot taken with --probe, or none.
 RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optional<std::string>& stored_probe,
                                  bool no_probe);
 

@@ -52,47 +52,38 @@ bool progress_wanted() { return terminal_without_dumb(STDERR_FILENO); }
 
 void print_error(const std::string& message) { std::cerr << "p2paudit: " << message << "\n"; }
 
-namespace {
-
-DumpAssumptions dump_assumptions(const GlobalOptions& global) {
-  DumpAssumptions a;
-  if (!global.dump_cpu.empty()) a.cpu = DumpCpu::parse(global.dump_cpu);
-  a.iommu = global.dump_iommu;
-  a.host_bridges = global.dump_host_bridges;
-  a.kernel = global.kernel;
-  return a;
+MachineSource machine_source(const GlobalOptions& global) {
+  MachineSource s;
+  s.sysroot = global.sysroot;
+  s.lspci_dump = global.lspci_dump;
+  if (!global.dump_cpu.empty()) s.dump_cpu = DumpCpu::parse(global.dump_cpu);
+  s.dump_iommu = global.dump_iommu;
+  s.dump_host_bridges = global.dump_host_bridges;
+  s.kernel = global.kernel;
+  s.kernel_rules = global.kernel_rules;
+  s.assume_whitelisted = global.assume_whitelisted;
+  s.assume_acs_off = global.assume_acs_off;
+  s.rules_dir = rules_dir(global);
+  return s;
 }
 
-// The topology as the sysroot or the dump reads, before any what-if assumption.
-Topology read_machine(const GlobalOptions& global, std::optional<std::string>* stored_probe) {
-  if (global.from_dump()) {
-    auto assumptions = dump_assumptions(global);
-    Topology t = read_dump_topology(global.lspci_dump, assumptions);
-    if (global.dump_notes == GlobalOptions::DumpNotes::kStderr)
-      for (const auto& note : dump_assumption_notes(global.lspci_dump, assumptions, t)) print_error("note: " + note);
-    return t;
+AssumptionNotes assumption_notes(const GlobalOptions& global) {
+  switch (global.dump_notes) {
+    case GlobalOptions::DumpNotes::kFindings: return AssumptionNotes::kFindings;
+    case GlobalOptions::DumpNotes::kKernelNotes: return AssumptionNotes::kKernelNotes;
+    case GlobalOptions::DumpNotes::kStderr: break;
   }
-  Sysroot root = Sysroot::open(global.sysroot);
-  if (stored_probe && !root.is_live() && root.exists(kProbeResultsPath)) {
-    *stored_probe = root.read_text(kProbeResultsPath);
-    if (!*stored_probe)
-      throw InputError(fmt::format("{}: {}: not a regular file of at most {} bytes", root.origin(), kProbeResultsPath,
-                                   root.limits().max_file_bytes));
-  }
-  return read_topology(root);
+  return AssumptionNotes::kAside;
 }
 
-}  // namespace
+void print_aside(const std::vector<std::string>& aside) {
+  for (const auto& note : aside) print_error(note);
+}
 
 Topology load_topology(const GlobalOptions& global, std::optional<std::string>* stored_probe) {
-  Topology t = read_machine(global, stored_probe);
-  if (global.assume_acs_off.empty()) return t;
-  // Stated like a dump's assumptions: always in the findings; on stderr or (load_kernel_rules) in
-  // the kernel notes where the command prints those instead.
-  for (auto& note : assume_acs_redirect_off(t, global.assume_acs_off).notes(t)) {
-    if (global.dump_notes == GlobalOptions::DumpNotes::kStderr) print_error("note: " + note);
-    t.findings.push_back({std::string(kAssumeAcsOffOrigin), std::move(note)});
-  }
+  std::vector<std::string> aside;
+  Topology t = read_source_topology(machine_source(global), assumption_notes(global), stored_probe, &aside);
+  print_aside(aside);
   return t;
 }
 
@@ -101,9 +92,7 @@ bool probe_sysroot_allowed_for_tests() {
   return v && std::string(v) == "1";
 }
 
-bool runtimes_describe(const GlobalOptions& global) {
-  return !global.from_dump() && (global.sysroot == "/" || probe_sysroot_allowed_for_tests());
-}
+bool runtimes_describe(const GlobalOptions& global) { return p2paudit::runtimes_describe(machine_source(global)); }
 
 std::uint64_t parse_byte_size(const std::string& text, const std::string& option) {
   size_t digits = 0;
@@ -119,32 +108,7 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& option
 
 RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optional<std::string>& stored_probe,
                                  bool no_probe) {
-  RuntimeEvidence e;
-  nlohmann::json document;
-  std::string origin;
-  if (stored_probe) {
-    origin = fmt::format("{}: {}", global.sysroot, kProbeResultsPath);
-    document = probe::parse_probe_document(*stored_probe, origin);
-    e.source = "snapshot";
-    e.note = "runtime answers stored in the snapshot (snapshot --probe)";
-  } else if (no_probe) {
-    e.note = "the runtimes were not asked (--no-probe)";
-    return e;
-  } else if (!runtimes_describe(global)) {
-    e.note = global.from_dump() ? "the runtimes cannot be asked about an lspci dump"
-                                : "the runtimes were not asked: this is not the live machine, and the snapshot holds no "
-                                  "probe results (`p2paudit snapshot --probe` stores them)";
-    return e;
-  } else {
-    origin = "the runtime probe";
-    document = probe::probe_document(probe::probe_all({}), nullptr, global.source(), "", {});
-    e.source = "live";
-    e.note = "the runtimes were asked (queries only; --no-probe skips them)";
-  }
-  auto facts = probe::runtime_facts(document, origin);
-  e.asked = std::move(facts.asked);
-  e.facts = std::move(facts.facts);
-  return e;
+  return read_runtime_evidence(machine_source(global), stored_probe, !no_probe);
 }
 
 AnalysedMachine load_analysed_machine(const GlobalOptions& global, bool no_probe) {
@@ -162,29 +126,9 @@ fleet::MachineAnalysis AnalysedMachine::analysis() const {
 }
 
 KernelRules load_kernel_rules(const GlobalOptions& global, const Topology& topo) {
-  KernelRules rules = p2paudit::load_kernel_rules(std::filesystem::path(rules_dir(global)) / "kernel", topo.platform,
-                                                  {global.kernel, global.kernel_rules, global.assume_whitelisted});
-  if (!global.assume_acs_off.empty()) {
-    if (global.dump_notes == GlobalOptions::DumpNotes::kKernelNotes)
-      for (const auto& f : topo.findings)
-        if (f.path == kAssumeAcsOffOrigin) rules.notes.push_back(f.message);
-    if (auto caveat = acs_redirect_off_caveat(rules.release)) {
-      if (global.dump_notes == GlobalOptions::DumpNotes::kStderr) print_error("note: " + *caveat);
-      else rules.notes.push_back(*caveat);
-    }
-  }
-  if (global.from_dump()) {
-    // The dump's own statement of the unknown kernel replaces the rules' notes about a sysroot
-    // without osrelease or kernel config.
-    std::erase_if(rules.notes, [](const std::string& note) {
-      return note.starts_with("the sysroot does not say which kernel runs") ||
-             note.starts_with("the kernel config was not found");
-    });
-    if (global.dump_notes == GlobalOptions::DumpNotes::kKernelNotes) {
-      auto notes = dump_assumption_notes(global.lspci_dump, dump_assumptions(global), topo);
-      rules.notes.insert(rules.notes.begin(), notes.begin(), notes.end());
-    }
-  }
+  std::vector<std::string> aside;
+  KernelRules rules = read_source_kernel_rules(machine_source(global), topo, assumption_notes(global), &aside);
+  print_aside(aside);
   return rules;
 }
 

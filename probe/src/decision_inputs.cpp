@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+#include "p2paudit/probe/decision_inputs.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "p2paudit/assumptions.h"
+#include "p2paudit/errors.h"
+#include "p2paudit/p2pdma_report.h"
+#include "p2paudit/probe/runtime_facts.h"
+#include "p2paudit/snapshot.h"
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+
+namespace p2paudit {
+
+DumpAssumptions MachineSource::dump_assumptions() const {
+  DumpAssumptions a;
+  a.cpu = dump_cpu;
+  a.iommu = dump_iommu;
+  a.host_bridges = dump_host_bridges;
+  a.kernel = kernel;
+  return a;
+}
+
+namespace {
+
+void put_aside(std::vector<std::string>* aside, std::string note) {
+  if (aside) aside->push_back("note: " + std::move(note));
+}
+
+// The topology as the sysroot or the dump reads, before any what-if assumption.
+Topology read_machine(const MachineSource& source, AssumptionNotes where, std::optional<std::string>* stored_probe,
+                      std::vector<std::string>* aside) {
+  if (source.from_dump()) {
+    auto assumptions = source.dump_assumptions();
+    Topology t = read_dump_topology(source.lspci_dump, assumptions);
+    if (where == AssumptionNotes::kAside)
+      for (auto& note : dump_assumption_notes(source.lspci_dump, assumptions, t)) put_aside(aside, std::move(note));
+    return t;
+  }
+  Sysroot root = Sysroot::open(source.sysroot);
+  if (stored_probe && !root.is_live() && root.exists(kProbeResultsPath)) {
+    *stored_probe = root.read_text(kProbeResultsPath);
+    if (!*stored_probe)
+      throw InputError(fmt::format("{}: {}: not a regular file of at most {} bytes", root.origin(), kProbeResultsPath,
+                                   root.limits().max_file_bytes));
+  }
+  return read_topology(root);
+}
+
+}  // namespace
+
+Topology read_source_topology(const MachineSource& source, AssumptionNotes where,
+                              std::optional<std::string>* stored_probe, std::vector<std::string>* aside) {
+  Topology t = read_machine(source, where, stored_probe, aside);
+  if (source.assume_acs_off.empty()) return t;
+  // Stated like a dump's assumptions: always in the findings; aside or (read_source_kernel_rules)
+  // in the kernel notes where the output prints those instead.
+  for (auto& note : assume_acs_redirect_off(t, source.assume_acs_off).notes(t)) {
+    if (where == AssumptionNotes::kAside) put_aside(aside, note);
+    t.findings.push_back({std::string(kAssumeAcsOffOrigin), std::move(note)});
+  }
+  return t;
+}
+
+KernelRules read_source_kernel_rules(const MachineSource& source, const Topology& topo, AssumptionNotes where,
+                                     std::vector<std::string>* aside) {
+  KernelRules rules = load_kernel_rules(std::filesystem::path(source.rules_dir) / "kernel", topo.platform,
+                                        {source.kernel, source.kernel_rules, source.assume_whitelisted});
+  if (!source.assume_acs_off.empty()) {
+    if (where == AssumptionNotes::kKernelNotes)
+      for (const auto& f : topo.findings)
+        if (f.path == kAssumeAcsOffOrigin) rules.notes.push_back(f.message);
+    if (auto caveat = acs_redirect_off_caveat(rules.release)) {
+      if (where == AssumptionNotes::kAside) put_aside(aside, *caveat);
+      else rules.notes.push_back(*caveat);
+    }
+  }
+  if (source.from_dump()) {
+    // The dump's own statement of the unknown kernel replaces the rules' notes about a sysroot
+    // without osrelease or kernel config.
+    std::erase_if(rules.notes, [](const std::string& note) {
+      return note.starts_with("the sysroot does not say which kernel runs") ||
+             note.starts_with("the kernel config was not found");
+    });
+    if (where == AssumptionNotes::kKernelNotes) {
+      auto notes = dump_assumption_notes(source.lspci_dump, source.dump_assumptions(), topo);
+      rules.notes.insert(rules.notes.begin(), notes.begin(), notes.end());
+    }
+  }
+  return rules;
+}
+
+bool runtimes_describe(const MachineSource& source) {
+  const char* allow = std::getenv("P2PAUDIT_PROBE_ALLOW_SYSROOT");
+  return !source.from_dump() && (source.sysroot == "/" || (allow && std::string(allow) == "1"));
+}
+
+RuntimeEvidence read_runtime_evidence(const MachineSource& source, const std::optional<std::string>& stored_probe,
+                                      bool ask_live) {
+  RuntimeEvidence e;
+  nlohmann::json document;
+  std::string origin;
+  if (stored_probe) {
+    origin = fmt::format("{}: {}", source.sysroot, kProbeResultsPath);
+    document = probe::parse_probe_document(*stored_probe, origin);
+    e.source = "snapshot";
+    e.note = "runtime answers stored in the snapshot (snapshot --probe)";
+  } else if (!ask_live) {
+    e.note = "the runtimes were not asked (--no-probe)";
+    return e;
+  } else if (!runtimes_describe(source)) {
+    e.note = source.from_dump() ? "the runtimes cannot be asked about an lspci dump"
+                                : "the runtimes were not asked: this is not the live machine, and the snapshot holds no "
+                                  "probe results (`p2paudit snapshot --probe` stores them)";
+    return e;
+  } else {
+    origin = "the runtime probe";
+    document = probe::probe_document(probe::probe_all({}), nullptr, source.origin(), "", {});
+    e.source = "live";
+    e.note = "the runtimes were asked (queries only; --no-probe skips them)";
+  }
+  auto facts = probe::runtime_facts(document, origin);
+  e.asked = std::move(facts.asked);
+  e.facts = std::move(facts.facts);
+  return e;
+}
+
+nlohmann::ordered_json runtime_evidence_json(const RuntimeEvidence& r) {
+  return {{"source", r.source}, {"note", r.note}, {"asked", r.asked}};
+}
+
+DecisionInputs read_decision_inputs(const MachineSource& source, const PolicyInputs& policy, AssumptionNotes where,
+                                    std::vector<std::string>* aside) {
+  std::optional<std::string> stored_probe;
+  DecisionInputs in{read_source_topology(source, where, policy.ignore_stored_probe ? nullptr : &stored_probe, aside),
+                    {}, {}, {}, std::nullopt};
+  in.kernel = read_source_kernel_rules(source, in.topo, where, aside);
+  std::vector<std::string> files =
+      policy.no_default_rules ? std::vector<std::string>{} : policy::default_rule_files(source.rules_dir);
+  files.insert(files.end(), policy.rule_files.begin(), policy.rule_files.end());
+  if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
+  in.rules = policy::RuleSet::load(files);
+  in.runtimes = read_runtime_evidence(source, stored_probe, policy.ask_live);
+  in.vendor = std::move(in.runtimes.facts);
+  in.runtimes.facts.reset();
+  // A stranger's file: only a regular file, bounded, and only the facts vendor tools supply.
+  if (!policy.vendor_facts.empty()) {
+    auto file = policy::VendorFactsDocument::load(policy.vendor_facts);
+    if (in.vendor) in.vendor->merge(file);
+    else in.vendor = std::move(file);
+  }
+  return in;
+}
+
+CheckAnswer check_pair(policy::PolicyEvaluator& evaluator, const policy::RuleSet& rules, size_t provider,
+                       size_t client, bool require_peer) {
+  CheckAnswer a;
+  a.pair = evaluator.decide_in_full(provider, client);
+  auto meets = [&](policy::Action action) {
+    return require_peer ? action == policy::Action::kPeer : action != policy::Action::kDeny;
+  };
+  a.satisfied = meets(a.pair.decision.action);
+  a.answer = policy::answer(rules, a.pair.facts, a.pair.decision, meets);
+  return a;
+}
+
+nlohmann::ordered_json check_json(const DecisionInputs& inputs, const CheckAnswer& answer, bool require_peer) {
+  nlohmann::ordered_json j = {{"schema_version", kCheckSchemaVersion}};
+  j.update(policy::pair_decision_json(inputs.topo, answer.pair));
+  j["require"] = require_peer ? "peer" : "host_staged";
+  j["runtime_probe"] = runtime_evidence_json(inputs.runtimes);
+  j["satisfied"] = answer.satisfied;
+  j["answer"] = policy::to_string(answer.answer);
+  return j;
+}
+
+}  // namespace p2paudit
