@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// One answer from every interface: for every capture in tests/data (kernel-oracle sysroots, the
+// machines' snapshots including those with stored runtime answers, every lspci dump), and with
+// the inputs `check` takes besides the machine (vendor facts, kernel release and rule overrides,
+// assumed whitelist entries, --assume-acs-off, site rules), libp2paudit's p2paudit_check() gives
+// the decision, rule and authority that `p2paudit policy --format json` gives for every ordered
+// pair, and the answer, reason and remedy that `p2paudit check --format json` gives for a sample.
+// Nothing here names a decision: whatever the rules decide, both interfaces must decide it alike.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "p2paudit.h"
+#include "test_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using p2paudit::test::data_path;
+using p2paudit::test::shell_quote;
+
+struct Closer {
+  void operator()(p2paudit_machine* m) const { p2paudit_close(m); }
+};
+using Machine = std::unique_ptr<p2paudit_machine, Closer>;
+struct StringFree {
+  void operator()(char* s) const { p2paudit_string_free(s); }
+};
+using CString = std::unique_ptr<char, StringFree>;
+
+// The inputs of one comparison, given to the tool as options and to the library as
+// p2paudit_options from this one description.
+struct Inputs {
+  std::string label;
+  std::string sysroot, lspci_dump, dump_cpu, dump_iommu, kernel, vendor_facts;
+  std::vector<std::string> kernel_rules, assume_whitelisted, assume_acs_off, policy_rules;
+  bool no_default_rules = false;
+
+  // Global options (before the command).
+  std::string global_args() const {
+    std::string a = " --rules-dir " + shell_quote(p2paudit::test::rules_source());
+    if (!sysroot.empty()) a += " --sysroot " + shell_quote(sysroot);
+    if (!lspci_dump.empty()) a += " --lspci-dump " + shell_quote(lspci_dump);
+    if (!dump_cpu.empty()) a += " --dump-cpu " + shell_quote(dump_cpu);
+    if (!dump_iommu.empty()) a += " --dump-iommu " + shell_quote(dump_iommu);
+    if (!kernel.empty()) a += " --kernel " + shell_quote(kernel);
+    for (const auto& f : kernel_rules) a += " --kernel-rules " + shell_quote(f);
+    for (const auto& w : assume_whitelisted) a += " --assume-whitelisted " + shell_quote(w);
+    for (const auto& s : assume_acs_off) a += " --assume-acs-off " + shell_quote(s);
+    return a;
+  }
+  // policy's and check's own options; the library asks no runtime unless told, so --no-probe.
+  std::string command_args() const {
+    std::string a = " --no-probe";
+    for (const auto& f : policy_rules) a += " --rules " + shell_quote(f);
+    if (no_default_rules) a += " --no-default-rules";
+    if (!vendor_facts.empty()) a += " --vendor-facts " + shell_quote(vendor_facts);
+    return a;
+  }
+};
+
+// NULL-terminated arrays over an Inputs' strings, alive as long as this object.
+struct CList {
+  std::vector<const char*> items;
+  explicit CList(const std::vector<std::string>& v) {
+    for (const auto& s : v) items.push_back(s.c_str());
+    items.push_back(nullptr);
+  }
+  const char* const* get() const { return items.size() > 1 ? items.data() : nullptr; }
+};
+
+const char* or_null(const std::string& s) { return s.empty() ? nullptr : s.c_str(); }
+
+struct Opened {
+  p2paudit_status status = P2PAUDIT_ERROR_INTERNAL;
+  std::string error;
+  Machine machine;
+};
+
+Opened open_library(const Inputs& in) {
+  CList kernel_rules(in.kernel_rules), whitelisted(in.assume_whitelisted), acs_off(in.assume_acs_off),
+      policy_rules(in.policy_rules);
+  const std::string rules_dir = p2paudit::test::rules_source();
+  p2paudit_options o = P2PAUDIT_OPTIONS_INIT;
+  o.sysroot = or_null(in.sysroot);
+  o.lspci_dump = or_null(in.lspci_dump);
+  o.dump_cpu = or_null(in.dump_cpu);
+  o.dump_iommu = or_null(in.dump_iommu);
+  o.rules_dir = rules_dir.c_str();
+  o.kernel = or_null(in.kernel);
+  o.kernel_rules = kernel_rules.get();
+  o.assume_whitelisted = whitelisted.get();
+  o.assume_acs_off = acs_off.get();
+  o.policy_rules = policy_rules.get();
+  o.no_default_rules = in.no_default_rules;
+  o.vendor_facts = or_null(in.vendor_facts);
+  Opened r;
+  p2paudit_machine* m = nullptr;
+  char* error = nullptr;
+  r.status = p2paudit_open_with(&o, &m, &error);
+  CString owned(error);
+  r.error = error ? error : "";
+  r.machine.reset(m);
+  return r;
+}
+
+struct ToolRun {
+  int status = -1;
+  json output;
+};
+
+ToolRun tool(const Inputs& in, const std::string& command) {
+  auto r = p2paudit::test::run_command(p2paudit::test::tool_file() + in.global_args() + " " + command +
+                                       in.command_args() + " --format json 2>/dev/null");
+  ToolRun t{r.status, json()};
+  if (!r.output.empty()) t.output = json::parse(r.output, nullptr, false);
+  return t;
+}
+
+const char* decision_name(p2paudit_decision d) {
+  switch (d) {
+    case P2PAUDIT_DECISION_PEER: return "peer";
+    case P2PAUDIT_DECISION_HOST_STAGED: return "host_staged";
+    case P2PAUDIT_DECISION_DENY: return "deny";
+    case P2PAUDIT_DECISION_UNKNOWN: return "unknown";
+  }
+  return "not an enumerator";
+}
+
+const char* verdict_name(p2paudit_verdict v) {
+  switch (v) {
+    case P2PAUDIT_VERDICT_NOT_SUPPORTED: return "NOT_SUPPORTED";
+    case P2PAUDIT_VERDICT_BUS_ADDR: return "BUS_ADDR";
+    case P2PAUDIT_VERDICT_THRU_HOST_BRIDGE: return "THRU_HOST_BRIDGE";
+    case P2PAUDIT_VERDICT_UNKNOWN: return "UNKNOWN";
+  }
+  return "not an enumerator";
+}
+
+// check's answer and its exit status (0 yes, 1 no, 3 unknown).
+const char* answer_name(p2paudit_answer a) {
+  switch (a) {
+    case P2PAUDIT_ANSWER_YES: return "yes";
+    case P2PAUDIT_ANSWER_NO: return "no";
+    case P2PAUDIT_ANSWER_UNKNOWN: return "unknown";
+  }
+  return "not an enumerator";
+}
+int exit_status(p2paudit_answer a) { return a == P2PAUDIT_ANSWER_YES ? 0 : a == P2PAUDIT_ANSWER_NO ? 1 : 3; }
+
+// A JSON string, or "" for null (no rule decided, a rule without authority).
+std::string text_or_empty(const json& j) { return j.is_string() ? j.get<std::string>() : ""; }
+
+struct Compared {
+  size_t pairs = 0, checked = 0;
+};
+
+// The whole comparison for one set of inputs; *n counts what was compared.
+void compare_into(const Inputs& in, Compared* out, size_t check_sample) {
+  Compared& n = *out;
+  ToolRun policy = tool(in, "policy --all");
+  Opened lib = open_library(in);
+  if (policy.status != 0) {
+    // What the tool refuses, the library refuses too (an unreadable dump, a bad option).
+    EXPECT_EQ(policy.status, 2) << in.label;
+    EXPECT_NE(lib.status, P2PAUDIT_OK) << in.label << ": the tool refused the input, the library read it";
+    return;
+  }
+  EXPECT_EQ(lib.status, P2PAUDIT_OK) << in.label << ": " << lib.error;
+  if (!lib.machine) return;
+  EXPECT_EQ(p2paudit_device_count(lib.machine.get()), policy.output["devices"].size()) << in.label;
+
+  // Every ordered pair policy lists: decision, rule and authority.
+  std::set<std::pair<std::string, std::string>> sampled_groups;
+  std::vector<std::pair<std::string, std::string>> sample;
+  for (const json& pair : policy.output["pairs"]) {
+    auto p = pair["provider"].get<std::string>(), c = pair["client"].get<std::string>();
+    p2paudit_check_result r = P2PAUDIT_CHECK_INIT;
+    ASSERT_EQ(p2paudit_check(lib.machine.get(), p.c_str(), c.c_str(), &r, nullptr), P2PAUDIT_OK)
+        << in.label << ": " << p2paudit_last_error(lib.machine.get());
+    EXPECT_EQ(decision_name(r.decision), pair["decision"].get<std::string>()) << in.label << ": " << p << " -> " << c;
+    EXPECT_EQ(r.rule, text_or_empty(pair["rule"])) << in.label << ": " << p << " -> " << c;
+    EXPECT_EQ(r.authority, text_or_empty(pair["authority"])) << in.label << ": " << p << " -> " << c;
+    ++n.pairs;
+    // check's sample: the first pair of each (decision, rule) the policy gives, a few per capture.
+    if (sample.size() < check_sample && sampled_groups.insert({pair["decision"], text_or_empty(pair["rule"])}).second)
+      sample.emplace_back(p, c);
+  }
+
+  // The sample through `check`: the same object, the answer and the exit status.
+  for (const auto& [p, c] : sample) {
+    ToolRun check = tool(in, "check " + shell_quote(p) + " " + shell_quote(c));
+    p2paudit_check_result r = P2PAUDIT_CHECK_INIT;
+    char* raw = nullptr;
+    ASSERT_EQ(p2paudit_check(lib.machine.get(), p.c_str(), c.c_str(), &r, &raw), P2PAUDIT_OK);
+    CString details(raw);
+    ASSERT_NE(raw, nullptr);
+    ASSERT_TRUE(check.output.is_object()) << in.label << ": check " << p << " " << c;
+    const std::string where = in.label + ": check " + p + " " + c;
+    EXPECT_EQ(check.status, exit_status(r.answer)) << where;
+    EXPECT_EQ(answer_name(r.answer), check.output["answer"].get<std::string>()) << where;
+    EXPECT_EQ(decision_name(r.decision), check.output["decision"].get<std::string>()) << where;
+    EXPECT_EQ(verdict_name(r.verdict), check.output["kernel"]["map_type"].get<std::string>()) << where;
+    EXPECT_EQ(r.rule, text_or_empty(check.output["rule"])) << where;
+    EXPECT_EQ(r.authority, text_or_empty(check.output["authority"])) << where;
+    EXPECT_EQ(r.reason, text_or_empty(check.output["reason"])) << where;
+    EXPECT_EQ(r.remedy, text_or_empty(check.output["remedy"])) << where;
+    json lib_json = json::parse(raw);
+    for (const char* key : {"schema_version", "provider", "client", "decision", "rule", "authority", "reason",
+                            "remedy", "rules", "reasons", "remedies", "fired", "undecided_rules", "unknown_facts",
+                            "kernel", "facts", "require", "satisfied", "answer", "runtime_probe"})
+      EXPECT_EQ(lib_json[key], check.output[key]) << where << ": " << key;
+    EXPECT_TRUE(lib_json["verdict"].is_object()) << where;
+    ++n.checked;
+  }
+}
+
+Compared compare(const Inputs& in, size_t check_sample = 4) {
+  Compared n;
+  compare_into(in, &n, check_sample);
+  return n;
+}
+
+// Every capture in tests/data a machine can be read from: sysroot and snapshot archives (those
+// with stored runtime answers included) and lspci dumps, found on disk rather than listed.
+std::vector<Inputs> every_capture() {
+  std::vector<Inputs> out;
+  for (const char* dir : {"kernel-oracle", "machines"}) {
+    std::vector<fs::path> found;
+    for (const auto& e : fs::recursive_directory_iterator(data_path(dir)))
+      if (e.is_regular_file() && e.path().string().ends_with(".tar.gz")) found.push_back(e.path());
+    std::sort(found.begin(), found.end());
+    for (const auto& p : found) {
+      Inputs in;
+      in.label = fs::relative(p, data_path("")).string();
+      in.sysroot = p.string();
+      out.push_back(in);
+    }
+  }
+  std::vector<fs::path> dumps;
+  for (const auto& e : fs::recursive_directory_iterator(data_path("lspci-dumps")))
+    if (e.is_regular_file() && e.path().filename() != "SOURCE.md") dumps.push_back(e.path());
+  std::sort(dumps.begin(), dumps.end());
+  for (const auto& p : dumps) {
+    Inputs in;
+    in.label = fs::relative(p, data_path("")).string();
+    in.lspci_dump = p.string();
+    out.push_back(in);
+  }
+  return out;
+}
+
+std::string name_of(const std::string& label) {
+  std::string name = label;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+class LibraryEqualsCheck : public testing::TestWithParam<Inputs> {};
+
+TEST_P(LibraryEqualsCheck, EveryPairsDecisionRuleAndAuthority) { compare(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Captures, LibraryEqualsCheck, testing::ValuesIn(every_capture()),
+                         [](const auto& info) { return name_of(info.param.label); });
+
+// The comparison above is only worth its name if it reaches every kind of capture.
+TEST(CApiEquivalence, EveryKindOfCaptureIsCompared) {
+  size_t archives = 0, stored_probe = 0, dumps = 0;
+  for (const auto& in : every_capture()) {
+    if (!in.lspci_dump.empty()) ++dumps;
+    else ++archives;
+    if (in.sysroot.find("snapshot-probe") != std::string::npos) ++stored_probe;
+  }
+  EXPECT_GE(archives, 40u);
+  EXPECT_GE(stored_probe, 2u);
+  EXPECT_GE(dumps, 30u);
+}
+
+// Stored runtime answers are read by default, as the tool reads them, and only left unread when asked.
+TEST(CApiEquivalence, StoredRuntimeAnswersAreReadAsTheToolReadsThem) {
+  const std::string snapshot = data_path("machines/h200x2-firecracker-vm/live-2026-11-23/snapshot-probe.tar.gz");
+  Inputs in;
+  in.label = "snapshot-probe";
+  in.sysroot = snapshot;
+  Compared n = compare(in);
+  EXPECT_GT(n.checked, 0u);
+  Opened lib = open_library(in);
+  ASSERT_EQ(lib.status, P2PAUDIT_OK) << lib.error;
+  p2paudit_check_result r = P2PAUDIT_CHECK_INIT;
+  char* raw = nullptr;
+  ASSERT_EQ(p2paudit_check(lib.machine.get(), "gpu0", "gpu1", &r, &raw), P2PAUDIT_OK);
+  CString details(raw);
+  ToolRun check = tool(in, "check gpu0 gpu1");
+  EXPECT_EQ(json::parse(raw)["runtime_probe"]["source"], "snapshot");
+  EXPECT_EQ(check.output["runtime_probe"]["source"], "snapshot");
+  EXPECT_EQ(decision_name(r.decision), check.output["decision"].get<std::string>());
+
+  // ignore_stored_probe: the answers stay unread, as if the snapshot held none.
+  p2paudit_options o = P2PAUDIT_OPTIONS_INIT;
+  o.sysroot = snapshot.c_str();
+  o.ignore_stored_probe = 1;
+  p2paudit_machine* m = nullptr;
+  ASSERT_EQ(p2paudit_open_with(&o, &m, nullptr), P2PAUDIT_OK);
+  Machine without(m);
+  raw = nullptr;
+  ASSERT_EQ(p2paudit_check(m, "gpu0", "gpu1", &r, &raw), P2PAUDIT_OK);
+  CString details_without(raw);
+  EXPECT_EQ(json::parse(raw)["runtime_probe"]["source"], "none");
+  // The old entry point is the new one with defaults: it reads the stored answers too.
+  ASSERT_EQ(p2paudit_open(snapshot.c_str(), nullptr, &m, nullptr), P2PAUDIT_OK);
+  Machine old(m);
+  p2paudit_decision d = P2PAUDIT_DECISION_UNKNOWN;
+  ASSERT_EQ(p2paudit_pair(m, "gpu0", "gpu1", nullptr, &d, nullptr), P2PAUDIT_OK);
+  EXPECT_EQ(decision_name(d), check.output["decision"].get<std::string>());
+}
+
+TEST(CApiEquivalence, VendorFactsAreLaidOverAsTheToolLaysThem) {
+  Inputs in;
+  in.label = "h200x4 with vendor facts";
+  in.sysroot = data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz");
+  in.vendor_facts = data_path("machines/h200x4-firecracker-vm/vendor-facts.json");
+  EXPECT_GT(compare(in).pairs, 0u);
+  // The file is read: without it at least one pair's facts differ in the details.
+  Inputs bare = in;
+  bare.vendor_facts.clear();
+  Opened with = open_library(in), without = open_library(bare);
+  ASSERT_EQ(with.status, P2PAUDIT_OK);
+  ASSERT_EQ(without.status, P2PAUDIT_OK);
+  char *a = nullptr, *b = nullptr;
+  p2paudit_check_result r = P2PAUDIT_CHECK_INIT;
+  ASSERT_EQ(p2paudit_check(with.machine.get(), "gpu0", "gpu1", &r, &a), P2PAUDIT_OK);
+  ASSERT_EQ(p2paudit_check(without.machine.get(), "gpu0", "gpu1", &r, &b), P2PAUDIT_OK);
+  CString ca(a), cb(b);
+  EXPECT_NE(json::parse(a)["facts"], json::parse(b)["facts"]);
+  // A missing file is the tool's input error too.
+  in.vendor_facts = data_path("machines/h200x4-firecracker-vm/no-such-facts.json");
+  Opened missing = open_library(in);
+  EXPECT_EQ(missing.status, P2PAUDIT_ERROR_INPUT);
+  EXPECT_NE(missing.error.find("no-such-facts.json"), std::string::npos) << missing.error;
+}
+
+TEST(CApiEquivalence, KernelOverridesAndAssumptionsAsTheToolAppliesThem) {
+  const std::string oracle = data_path("kernel-oracle");
+  std::vector<Inputs> cases;
+  for (const char* release : {"4.19", "5.10", "6.8"}) {
+    Inputs in;
+    in.label = std::string("--kernel ") + release;
+    in.sysroot = oracle + "/h-e8-pxb-epyc/sysroot.tar.gz";
+    in.kernel = release;
+    cases.push_back(in);
+  }
+  // The host bridges of a capture, as VVVV:DDDD, read through the library (class 06 00).
+  auto host_bridges = [](const std::string& sysroot) {
+    std::vector<std::string> ids;
+    p2paudit_machine* m = nullptr;
+    EXPECT_EQ(p2paudit_open(sysroot.c_str(), nullptr, &m, nullptr), P2PAUDIT_OK);
+    Machine owned(m);
+    for (size_t i = 0; i < p2paudit_device_count(m); ++i) {
+      p2paudit_device d;
+      EXPECT_EQ(p2paudit_device_at(m, i, &d), P2PAUDIT_OK);
+      char id[16];
+      snprintf(id, sizeof id, "%04x:%04x", d.vendor_id, d.device_id);
+      if ((d.class_code >> 8) == 0x0600) ids.push_back(id);
+    }
+    return ids;
+  };
+  const std::string intel = oracle + "/h-a-two-rootports-intel/sysroot.tar.gz";
+  const auto bridges = host_bridges(intel);
+  ASSERT_FALSE(bridges.empty());
+  {
+    Inputs in;
+    in.label = "--assume-whitelisted";
+    in.sysroot = intel;
+    in.assume_whitelisted = {bridges.front(), bridges.front() + ":same-host-bridge"};
+    cases.push_back(in);
+  }
+  {
+    Inputs in;
+    in.label = "--assume-acs-off all";
+    in.sysroot = oracle + "/h-d1-rp-acs-rr-cr-mf-switch/sysroot.tar.gz";
+    in.assume_acs_off = {"all"};
+    cases.push_back(in);
+  }
+  {
+    // A kernel whitelist file of the capture's own host bridge (kernel-verdicts.md's schema).
+    const std::string file = testing::TempDir() + "/capi-equivalence-kernel-rules.yaml";
+    FILE* f = fopen(file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fprintf(f, "schema: 1\nentries:\n  - {vendor: \"%s\", device: \"%s\", same_host_bridge: false, comment: \"test\"}\n",
+            bridges.front().substr(0, 4).c_str(), bridges.front().substr(5, 4).c_str());
+    fclose(f);
+    Inputs in;
+    in.label = "--kernel-rules";
+    in.sysroot = intel;
+    in.kernel_rules = {file};
+    cases.push_back(in);
+  }
+  {
+    Inputs in;
+    in.label = "site rules";
+    in.sysroot = data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz");
+    in.policy_rules = {data_path("policy/site-deny-first.yaml"), data_path("policy/advisory.yaml")};
+    cases.push_back(in);
+  }
+  {
+    Inputs in;
+    in.label = "--no-default-rules";
+    in.sysroot = data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz");
+    in.policy_rules = {data_path("policy/kernel-only.yaml")};
+    in.no_default_rules = true;
+    cases.push_back(in);
+  }
+  {
+    Inputs in;
+    in.label = "a dump with its CPU and IOMMU stated";
+    in.lspci_dump = data_path("lspci-dumps/tree-asus-p6t6");
+    in.dump_cpu = "GenuineIntel:6:26";
+    in.dump_iommu = "passthrough";
+    in.kernel = "6.8";
+    cases.push_back(in);
+  }
+  for (const auto& in : cases) {
+    SCOPED_TRACE(in.label);
+    EXPECT_GT(compare(in).pairs, 0u) << in.label;
+  }
+  // The override is applied, not only accepted: the library's kernel release is the one given.
+  Opened lib = open_library(cases[0]);
+  ASSERT_EQ(lib.status, P2PAUDIT_OK) << lib.error;
+  EXPECT_EQ(std::string(p2paudit_kernel_release(lib.machine.get())).rfind("4.19", 0), 0u)
+      << p2paudit_kernel_release(lib.machine.get());
+}
+
+TEST(CApiEquivalence, OptionsAreVersionedBySize) {
+  const std::string sysroot = data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz");
+  p2paudit_machine* m = nullptr;
+  char* error = nullptr;
+  // NULL options: this machine, "/" (its answer is not compared; it only must not be refused as an argument).
+  EXPECT_NE(p2paudit_open_with(nullptr, nullptr, nullptr), P2PAUDIT_OK);  // machine pointer NULL
+
+  p2paudit_options o = P2PAUDIT_OPTIONS_INIT;
+  o.sysroot = sysroot.c_str();
+  o.struct_size = sizeof(size_t);  // smaller than the first version
+  EXPECT_EQ(p2paudit_open_with(&o, &m, &error), P2PAUDIT_ERROR_ARGUMENT);
+  CString e1(error);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(error).find("struct_size"), std::string::npos) << error;
+  EXPECT_EQ(m, nullptr);
+
+  // A later caller's larger struct: zeros past the known fields are fine, anything else is not.
+  struct Later {
+    p2paudit_options o;
+    int new_field;
+  } later{};
+  later.o = o;
+  later.o.struct_size = sizeof later;
+  ASSERT_EQ(p2paudit_open_with(&later.o, &m, nullptr), P2PAUDIT_OK);
+  Machine ok(m);
+  later.new_field = 1;
+  m = nullptr;
+  EXPECT_EQ(p2paudit_open_with(&later.o, &m, nullptr), P2PAUDIT_ERROR_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+
+  // A dump's options without a dump, and two inputs at once, are argument errors, as the tool's usage errors.
+  o = P2PAUDIT_OPTIONS_INIT;
+  o.sysroot = sysroot.c_str();
+  o.dump_iommu = "off";
+  error = nullptr;
+  EXPECT_EQ(p2paudit_open_with(&o, &m, &error), P2PAUDIT_ERROR_ARGUMENT);
+  CString e2(error);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(std::string(error).find("lspci_dump"), std::string::npos) << error;
+
+  // A result struct too small for the first version is refused and left alone past its size.
+  p2paudit_check_result r = P2PAUDIT_CHECK_INIT;
+  r.struct_size = 1;
+  r.decision = P2PAUDIT_DECISION_DENY;
+  EXPECT_EQ(p2paudit_check(ok.get(), "gpu0", "gpu1", &r, nullptr), P2PAUDIT_ERROR_ARGUMENT);
+  EXPECT_EQ(r.decision, P2PAUDIT_DECISION_DENY);
+  EXPECT_EQ(p2paudit_check(ok.get(), "gpu0", "gpu1", nullptr, nullptr), P2PAUDIT_ERROR_ARGUMENT);
+}
+
+}  // namespace
