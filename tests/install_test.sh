@@ -27,8 +27,14 @@ for f in bin/p2paudit "$libdir/libp2paudit.so" "$libdir/libp2paudit.so.0" includ
 done
 readelf -d "$prefix/$libdir/libp2paudit.so" | grep -q 'SONAME.*\[libp2paudit\.so\.0\]' || fail "SONAME is not libp2paudit.so.0"
 # Only the C API is exported: nothing of the C++ libraries inside it.
-others=$(nm -D --defined-only "$prefix/$libdir/libp2paudit.so" | awk '$3 !~ /^(p2paudit_|P2PAUDIT_0$)/ {print $3}')
+others=$(nm -D --defined-only "$prefix/$libdir/libp2paudit.so" | awk '$3 !~ /^(p2paudit_|P2PAUDIT_0(\.[0-9]+)?$)/ {print $3}')
 [[ -z $others ]] || fail "exported besides the C API: $(echo "$others" | head -5 | tr '\n' ' ')"
+# Symbol versions (capi/src/p2paudit.map): the first functions P2PAUDIT_0, those added later their node.
+versions=$(objdump -T "$prefix/$libdir/libp2paudit.so" | awk '$NF ~ /^p2paudit_/ {print $NF, $(NF-1)}')
+for expected in "p2paudit_open P2PAUDIT_0" "p2paudit_pair P2PAUDIT_0" "p2paudit_open_with P2PAUDIT_0.1" \
+                "p2paudit_check P2PAUDIT_0.1"; do
+  grep -qx "$expected" <<<"$versions" || fail "symbol version: expected '$expected' in: $(echo $versions)"
+done
 
 # The moved binary reads the moved rules: break one and its error names the moved path.
 "$prefix/bin/p2paudit" --sysroot "$fixture" policy --no-probe >/dev/null || fail "the moved p2paudit policy failed"
