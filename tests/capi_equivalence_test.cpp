@@ -174,7 +174,7 @@ void compare_into(const Inputs& in, Compared* out, size_t check_sample) {
   if (policy.status != 0) {
     // What the tool refuses, the library refuses too (an unreadable dump, a bad option).
     EXPECT_EQ(policy.status, 2) << in.label;
-    EXPECT_NE(lib.status, P2PAUDIT_OK) << in.label << ": the tool refused the input, the library read it";
+    EXPECT_EQ(lib.status, P2PAUDIT_ERROR_INPUT) << in.label << ": the tool refused the input: " << lib.error;
     return;
   }
   EXPECT_EQ(lib.status, P2PAUDIT_OK) << in.label << ": " << lib.error;
@@ -440,6 +440,54 @@ TEST(CApiEquivalence, KernelOverridesAndAssumptionsAsTheToolAppliesThem) {
   ASSERT_EQ(lib.status, P2PAUDIT_OK) << lib.error;
   EXPECT_EQ(std::string(p2paudit_kernel_release(lib.machine.get())).rfind("4.19", 0), 0u)
       << p2paudit_kernel_release(lib.machine.get());
+}
+
+// The runtimes are asked only when probe_runtimes says so, and then answer as they answer the tool
+// (fake NVML and CUDA libraries, as tests/probe_policy_test.cpp gives them to the tool).
+TEST(CApiEquivalence, RuntimesAreAskedOnlyWhenAskedAndThenAsTheToolAsksThem) {
+  const std::string sysroot = data_path("machines/h200x2-firecracker-vm/sysroot.tar.gz");
+  const std::map<std::string, std::string> env = {
+      {"P2PAUDIT_PROBE_ALLOW_SYSROOT", "1"}, {"FAKE_NVIDIA_SCENARIO", "ok"},
+      {"FAKE_NVIDIA_BDFS", "0000:00:06.0,0000:00:07.0"}, {"P2PAUDIT_NVML_LIBRARY", FAKE_NVML_LIBRARY},
+      {"P2PAUDIT_CUDA_LIBRARY", FAKE_CUDA_LIBRARY}, {"P2PAUDIT_HIP_LIBRARY", "/nonexistent"}};
+  std::string prefix = "env";
+  for (const auto& [k, v] : env) {
+    setenv(k.c_str(), v.c_str(), 1);
+    prefix += " " + k + "=" + shell_quote(v);
+  }
+  auto open_asking = [&](int probe_runtimes) {
+    p2paudit_options o = P2PAUDIT_OPTIONS_INIT;
+    o.sysroot = sysroot.c_str();
+    o.probe_runtimes = probe_runtimes;
+    p2paudit_machine* m = nullptr;
+    EXPECT_EQ(p2paudit_open_with(&o, &m, nullptr), P2PAUDIT_OK);
+    return Machine(m);
+  };
+  auto lib_check = [](p2paudit_machine* m) {
+    char* raw = nullptr;
+    p2paudit_check_result r = P2PAUDIT_CHECK_INIT;
+    EXPECT_EQ(p2paudit_check(m, "gpu0", "gpu1", &r, &raw), P2PAUDIT_OK);
+    CString owned(raw);
+    return raw ? json::parse(raw) : json();
+  };
+  auto tool_check = [&](const std::string& extra) {
+    auto r = p2paudit::test::run_command(prefix + " " + p2paudit::test::tool_file() + " --sysroot " +
+                                         shell_quote(sysroot) + " check gpu0 gpu1" + extra + " --format json 2>/dev/null");
+    return r.output.empty() ? json() : json::parse(r.output);
+  };
+  Machine unasked = open_asking(0), asked = open_asking(1);
+  for (const auto& [k, v] : env) unsetenv(k.c_str());
+  ASSERT_TRUE(unasked && asked);
+  json lib_unasked = lib_check(unasked.get()), lib_asked = lib_check(asked.get());
+  json cli_unasked = tool_check(" --no-probe"), cli_asked = tool_check("");
+  EXPECT_EQ(lib_unasked["runtime_probe"]["source"], "none");
+  EXPECT_EQ(lib_asked["runtime_probe"]["source"], "live");
+  for (const char* key : {"decision", "rule", "authority", "answer", "runtime_probe"}) {
+    EXPECT_EQ(lib_unasked[key], cli_unasked[key]) << key;
+    EXPECT_EQ(lib_asked[key], cli_asked[key]) << key;
+  }
+  // The runtimes' answer matters here, or the comparison would prove nothing.
+  EXPECT_NE(lib_asked["facts"], lib_unasked["facts"]);
 }
 
 TEST(CApiEquivalence, OptionsAreVersionedBySize) {
