@@ -83,8 +83,9 @@ P2PAUDIT_API const char *p2paudit_version(void);
 /* "ok", "invalid argument", ...: a constant string for the code; never NULL. */
 P2PAUDIT_API const char *p2paudit_status_string(p2paudit_status status);
 
-/* Reads a machine (p2paudit_open_with() with only these two options). sysroot: "/" for this machine, a snapshot directory, or a snapshot .tar.gz
- * (`p2paudit snapshot`). rules_dir: a directory laid out like rules/ (kernel/, policy/,
+/* Reads a machine: p2paudit_open_with() given only these two options (so a snapshot's stored
+ * runtime answers are read, and no runtime is asked). sysroot: "/" for this machine, a snapshot
+ * directory, or a snapshot .tar.gz (`p2paudit snapshot`). rules_dir: a directory laid out like rules/ (kernel/, policy/,
  * advisories/), or NULL: $P2PAUDIT_RULES_DIR, else the rules installed with the library
  * (<libdir>/../share/p2paudit/rules). On success *machine is a handle to close with
  * p2paudit_close(). On failure *machine is NULL and, when error is not NULL, *error is a message
@@ -111,8 +112,9 @@ P2PAUDIT_API p2paudit_status p2paudit_device_at(p2paudit_machine *machine, size_
 /* The index of a function named "DDDD:BB:DD.F", "BB:DD.F" or by its name ("gpu0"). */
 P2PAUDIT_API p2paudit_status p2paudit_device_find(p2paudit_machine *machine, const char *spec, size_t *index);
 
-/* The answer for DMA from provider's memory by client (each named as in p2paudit_device_find()).
- * Each of verdict, decision and details_json may be NULL when not wanted. *details_json is a JSON
+/* The verdict and decision for DMA from provider's memory by client (each named as in
+ * p2paudit_device_find()); p2paudit_check() gives check's whole answer. Each of verdict, decision
+ * and details_json may be NULL when not wanted. *details_json is a JSON
  * object (docs/library.md): the decision with its rule, reason and remedy, the facts, and the
  * kernel's full reasoning; free it with p2paudit_string_free(). */
 P2PAUDIT_API p2paudit_status p2paudit_pair(p2paudit_machine *machine, const char *provider, const char *client,
