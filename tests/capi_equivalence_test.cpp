@@ -232,26 +232,27 @@ Compared compare(const Inputs& in, size_t check_sample = 4) {
   return n;
 }
 
-// Every capture in tests/data a machine can be read from: sysroot and snapshot archives (those
-// with stored runtime answers included) and lspci dumps, found on disk rather than listed.
+// Every capture in tests/data a machine can be read from, found on disk rather than listed (a
+// capture added later is compared too): every .tar.gz anywhere (sysroots and snapshots, those with
+// stored runtime answers included) and every file of an lspci-dumps folder but its SOURCE.md.
 std::vector<Inputs> every_capture() {
-  std::vector<Inputs> out;
-  for (const char* dir : {"kernel-oracle", "machines"}) {
-    std::vector<fs::path> found;
-    for (const auto& e : fs::recursive_directory_iterator(data_path(dir)))
-      if (e.is_regular_file() && e.path().string().ends_with(".tar.gz")) found.push_back(e.path());
-    std::sort(found.begin(), found.end());
-    for (const auto& p : found) {
-      Inputs in;
-      in.label = fs::relative(p, data_path("")).string();
-      in.sysroot = p.string();
-      out.push_back(in);
-    }
+  std::vector<fs::path> archives, dumps;
+  for (const auto& e : fs::recursive_directory_iterator(data_path(""))) {
+    if (!e.is_regular_file()) continue;
+    const std::string path = e.path().string();
+    if (path.ends_with(".tar.gz")) archives.push_back(e.path());
+    else if (path.find("/lspci-dumps/") != std::string::npos && e.path().filename() != "SOURCE.md")
+      dumps.push_back(e.path());
   }
-  std::vector<fs::path> dumps;
-  for (const auto& e : fs::recursive_directory_iterator(data_path("lspci-dumps")))
-    if (e.is_regular_file() && e.path().filename() != "SOURCE.md") dumps.push_back(e.path());
+  std::sort(archives.begin(), archives.end());
   std::sort(dumps.begin(), dumps.end());
+  std::vector<Inputs> out;
+  for (const auto& p : archives) {
+    Inputs in;
+    in.label = fs::relative(p, data_path("")).string();
+    in.sysroot = p.string();
+    out.push_back(in);
+  }
   for (const auto& p : dumps) {
     Inputs in;
     in.label = fs::relative(p, data_path("")).string();
