@@ -112,11 +112,14 @@ RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optiona
 }
 
 AnalysedMachine load_analysed_machine(const GlobalOptions& global, bool no_probe) {
-  std::optional<std::string> stored_probe;
-  AnalysedMachine m{load_topology(global, &stored_probe), {}, {}, {}};
-  m.kernel = load_kernel_rules(global, m.topo);
-  m.rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
-  m.runtimes = runtime_evidence(global, stored_probe, no_probe);
+  // The inputs `check` reads, through the same function (the default policy, no vendor facts file).
+  PolicyInputs policy;
+  policy.ask_live = !no_probe;
+  std::vector<std::string> aside;
+  DecisionInputs in = read_decision_inputs(machine_source(global), policy, assumption_notes(global), &aside);
+  print_aside(aside);
+  AnalysedMachine m{std::move(in.topo), std::move(in.kernel), std::move(in.rules), std::move(in.runtimes)};
+  m.runtimes.facts = std::move(in.vendor);
   return m;
 }
 
