@@ -55,6 +55,11 @@ struct p2paudit_machine {
 
 namespace {
 
+// Options that contradict each other or a value no option takes: P2PAUDIT_ERROR_ARGUMENT.
+struct ArgumentError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 struct Failure {
   p2paudit_status status;
   std::string message;
@@ -66,7 +71,7 @@ Failure current_failure() {
     throw;
   } catch (const InputError& e) {
     return {P2PAUDIT_ERROR_INPUT, e.what()};
-  } catch (const std::invalid_argument& e) {
+  } catch (const ArgumentError& e) {
     return {P2PAUDIT_ERROR_ARGUMENT, e.what()};
   } catch (const std::bad_alloc&) {
     return {P2PAUDIT_ERROR_MEMORY, "out of memory"};
@@ -105,13 +110,13 @@ char* c_string(const std::string& s) {
   return out;
 }
 
-// NULL-terminated strings as a vector; at most 4096 entries, so that a list without its NULL is an
-// error rather than a read past the caller's array for ever.
+// NULL-terminated strings as a vector; at most 4096 entries (a bound on a list whose NULL was
+// forgotten, which is then refused before it runs far).
 std::vector<std::string> string_list(const char* const* list, const char* field) {
   std::vector<std::string> out;
   if (!list) return out;
   for (size_t i = 0; list[i]; ++i) {
-    if (i == 4096) throw std::invalid_argument(fmt::format("p2paudit_options.{}: more than 4096 entries (is it NULL-terminated?)", field));
+    if (i == 4096) throw ArgumentError(fmt::format("p2paudit_options.{}: more than 4096 entries (is it NULL-terminated?)", field));
     out.emplace_back(list[i]);
   }
   return out;
@@ -126,15 +131,15 @@ std::unique_ptr<p2paudit_machine> read_machine(const p2paudit_options& o) {
   source.lspci_dump = text(o.lspci_dump);
   if (o.sysroot) source.sysroot = o.sysroot;
   if (!source.lspci_dump.empty() && o.sysroot)
-    throw std::invalid_argument("p2paudit_options: lspci_dump and sysroot name two inputs: give one");
+    throw ArgumentError("p2paudit_options: lspci_dump and sysroot name two inputs: give one");
   if (source.lspci_dump.empty() && (o.dump_cpu || o.dump_iommu || o.dump_host_bridges))
-    throw std::invalid_argument("p2paudit_options: dump_cpu, dump_iommu and dump_host_bridges describe an lspci dump: "
+    throw ArgumentError("p2paudit_options: dump_cpu, dump_iommu and dump_host_bridges describe an lspci dump: "
                                 "they need lspci_dump");
   if (o.dump_cpu && *o.dump_cpu) source.dump_cpu = DumpCpu::parse(o.dump_cpu);
   source.dump_iommu = text(o.dump_iommu);
   if (!source.dump_iommu.empty() && source.dump_iommu != "off" && source.dump_iommu != "passthrough" &&
       source.dump_iommu != "translated")
-    throw std::invalid_argument(fmt::format("p2paudit_options.dump_iommu '{}': expected off, passthrough or translated",
+    throw ArgumentError(fmt::format("p2paudit_options.dump_iommu '{}': expected off, passthrough or translated",
                                             escape_text(source.dump_iommu)));
   source.dump_host_bridges = string_list(o.dump_host_bridges, "dump_host_bridges");
   source.kernel = text(o.kernel);
