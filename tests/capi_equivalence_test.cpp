@@ -70,6 +70,9 @@ struct Inputs {
   }
 };
 
+// gtest names a case by its label, not by its bytes.
+void PrintTo(const Inputs& in, std::ostream* os) { *os << in.label; }
+
 // NULL-terminated arrays over an Inputs' strings, alive as long as this object.
 struct CList {
   std::vector<const char*> items;
