@@ -16,7 +16,7 @@ namespace {
 
 using test::Tree;
 
-const char* const kShapeRules[] = {"gpu-peer-through-translating-iommu", "nvidia-peer-through-acs-redirect",
+const char* const kShapeRules[] = {"nvidia-peer-through-translating-iommu", "nvidia-peer-through-acs-redirect",
                                    "nvidia-peer-in-vm-without-clique", "nvidia-vm-clique-between-gpu-models"};
 
 policy::PairDecision decide(const Tree& tree, const std::string& p, const std::string& c,

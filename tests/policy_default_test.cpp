@@ -70,7 +70,7 @@ std::vector<RuleCase> cases() {
       {"nvlink", with(kNvidiaGpus, {{"vendor.nvlink", true}}), with(kNvidiaGpus, {{"vendor.nvlink", false}})},
       {"xgmi", with(kAmdGpus, {{"vendor.xgmi", true}}), with(base(), {{"vendor.xgmi", false}})},
       // Failure shapes: a PCIe peer path (no NVLink/XGMI) and no verified copy of the pair.
-      {"gpu-peer-through-translating-iommu",
+      {"nvidia-peer-through-translating-iommu",
        with(kNvidiaGpus, {{"vendor.nvlink", false}, {"vendor.copy_verified", false}, {"iommu.mode", "translated"},
                           {"platform.vm_guest", false}, {"path.relation", "same_host_bridge"}}),
        with(kNvidiaGpus, {{"vendor.nvlink", false}, {"vendor.copy_verified", false}, {"iommu.mode", "passthrough"},

@@ -479,12 +479,12 @@ TEST(PublicCasesPolicy, Nccl2079GpusBehindRedirectingGppBridgesAreHostStaged) {
 
 // The same GPUs with the IOMMU translating and no redirect: the IOMMU rule decides, and names the
 // kernel parameters that make it safe.
-TEST(PublicCasesPolicy, TranslatingIommuStagesNvidiaAndAmdGpuPairs) {
+TEST(PublicCasesPolicy, TranslatingIommuStagesNvidiaGpuPairs) {
   auto driver = nccl2079_driver();
   Tree nvidia = nccl2079_tree(0);
   nvidia.t.platform.iommu_mode = "translated";
   auto d = decide(nvidia, "6.16.3", "41:00.0", "61:00.0", &driver);
-  expect_decision(d, policy::Action::kHostStaged, "gpu-peer-through-translating-iommu");
+  expect_decision(d, policy::Action::kHostStaged, "nvidia-peer-through-translating-iommu");
   EXPECT_EQ(source_of(d), "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#iommu-on-linux");
   for (const char* fix : {"iommu=pt", "amd_iommu=off", "intel_iommu=off"})
     EXPECT_NE(d.decision.remedy.find(fix), std::string::npos) << fix << " in " << d.decision.remedy;
@@ -495,17 +495,17 @@ TEST(PublicCasesPolicy, TranslatingIommuStagesNvidiaAndAmdGpuPairs) {
   // In a VM the IOMMU the guest sees is not the host's (NVIDIA supports IOMMU via VM pass-through).
   nvidia.t.platform.iommu_mode = "translated";
   nvidia.t.platform.hypervisor = true;
-  EXPECT_FALSE(fired_rule(decide(nvidia, "6.16.3", "41:00.0", "61:00.0", &driver), "gpu-peer-through-translating-iommu"));
+  EXPECT_FALSE(fired_rule(decide(nvidia, "6.16.3", "41:00.0", "61:00.0", &driver), "nvidia-peer-through-translating-iommu"));
 
-  // Two AMD GPUs the kernel allows (the Zen host bridge), no XGMI between them.
+  // Two AMD GPUs the kernel allows: amdgpu's own peer check takes the IOMMU into account (AMD
+  // recommends the remapping IOMMU for Radeon peer DMA), so the kernel's rules decide.
   Tree amd = amdgpu_redirect_log_tree();
   amd.t.platform.iommu_mode = "translated";
   policy::VendorFactsDocument hip;
   driver_says(hip, "0000:31:00.0", "0000:34:00.0", true, false, "vendor.xgmi");
-  expect_decision(decide(amd, "6.0.0", "31:00.0", "34:00.0", &hip), policy::Action::kHostStaged,
-                  "gpu-peer-through-translating-iommu");
-  // Without the runtime's word on XGMI the path may not be PCIe at all: the rule does not hold.
-  EXPECT_NE(decide(amd, "6.0.0", "31:00.0", "34:00.0").decision.rule, "gpu-peer-through-translating-iommu");
+  auto a = decide(amd, "6.0.0", "31:00.0", "34:00.0", &hip);
+  expect_decision(a, policy::Action::kPeer, "through-host-bridge");
+  EXPECT_TRUE(fired_rule(a, "iommu-translating"));
 }
 
 // nccl304-plx-acs-gdr-crash: GPUDirect RDMA through PLX switch ports with ACSCtl SrcValid+
