@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The default policy's failure-shape rules (rules/policy/default.yaml, after the fabric rules):
-// what they read from a tree (path.acs_redirect), where they hold, and that on pairs that are not
-// theirs they are false rather than open questions. The public reports behind them are rebuilt in
+// where they hold on trees, and that on pairs that are not theirs they are false rather than open
+// questions. The public reports behind them are rebuilt in
 // public_cases_test.cpp.
 #include <gtest/gtest.h>
 
@@ -37,13 +37,6 @@ policy::VendorFactsDocument driver_yes(const std::string& a, const std::string& 
     f.set("vendor.nvlink", false);
   }
   return doc;
-}
-
-template <typename T>
-std::optional<T> fact(const policy::PairDecision& d, const std::string& name) {
-  const policy::FactValue* v = d.facts.get(name);
-  if (!v) return std::nullopt;
-  return std::get<T>(*v);
 }
 
 // Two GPUs of a VM, each on a root port of the guest's host bridge; `clique` the peer-clique
@@ -92,64 +85,80 @@ TEST(FailureShapes, NvidiaGpusInAVmWithoutACommonCliqueAreHostStaged) {
   EXPECT_EQ(verified.decision.action, policy::Action::kPeer) << verified.decision.rule;
 }
 
-// Two NVIDIA GPUs on root ports of different host bridges (the kernel does not look at ACS there).
-Tree root_port_pair(std::optional<uint16_t> acs_a, std::optional<uint16_t> acs_b) {
+// Two NVIDIA GPUs on root ports of different host bridges, or below one switch.
+Tree nvidia_pair(bool below_switch, std::optional<uint16_t> acs) {
   Tree tree;
   tree.amd_zen();
-  tree.add("00:01.1", "", 0x1022, 0x1483, PcieType::kRootPort, acs_a);
-  tree.describe(tree.add("01:00.0", "00:01.1", 0x10de, 0x2684, PcieType::kEndpoint), 0x030000, "nvidia");
-  tree.add("40:01.1", "", 0x1022, 0x1483, PcieType::kRootPort, acs_b, "pci0000:40");
+  if (below_switch) {
+    tree.add("00:01.1", "", 0x1022, 0x1483, PcieType::kRootPort, acs);
+    tree.add("01:00.0", "00:01.1", 0x10b5, 0x8796, PcieType::kSwitchUpstream);
+    tree.add("02:08.0", "01:00.0", 0x10b5, 0x8796, PcieType::kSwitchDownstream, acs);
+    tree.add("02:10.0", "01:00.0", 0x10b5, 0x8796, PcieType::kSwitchDownstream, acs);
+    tree.describe(tree.add("03:00.0", "02:08.0", 0x10de, 0x2684, PcieType::kEndpoint), 0x030000, "nvidia");
+    tree.describe(tree.add("04:00.0", "02:10.0", 0x10de, 0x2684, PcieType::kEndpoint), 0x030000, "nvidia");
+    return tree;
+  }
+  tree.add("00:01.1", "", 0x1022, 0x1483, PcieType::kRootPort, acs);
+  tree.describe(tree.add("03:00.0", "00:01.1", 0x10de, 0x2684, PcieType::kEndpoint), 0x030000, "nvidia");
+  tree.add("40:01.1", "", 0x1022, 0x1483, PcieType::kRootPort, acs, "pci0000:40");
   tree.describe(tree.add("41:00.0", "40:01.1", 0x10de, 0x2684, PcieType::kEndpoint, std::nullopt, "pci0000:40"),
                 0x030000, "nvidia");
   return tree;
 }
 
-TEST(FailureShapes, PathAcsRedirectReadsBothChainsWhereTheKernelDoesNot) {
-  const uint16_t redirect = kAcsSv | kAcsRr | kAcsCr | kAcsUf;
-  auto d = decide(root_port_pair(redirect, redirect), "01:00.0", "41:00.0");
-  EXPECT_EQ(fact<bool>(d, "kernel.acs_redirect"), false);  // no common upstream bridge: the kernel ignores ACS
-  EXPECT_EQ(fact<bool>(d, "path.acs_redirect"), true);
-  EXPECT_EQ(fact<std::vector<std::string>>(d, "path.acs_redirect_devices"),
-            (std::vector<std::string>{"0000:00:01.1", "0000:40:01.1"}));
-  EXPECT_EQ(fact<std::string>(d, "path.acs_redirect_parameter"), "pci=disable_acs_redir=0000:00:01.1;0000:40:01.1");
-  // One redirecting port is enough; SrcValid and UpstreamFwd alone redirect nothing.
-  EXPECT_EQ(fact<bool>(decide(root_port_pair(redirect, std::nullopt), "01:00.0", "41:00.0"), "path.acs_redirect"), true);
-  auto sv = decide(root_port_pair(kAcsSv | kAcsUf, kAcsSv), "01:00.0", "41:00.0");
-  EXPECT_EQ(fact<bool>(sv, "path.acs_redirect"), false);
-  EXPECT_EQ(fact<std::string>(sv, "path.acs_redirect_parameter"), std::nullopt);
-  // A port whose ACS could not be read leaves the fact unknown, unless another one redirects.
-  Tree unreadable = root_port_pair(std::nullopt, std::nullopt);
-  unreadable.t.functions[unreadable.index("40:01.1")].acs.state = CapState::kUnknown;
-  EXPECT_EQ(fact<bool>(decide(unreadable, "01:00.0", "41:00.0"), "path.acs_redirect"), std::nullopt);
-  unreadable.t.functions[unreadable.index("00:01.1")].acs.state = CapState::kPresent;
-  unreadable.t.functions[unreadable.index("00:01.1")].acs.ctrl = redirect;
-  EXPECT_EQ(fact<bool>(decide(unreadable, "01:00.0", "41:00.0"), "path.acs_redirect"), true);
+TEST(FailureShapes, AcsRedirectCountsBelowACommonSwitchOnly) {
+  const uint16_t kernel_default = kAcsSv | kAcsRr | kAcsCr | kAcsUf;  // what the kernel sets once an IOMMU asks
+  auto yes = driver_yes("0000:03:00.0", "0000:04:00.0");
+  auto below = decide(nvidia_pair(true, kernel_default), "03:00.0", "04:00.0", &yes);
+  EXPECT_EQ(below.decision.rule, "nvidia-peer-through-acs-redirect");
+  EXPECT_NE(below.decision.remedy.find("pci=disable_acs_redir=0000:02:08.0;0000:02:10.0"), std::string::npos)
+      << below.decision.remedy;
+  EXPECT_NE(below.decision.reason.find("0000:02:08.0, 0000:02:10.0"), std::string::npos) << below.decision.reason;
+  // SrcValid and UpstreamFwd alone redirect nothing.
+  EXPECT_EQ(decide(nvidia_pair(true, kAcsSv | kAcsUf), "03:00.0", "04:00.0", &yes).decision.rule, "nvidia-driver-allows");
+  // Between root ports the traffic crosses the root complex anyway: the ports' bits add nothing
+  // while the IOMMU passes DMA through; translating, the IOMMU rule decides.
+  auto across_yes = driver_yes("0000:03:00.0", "0000:41:00.0");
+  Tree across = nvidia_pair(false, kernel_default);
+  across.t.platform.iommu_mode = "passthrough";
+  EXPECT_EQ(decide(across, "03:00.0", "41:00.0", &across_yes).decision.rule, "nvidia-driver-allows");
+  across.t.platform.iommu_mode = "translated";
+  EXPECT_EQ(decide(across, "03:00.0", "41:00.0", &across_yes).decision.rule, "nvidia-peer-through-translating-iommu");
+  // A port whose ACS could not be read leaves the rule open, not false.
+  Tree unreadable = nvidia_pair(true, std::nullopt);
+  unreadable.t.functions[unreadable.index("02:10.0")].acs.state = CapState::kUnknown;
+  auto open = decide(unreadable, "03:00.0", "04:00.0", &yes);
+  EXPECT_NE(std::find(open.decision.undecided_rules.begin(), open.decision.undecided_rules.end(),
+                      "nvidia-peer-through-acs-redirect"),
+            open.decision.undecided_rules.end());
 }
 
-// An NVMe drive, a NIC and an NVIDIA GPU with everything the shape rules read unknown: on the
-// NVMe<->NIC and NVMe<->GPU pairs each shape rule is false, never undecided.
+// An NVMe drive, a NIC and an NVIDIA GPU below one switch, with everything the shape rules read
+// unknown (no CPU, ACS unreadable): on the NVMe<->NIC and NVMe<->GPU pairs each shape rule is false,
+// never undecided; on the NIC<->GPU pair the ACS rule is the open question it should be.
 TEST(FailureShapes, RulesAreFalseNotOpenOnPairsThatAreNotTheirs) {
   Tree tree;
   tree.t.platform.cpu_vendor.clear();
   tree.t.platform.cpu_family.reset();
   tree.t.platform.hypervisor = true;
   tree.rp("00:01.0");
-  tree.rp("00:02.0");
-  tree.rp("00:03.0");
-  tree.describe(tree.ep("01:00.0", "00:01.0"), 0x010802, "nvme");
-  tree.describe(tree.add("02:00.0", "00:02.0", 0x15b3, 0x101d, PcieType::kEndpoint), 0x020000, "mlx5_core");
-  tree.describe(tree.add("03:00.0", "00:03.0", 0x10de, 0x2330, PcieType::kEndpoint), 0x030200, "nvidia");
+  tree.add("01:00.0", "00:01.0", 0x10b5, 0x8796, PcieType::kSwitchUpstream);
+  tree.add("02:01.0", "01:00.0", 0x10b5, 0x8796, PcieType::kSwitchDownstream);
+  tree.add("02:02.0", "01:00.0", 0x10b5, 0x8796, PcieType::kSwitchDownstream);
+  tree.add("02:03.0", "01:00.0", 0x10b5, 0x8796, PcieType::kSwitchDownstream);
+  tree.describe(tree.ep("03:00.0", "02:01.0"), 0x010802, "nvme");
+  tree.describe(tree.add("04:00.0", "02:02.0", 0x15b3, 0x101d, PcieType::kEndpoint), 0x020000, "mlx5_core");
+  tree.describe(tree.add("05:00.0", "02:03.0", 0x10de, 0x2330, PcieType::kEndpoint), 0x030200, "nvidia");
   for (auto& f : tree.t.functions) f.acs.state = CapState::kUnknown;
-  for (auto [p, c] : {std::pair{"01:00.0", "02:00.0"}, std::pair{"02:00.0", "01:00.0"}, std::pair{"01:00.0", "03:00.0"},
-                      std::pair{"03:00.0", "01:00.0"}}) {
+  for (auto [p, c] : {std::pair{"03:00.0", "04:00.0"}, std::pair{"04:00.0", "03:00.0"}, std::pair{"03:00.0", "05:00.0"},
+                      std::pair{"05:00.0", "03:00.0"}}) {
     auto d = decide(tree, p, c);
     for (const char* rule : kShapeRules) {
       const auto& open = d.decision.undecided_rules;
       EXPECT_EQ(std::find(open.begin(), open.end(), rule), open.end()) << rule << " undecided for " << p << " " << c;
     }
   }
-  // The NIC and the GPU are the ACS rule's pair: there it is an open question.
-  auto gdr = decide(tree, "03:00.0", "02:00.0");
+  auto gdr = decide(tree, "05:00.0", "04:00.0");
   const auto& open = gdr.decision.undecided_rules;
   EXPECT_NE(std::find(open.begin(), open.end(), "nvidia-peer-through-acs-redirect"), open.end());
 }

@@ -409,20 +409,20 @@ TEST(PublicCasesPolicy, AmdgpuPairWithAcsRedirectGoesThroughTheHostBridgeAsTheKe
   expect_decision(d, policy::Action::kPeer, "through-host-bridge");
   EXPECT_TRUE(fired_rule(d, "acs-redirect-on-path"));
   EXPECT_FALSE(fired_rule(d, "nvidia-peer-through-acs-redirect"));
-  // The pair's path fact lists the same bridges, in the kernel's order, as a boot parameter.
-  EXPECT_EQ(std::get<std::string>(*d.facts.get("path.acs_redirect_parameter")),
-            "pci=disable_acs_redir=0000:30:00.0;0000:2e:00.0;0000:33:00.0;0000:2e:10.0");
 }
 
 // nccl2079-rtx5880-amd-acs-hang: two RTX 5880 Ada at 41:00.0 and 61:00.0 behind AMD Starship/Matisse
 // GPP bridges with ACSCtl 0x001d (SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+), nvidia-smi topo
 // NODE (different host bridges of one NUMA node), 64 CPUs (Zen 2: family 17h), no NVLink, driver
-// 580.82.09 whose "yes" let NCCL's P2P transport deadlock. The GPP bridges' addresses (40:03.1,
-// 60:03.1) and the GPUs' PCI ID (10de:26b9, RTX 5880 Ada) are stand-ins: the report names neither.
-Tree nccl2079_tree(uint16_t gpp_acs) {
+// 580.82.09 whose "yes" let NCCL's P2P transport deadlock; the reporter: the ACS bits "forced P2P
+// traffic through the IOMMU instead of direct GPU-to-GPU", so the IOMMU translated it (the mode's
+// name is not in the report). The GPP bridges' addresses (40:03.1, 60:03.1) and the GPUs' PCI ID
+// (10de:26b9, RTX 5880 Ada) are stand-ins: the report names neither.
+Tree nccl2079_tree(uint16_t gpp_acs, const std::string& iommu = "translated") {
   Tree tree;
   tree.amd_zen(0x17);
   tree.t.platform.cpu_model = 0x31;
+  tree.t.platform.iommu_mode = iommu;
   for (auto [host, gpp, gpu] : {std::tuple{"pci0000:40", "40:03.1", "41:00.0"}, std::tuple{"pci0000:60", "60:03.1", "61:00.0"}}) {
     tree.add(gpp, "", 0x1022, 0x1483, PcieType::kRootPort, gpp_acs, host);
     tree.describe(tree.add(gpu, gpp, 0x10de, 0x26b9, PcieType::kEndpoint, std::nullopt, host), 0x030000, "nvidia");
@@ -437,68 +437,54 @@ policy::VendorFactsDocument nccl2079_driver() {
   return doc;
 }
 
-TEST(PublicCasesPolicy, Nccl2079GpusBehindRedirectingGppBridgesAreHostStaged) {
+TEST(PublicCasesPolicy, Nccl2079GpusWhosePeerTrafficTheIommuTranslatedAreHostStaged) {
   Tree tree = nccl2079_tree(kAcsSv | kAcsRr | kAcsCr | kAcsUf);
   ASSERT_EQ(tree.t.functions[tree.index("40:03.1")].acs.ctrl, 0x001d);
   auto driver = nccl2079_driver();
-  // The kernel's P2PDMA (which NVIDIA's driver never asks) would allow it: AMD Zen host bridge.
+  // The kernel's P2PDMA (which NVIDIA's driver never asks) would allow it: AMD Zen host bridge; it
+  // does not look at ACS between root ports of different host bridges.
   PairVerdict v = verdict(tree, "6.16.3", "41:00.0", "61:00.0");
   EXPECT_EQ(v.map_type, MapType::kThruHostBridge);
+  EXPECT_FALSE(v.acs_considered);
   for (auto [p, c] : {std::pair{"41:00.0", "61:00.0"}, std::pair{"61:00.0", "41:00.0"}}) {
     auto d = decide(tree, "6.16.3", p, c, &driver);
-    expect_decision(d, policy::Action::kHostStaged, "nvidia-peer-through-acs-redirect");
-    EXPECT_EQ(source_of(d), "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
-                            "#pci-access-control-services-acs");
+    expect_decision(d, policy::Action::kHostStaged, "nvidia-peer-through-translating-iommu");
+    EXPECT_EQ(source_of(d), "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#iommu-on-linux");
     EXPECT_NE(d.decision.reason.find("NVIDIA/nccl#2079"), std::string::npos) << d.decision.reason;
-    EXPECT_NE(d.decision.remedy.find("pci=disable_acs_redir="), std::string::npos) << d.decision.remedy;
-    EXPECT_NE(d.decision.remedy.find("0000:40:03.1"), std::string::npos) << d.decision.remedy;
-    EXPECT_NE(d.decision.remedy.find("0000:60:03.1"), std::string::npos) << d.decision.remedy;
+    for (const char* fix : {"iommu=pt", "amd_iommu=off", "intel_iommu=off"})
+      EXPECT_NE(d.decision.remedy.find(fix), std::string::npos) << fix << " in " << d.decision.remedy;
   }
   // `--format env` must not unset NCCL_P2P_DISABLE, the setting that deadlocked.
   std::string env = env_of(tree, "6.16.3", &driver);
   EXPECT_EQ(env.find("unset NCCL_P2P_DISABLE"), std::string::npos) << env;
   EXPECT_NE(env.find("export NCCL_P2P_DISABLE=1"), std::string::npos) << env;
 
-  // The reporter's fix: ECAP_ACS+6.w=0000 on the bridges. SrcValid alone would not redirect either.
-  for (uint16_t cleared : {uint16_t{0}, kAcsSv}) {
-    auto d = decide(nccl2079_tree(cleared), "6.16.3", "41:00.0", "61:00.0", &driver);
-    expect_decision(d, policy::Action::kPeer, "nvidia-driver-allows");
-    EXPECT_EQ(env_of(nccl2079_tree(cleared), "6.16.3", &driver).find("export NCCL_P2P_DISABLE=1"), std::string::npos);
-  }
-
   // A copy of the pair verified on this machine passes the rule; a corrupt one still loses.
   auto verified = nccl2079_driver();
   copy_was(verified, "0000:41:00.0", "0000:61:00.0", "verified");
   expect_decision(decide(tree, "6.16.3", "41:00.0", "61:00.0", &verified), policy::Action::kPeer, "nvidia-driver-allows");
   expect_decision(decide(tree, "6.16.3", "61:00.0", "41:00.0", &verified), policy::Action::kHostStaged,
-                  "nvidia-peer-through-acs-redirect");
+                  "nvidia-peer-through-translating-iommu");
   auto corrupt = nccl2079_driver();
   copy_was(corrupt, "0000:41:00.0", "0000:61:00.0", "corrupt");
   expect_decision(decide(tree, "6.16.3", "41:00.0", "61:00.0", &corrupt), policy::Action::kHostStaged, "copy-corrupt");
-}
 
-// The same GPUs with the IOMMU translating and no redirect: the IOMMU rule decides, and names the
-// kernel parameters that make it safe.
-TEST(PublicCasesPolicy, TranslatingIommuStagesNvidiaGpuPairs) {
-  auto driver = nccl2079_driver();
-  Tree nvidia = nccl2079_tree(0);
-  nvidia.t.platform.iommu_mode = "translated";
-  auto d = decide(nvidia, "6.16.3", "41:00.0", "61:00.0", &driver);
-  expect_decision(d, policy::Action::kHostStaged, "nvidia-peer-through-translating-iommu");
-  EXPECT_EQ(source_of(d), "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#iommu-on-linux");
-  for (const char* fix : {"iommu=pt", "amd_iommu=off", "intel_iommu=off"})
-    EXPECT_NE(d.decision.remedy.find(fix), std::string::npos) << fix << " in " << d.decision.remedy;
+  // The documented fixes: passthrough or no IOMMU (with passthrough the kernel still sets the bits).
   for (const char* mode : {"passthrough", "off"}) {
-    nvidia.t.platform.iommu_mode = mode;
-    expect_decision(decide(nvidia, "6.16.3", "41:00.0", "61:00.0", &driver), policy::Action::kPeer, "nvidia-driver-allows");
+    Tree fixed = nccl2079_tree(mode == std::string("off") ? 0 : kAcsSv | kAcsRr | kAcsCr | kAcsUf, mode);
+    expect_decision(decide(fixed, "6.16.3", "41:00.0", "61:00.0", &driver), policy::Action::kPeer, "nvidia-driver-allows");
+    EXPECT_NE(env_of(fixed, "6.16.3", &driver).find("unset NCCL_P2P_DISABLE"), std::string::npos);
   }
   // In a VM the IOMMU the guest sees is not the host's (NVIDIA supports IOMMU via VM pass-through).
-  nvidia.t.platform.iommu_mode = "translated";
-  nvidia.t.platform.hypervisor = true;
-  EXPECT_FALSE(fired_rule(decide(nvidia, "6.16.3", "41:00.0", "61:00.0", &driver), "nvidia-peer-through-translating-iommu"));
+  Tree guest = nccl2079_tree(0);
+  guest.t.platform.hypervisor = true;
+  EXPECT_FALSE(fired_rule(decide(guest, "6.16.3", "41:00.0", "61:00.0", &driver), "nvidia-peer-through-translating-iommu"));
+}
 
-  // Two AMD GPUs the kernel allows: amdgpu's own peer check takes the IOMMU into account (AMD
-  // recommends the remapping IOMMU for Radeon peer DMA), so the kernel's rules decide.
+// Two AMD GPUs the kernel allows, with the IOMMU translating: amdgpu's own peer check takes the
+// IOMMU into account (AMD recommends the remapping IOMMU for Radeon peer DMA), so the kernel's
+// rules decide and the warning stays.
+TEST(PublicCasesPolicy, TranslatingIommuLeavesAmdgpuPairsToTheKernel) {
   Tree amd = amdgpu_redirect_log_tree();
   amd.t.platform.iommu_mode = "translated";
   policy::VendorFactsDocument hip;
@@ -622,7 +608,7 @@ TEST(PublicCasesPolicy, Nccl606SrcValidAloneIsNoRedirectAndTheHungPairIsHostStag
     for (int b = 0; b < 4; ++b) {
       if (a == b) continue;
       auto d = decide(tree, "5.11.0", gpus[a], gpus[b], &facts);
-      EXPECT_FALSE(std::get<bool>(*d.facts.get("path.acs_redirect"))) << gpus[a] << " " << gpus[b];
+      EXPECT_FALSE(std::get<bool>(*d.facts.get("kernel.acs_redirect"))) << gpus[a] << " " << gpus[b];
       EXPECT_EQ(d.verdict.map_type, MapType::kBusAddr);
       if ((a == 2 && b == 3) || (a == 3 && b == 2)) expect_decision(d, policy::Action::kHostStaged, "copy-failed");
       else expect_decision(d, policy::Action::kPeer, "nvidia-driver-allows");

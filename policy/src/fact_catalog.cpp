@@ -104,13 +104,6 @@ std::vector<FactSpec> build_catalog() {
            "every bridge that routes peer requests down to the provider has an enabled 64-bit prefetchable window: "
            "the provider's bridges below the common upstream bridge, or its whole chain up to the root port when the "
            "path goes through the host bridge (no common upstream bridge, or ACS redirects); the client's side needs none"),
-      fact("path.acs_redirect", kBool,
-           "a port the pair's traffic crosses redirects peer requests (ACS RR/CR/EC): the devices the kernel tests "
-           "below a common upstream bridge (kernel.acs_redirect), or, without one, both chains up to their root "
-           "ports, which the kernel's P2PDMA ignores but a vendor driver's peer traffic still crosses"),
-      fact("path.acs_redirect_devices", kStringList, "BDFs of the ports on the path whose ACS redirects peer requests"),
-      fact("path.acs_redirect_parameter", kString,
-           "the kernel parameter that clears those redirect bits at boot (pci=disable_acs_redir=A;B)"),
 
       fact("iommu.mode", kEnum, "DMA translation for the devices (kernel command line, iommu_group/type)",
            {"off", "passthrough", "translated"}),

@@ -10,7 +10,6 @@
 
 #include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
-#include "p2paudit/p2pdma.h"
 
 namespace p2paudit::policy {
 
@@ -180,25 +179,6 @@ std::optional<bool> bridges_64bit_prefetch(const PairFactsContext& context, size
   return std::nullopt;
 }
 
-// ACS redirect on a port the pair's traffic crosses, as a vendor driver's peer traffic meets it:
-// the devices the kernel tests below a common upstream bridge, and where there is none (the kernel
-// then ignores ACS) both chains up to their root ports, whose redirect sends peer requests up to
-// the root complex and its IOMMU. Unknown when a device's ACS is unreadable and none redirects.
-void set_path_acs_facts(const Topology& t, const std::vector<size_t>& path, FactSet& facts) {
-  std::vector<std::string> redirecting;
-  bool unknown = false;
-  for (size_t dev : path) {
-    std::optional<bool> redirect = pci_bridge_has_acs_redir(t.functions[dev]);
-    if (!redirect) unknown = true;
-    else if (*redirect) redirecting.push_back(t.functions[dev].bdf.str());
-  }
-  if (redirecting.empty() && unknown) return;
-  facts.set("path.acs_redirect", !redirecting.empty());
-  if (!redirecting.empty())
-    facts.set("path.acs_redirect_parameter", fmt::format("pci=disable_acs_redir={}", fmt::join(redirecting, ";")));
-  facts.set("path.acs_redirect_devices", std::move(redirecting));
-}
-
 // NVIDIA's clFindCommonDownstreamBR() allow-list (docs: vendor-p2p-gates.md §1.5).
 bool nvidia_recognised_switch(const Function& f) {
   switch (f.vendor) {
@@ -324,7 +304,6 @@ FactSet pair_own_facts(const PairFactsContext& context, size_t provider, size_t 
   else if (p.numa_node < 0 && c.numa_node < 0) facts.set(ids().same_numa_node, true);  // no NUMA information: one node
   auto path = path_devices(index, provider, client, o);
   set_link_facts(context, path, facts);
-  set_path_acs_facts(t, path, facts);
   if (auto b = bridges_64bit_prefetch(context, provider, client, o)) facts.set(ids().bridges_64bit_prefetch, *b);
   facts.set(ids().authority, authority(p, c));
   if (p.driver == "nvidia" && c.driver == "nvidia" && provider != client) {
