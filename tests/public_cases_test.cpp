@@ -377,6 +377,24 @@ TEST(PublicCasesPolicy, KernelStatedCasesDecideWithTheirRules) {
                   "same-switch");
 }
 
+// The runtimes' stated answers for the AMD reports rebuilt above do not move their rules: amdgpu's
+// peer access follows the kernel, and the reports' failures happened with ROCm saying yes.
+TEST(PublicCasesPolicy, AmdReportsKeepTheirRulesWithTheRuntimesAnswers) {
+  // rocm4793: "p2p not working" (no runtime answer stated beyond it): ROCm's no.
+  policy::VendorFactsDocument mi50;
+  driver_says(mi50, "0000:19:00.0", "0000:67:00.0", false, false, "vendor.xgmi");
+  expect_decision(decide(w2135_two_mi50(), "6.5.0", "19:00.0", "67:00.0", &mi50), policy::Action::kHostStaged,
+                  "amdgpu-vega20-peer-through-skylake-e-host-bridge");
+  // rvs289: RVS "peers: false" across the sockets, peers under one CPU.
+  policy::VendorFactsDocument across, same;
+  driver_says(across, "0000:18:00.0", "0000:86:00.0", false, false, "vendor.xgmi");
+  driver_says(same, "0000:18:00.0", "0000:3b:00.0", true, false, "vendor.xgmi");
+  expect_decision(decide(x11dgq_mi25(false), "6.8.0", "18:00.0", "86:00.0", &across), policy::Action::kHostStaged,
+                  "peer-across-intel-sockets");
+  expect_decision(decide(x11dgq_mi25(true), "6.8.0", "18:00.0", "3b:00.0", &same), policy::Action::kPeer,
+                  "through-host-bridge");
+}
+
 // amdgpu-acs-redirect-switch-log: two amdgpu devices below one switch (its internal bus 2e), each
 // behind a bridge of its own, ACS redirect on the four bridges the kernel listed. The log names no
 // CPU, root port or switch upstream port: an AMD Zen 3 host, root port 00:01.1 and upstream port
@@ -475,6 +493,12 @@ TEST(PublicCasesPolicy, Nccl2079GpusWhosePeerTrafficTheIommuTranslatedAreHostSta
     expect_decision(decide(fixed, "6.16.3", "41:00.0", "61:00.0", &driver), policy::Action::kPeer, "nvidia-driver-allows");
     EXPECT_NE(env_of(fixed, "6.16.3", &driver).find("unset NCCL_P2P_DISABLE"), std::string::npos);
   }
+  // A snapshot that does not say how the IOMMU maps DMA cannot clear the pair: the driver's yes
+  // decides, and the IOMMU mode is named as what could change that (`check` exits 3, not 0).
+  auto unknown = decide(nccl2079_tree(kAcsSv | kAcsRr | kAcsCr | kAcsUf, ""), "6.16.3", "41:00.0", "61:00.0", &driver);
+  expect_decision(unknown, policy::Action::kPeer, "nvidia-driver-allows");
+  const auto& could = unknown.decision.decisive_unknown_facts;
+  EXPECT_NE(std::find(could.begin(), could.end(), "iommu.mode"), could.end());
   // In a VM the IOMMU the guest sees is not the host's (NVIDIA supports IOMMU via VM pass-through).
   Tree guest = nccl2079_tree(0);
   guest.t.platform.hypervisor = true;
