@@ -64,6 +64,11 @@ TEST(FailureShapes, NvidiaGpusInAVmWithoutACommonCliqueAreHostStaged) {
   EXPECT_EQ(none.decision.action, policy::Action::kHostStaged);
   EXPECT_EQ(none.decision.rule, "nvidia-peer-in-vm-without-clique");
   EXPECT_NE(none.decision.remedy.find("x-nv-gpudirect-clique"), std::string::npos) << none.decision.remedy;
+  // A driver's own "no" stays its own.
+  auto no = yes;
+  for (auto& [pair, f] : no.pairs) f.set("vendor.peer_supported", false);
+  EXPECT_EQ(decide(vm_pair(0x2330, std::nullopt, std::nullopt), "01:00.0", "02:00.0", &no).decision.rule,
+            "nvidia-driver-refuses");
   // Different clique IDs are no common clique either.
   EXPECT_EQ(decide(vm_pair(0x2330, 1, 2), "01:00.0", "02:00.0", &yes).decision.rule, "nvidia-peer-in-vm-without-clique");
   // One clique, one model: the driver's yes stands; unasked, its clique approval is predicted.

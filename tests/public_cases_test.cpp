@@ -669,27 +669,30 @@ Tree k80_tree(std::optional<uint16_t> plx_acs) {
   return tree;
 }
 
-TEST(PublicCasesPolicy, K80PairsBelowTheirPex8747AreStagedOnlyWhileItsPortsRedirect) {
+TEST(PublicCasesPolicy, K80PairsBelowTheirPex8747AreStagedWhileItsPortsRedirect) {
   policy::VendorFactsDocument topo;  // nvidia-smi topo: no NV# between any two GPUs
   const char* gpus[] = {"05:00.0", "06:00.0", "84:00.0", "85:00.0", "88:00.0", "89:00.0"};
   for (int a = 0; a < 6; ++a)
     for (int b = a + 1; b < 6; ++b)
       for (auto [p, c] : {std::pair{gpus[a], gpus[b]}, std::pair{gpus[b], gpus[a]}})
         topo.pairs[{*Bdf::parse(std::string("0000:") + p), *Bdf::parse(std::string("0000:") + c)}].set("vendor.nvlink", false);
-  Tree redirect = k80_tree(kRedirect);
-  auto pix = decide(redirect, "4.4.0", "05:00.0", "06:00.0", &topo);
+  // The driver's per-pair answer is not in the thread: its rule says so and stages, in both states.
+  for (std::optional<uint16_t> acs : {std::optional<uint16_t>(kRedirect), std::optional<uint16_t>(uint16_t{0})})
+    for (auto [p, c] : {std::pair{"05:00.0", "06:00.0"}, std::pair{"84:00.0", "88:00.0"}, std::pair{"05:00.0", "89:00.0"}})
+      expect_decision(decide(k80_tree(acs), "4.4.0", p, c, &topo), policy::Action::kHostStaged, "nvidia-driver-unknown");
+  // Had the driver said yes for a card's two GPUs (PIX, PLX 87xx above both, which NVIDIA's driver
+  // recognises), the ports' redirect would overrule it, and clearing it would let the yes stand.
+  policy::VendorFactsDocument yes = topo;
+  driver_says(yes, "0000:05:00.0", "0000:06:00.0", true);
+  auto pix = decide(k80_tree(kRedirect), "4.4.0", "05:00.0", "06:00.0", &yes);
   expect_decision(pix, policy::Action::kHostStaged, "nvidia-peer-through-acs-redirect");
   EXPECT_NE(pix.decision.remedy.find("pci=disable_acs_redir=0000:04:08.0;0000:04:10.0"), std::string::npos)
       << pix.decision.remedy;
-  EXPECT_TRUE(std::get<bool>(*pix.facts.get("vendor.nvidia_common_switch")));  // PLX 87xx on both GPUs' ports
-  Tree clear = k80_tree(uint16_t{0});
-  for (auto [p, c] : {std::pair{"05:00.0", "06:00.0"}, std::pair{"84:00.0", "88:00.0"}, std::pair{"05:00.0", "89:00.0"}}) {
-    auto d = decide(clear, "4.4.0", p, c, &topo);
-    // The driver's per-pair answer is not in the thread: its rule says so and stages.
-    expect_decision(d, policy::Action::kHostStaged, "nvidia-driver-unknown");
-    EXPECT_FALSE(fired_rule(d, "nvidia-peer-through-acs-redirect"));
-  }
-  EXPECT_FALSE(std::get<bool>(*decide(clear, "4.4.0", "84:00.0", "88:00.0", &topo).facts.get("vendor.nvidia_common_switch")));
+  EXPECT_TRUE(std::get<bool>(*pix.facts.get("vendor.nvidia_common_switch")));
+  expect_decision(decide(k80_tree(uint16_t{0}), "4.4.0", "05:00.0", "06:00.0", &yes), policy::Action::kPeer,
+                  "nvidia-driver-allows");
+  EXPECT_FALSE(std::get<bool>(*decide(k80_tree(uint16_t{0}), "4.4.0", "84:00.0", "88:00.0", &topo)
+                                   .facts.get("vendor.nvidia_common_switch")));
 }
 
 // rocm787-wx8100-x99-broadwell-no-peer: two Radeon PRO WX 8100 (1002:6868) at 07:00.0 and 0d:00.0
