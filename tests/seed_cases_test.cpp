@@ -399,6 +399,34 @@ TEST(SeedCases, MachineAdvisoriesAreThoseReadingOnlyMachineFacts) {
   EXPECT_FALSE(machine.count("xe-peer-usm-on-old-kernel"));    // two xe GPUs in one context
   EXPECT_FALSE(machine.count("vm-guest"));                     // the default policy's warnings stay the pairs'
   EXPECT_FALSE(machine.count("kernel-without-p2pdma"));        // deciding rules decide pairs
+  // A site's advisories file: the machine's when `when` and texts read machine facts only; the same
+  // rule in a policy file stays the pairs' warning.
+  const std::string rules =
+      "version: 1\nkind: advisories\nrules:\n"
+      "  - {id: old-kernel, when: {kernel.release: {regex: '^5\\.'}}, action: warn, reason: 'kernel {kernel.release}',"
+      " source: 'https://example.org/a'}\n"
+      "  - {id: names-a-pair, when: {kernel.release: {regex: '^5\\.'}}, action: warn, reason: 'on {provider.bdf}',"
+      " source: 'https://example.org/b'}\n"
+      "  - {id: reads-a-pair, when: {kernel.release: {regex: '^5\\.'}, path.same_model: true}, action: warn,"
+      " reason: x, source: 'https://example.org/c'}\n";
+  policy::RuleSet site;
+  site.add(policy::parse_rule_file(rules, "site.yaml"));
+  ASSERT_EQ(site.rules().size(), 3u);
+  EXPECT_TRUE(policy::RuleSet::is_machine_advisory(site.rules()[0]));
+  EXPECT_FALSE(policy::RuleSet::is_machine_advisory(site.rules()[1]));
+  EXPECT_FALSE(policy::RuleSet::is_machine_advisory(site.rules()[2]));
+  policy::FactSet facts;
+  facts.set("kernel.release", std::string("5.15.0"));
+  auto told = site.machine_advisories(facts);
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].reason, "kernel 5.15.0");
+  facts.set("kernel.release", std::string("6.8.0"));
+  EXPECT_TRUE(site.machine_advisories(facts).empty());
+  policy::RuleSet as_policy;
+  std::string policy_text = rules;
+  policy_text.replace(policy_text.find("kind: advisories\n"), 17, "");
+  as_policy.add(policy::parse_rule_file(policy_text, "site.yaml"));
+  EXPECT_FALSE(policy::RuleSet::is_machine_advisory(as_policy.rules()[0]));
   EXPECT_TRUE(policy::is_machine_fact("platform.cpu_physical_address_bits"));
   EXPECT_FALSE(policy::is_machine_fact("provider.bar_end"));
 }

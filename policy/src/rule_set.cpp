@@ -152,6 +152,10 @@ bool RuleSet::is_machine_advisory(const Rule& rule) {
   if (!rule.advisory || rule.action != Action::kWarn) return false;
   std::vector<std::string> facts;
   facts_read(rule.when, facts);
+  // Its texts too: told once, they are rendered from the machine's facts alone.
+  for (const Template* t : {&rule.reason, &rule.remedy})
+    for (const auto& piece : t->pieces)
+      if (!piece.fact.empty()) facts.push_back(piece.fact);
   return std::all_of(facts.begin(), facts.end(), [](const std::string& f) { return is_machine_fact(f); });
 }
 

@@ -200,7 +200,7 @@ class RuleSet {
   std::vector<std::string> condition_facts() const;
 
   // Whether a rule is an advisory about the machine: a warn rule of an advisories file whose `when`
-  // reads only facts of the machine (is_machine_fact()), such as a runtime's version or a
+  // and texts read only facts of the machine (is_machine_fact()), such as a runtime's version or a
   // measurement, so that it holds or not for the machine as a whole, with one device as with many.
   static bool is_machine_advisory(const Rule& rule);
   // Those that hold on the machine's facts (the facts every pair shares), in rule order, texts
