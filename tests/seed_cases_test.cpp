@@ -242,6 +242,10 @@ TEST(SeedCases, NoIomemShowsWhereTheKernelRefuses) {
   ASSERT_FALSE(j["findings"].empty()) << j.dump();
   EXPECT_EQ(j["findings"][0]["id"], "resized-bar-without-room");
 
+  auto explain = tool(root + "explain 01:00.0 02:00.0");
+  EXPECT_NE(explain.output.find("do not share an upstream bridge or whitelisted host bridge"), std::string::npos) << explain.output;
+  EXPECT_NE(explain.output.find("Besides the kernel's verdict, the platform keeps peers out"), std::string::npos) << explain.output;
+  EXPECT_NE(explain.output.find("0000:01:00.0 -> 0000:02:00.0 [resized-bar-without-room]: "), std::string::npos) << explain.output;
   auto details = tool(root + "policy --details");
   EXPECT_NE(details.output.find("fpga0 -> nvme0: host_staged (rule kernel-refuses"), std::string::npos) << details.output;
   EXPECT_NE(details.output.find("also [resized-bar-without-room]"), std::string::npos) << details.output;
@@ -262,6 +266,8 @@ TEST(SeedCases, NoIomemShowsWhereTheKernelRefuses) {
   auto fine = tool("--sysroot " + sized.s.str() + " check 01:00.0 02:00.0");
   EXPECT_EQ(fine.output.find("resized-bar-without-room"), std::string::npos) << fine.output;
   EXPECT_NE(fine.output.find("refuses"), std::string::npos) << fine.output;
+  auto fine_explain = tool("--sysroot " + sized.s.str() + " explain 01:00.0 02:00.0");
+  EXPECT_EQ(fine_explain.output.find("Besides the kernel's verdict"), std::string::npos) << fine_explain.output;
 }
 
 // The findings come from the facts the rules' conditions read, so a remembered decision (pairs
