@@ -108,6 +108,11 @@ std::vector<RuleCase> cases() {
       {"large-bar-without-64bit-window",
        with(base(), {{"provider.bar_above_4g", true}, {"path.bridges_64bit_prefetch", false}}),
        with(base(), {{"provider.bar_above_4g", true}, {"path.bridges_64bit_prefetch", true}})},
+      // Seed case 2: the BAR's address against the CPU's width and XRT's 32 TiB.
+      {"bar-beyond-address-width", with(base(), {{"provider.bar_beyond_address_width", true}}),
+       with(base(), {{"provider.bar_beyond_address_width", false}})},
+      {"xrt-p2p-bar-above-32t", with(base(), {{"provider.driver", "xocl"}, {"provider.bar_above_32t", true}}),
+       with(base(), {{"provider.driver", "xocl"}, {"provider.bar_above_32t", false}})},
       {"bar-smaller-than-memory", with(base(), {{"provider.class", "fpga"}, {"provider.bar_covers_memory", false}}),
        with(base(), {{"provider.class", "fpga"}, {"provider.bar_covers_memory", true}})},
       {"copy-verified", with(base(), {{"vendor.copy_verified", true}}), with(base(), {{"vendor.copy_verified", false}})},

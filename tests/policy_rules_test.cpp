@@ -701,7 +701,7 @@ TEST(Lint, BadRegex) {
 
 TEST(Lint, TemplatePlaceholdersArePointedAtExactly) {
   EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: always\n  action: warn\n  reason: \"BAR of {provider.bdf} is {provider.bar_size}\"\n"),
-            "t.yaml:6:37: unknown fact 'provider.bar_size' in {provider.bar_size}");
+            "t.yaml:6:37: unknown fact 'provider.bar_size' in {provider.bar_size} (did you mean 'provider.bar_end'?)");
   EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: always\n  action: warn\n  reason: x\n  remedy: |\n    first line\n"
                        "    then {kernel.remdy}\n"),
             "t.yaml:9:10: unknown fact 'kernel.remdy' in {kernel.remdy} (did you mean 'kernel.remedy'?)");

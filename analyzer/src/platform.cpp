@@ -38,6 +38,17 @@ std::vector<std::string> split_words(const std::string& s) {
   return out;
 }
 
+// "46 bits physical, 48 bits virtual" -> 46: the CPU's physical address width (x86's
+// "address sizes" line). Anything else, or a width no CPU has, is unknown.
+std::optional<int> physical_address_bits(const std::string& value) {
+  auto words = split_words(value);
+  if (words.size() < 3 || words[1] != "bits" || words[2].rfind("physical", 0) != 0 || words[0].size() > 3)
+    return std::nullopt;
+  auto bits = parse_int(words[0]);
+  if (!bits || *bits < 32 || *bits > 64) return std::nullopt;
+  return bits;
+}
+
 // Boot CPU facts from the first "processor" block of /proc/cpuinfo (cpu_data(0) in the kernel).
 void read_cpuinfo(const Sysroot& root, Platform& p, std::vector<Finding>& findings) {
   auto text = root.read_text("proc/cpuinfo");
@@ -56,6 +67,7 @@ void read_cpuinfo(const Sysroot& root, Platform& p, std::vector<Finding>& findin
     else if (key == "cpu family") p.cpu_family = parse_int(value);
     else if (key == "model") p.cpu_model = parse_int(value);
     else if (key == "model name") p.cpu_model_name = value;
+    else if (key == "address sizes") p.cpu_physical_address_bits = physical_address_bits(value);
     else if (key == "flags") {
       for (const auto& flag : split_words(value))
         if (flag == "hypervisor") p.hypervisor = true;

@@ -40,6 +40,18 @@ void derive_facts(FactSet& facts) {
     const FactValue* memory = facts.get(role.memory);
     if (bar && memory) facts.set(role.covers, std::get<int64_t>(*bar) >= std::get<int64_t>(*memory));
   }
+  // A BAR beyond the CPU's physical address width: the device's facts meet the machine's here.
+  // Unknown while either is.
+  static const FactId bits = *fact_id("platform.cpu_physical_address_bits");
+  static const std::pair<FactId, FactId> ends[] = {
+      {*fact_id("provider.bar_end"), *fact_id("provider.bar_beyond_address_width")},
+      {*fact_id("client.bar_end"), *fact_id("client.bar_beyond_address_width")}};
+  const FactValue* width = facts.get(bits);
+  if (!width) return;
+  const int64_t n = std::get<int64_t>(*width);
+  for (const auto& [end_id, beyond] : ends)
+    if (const FactValue* end = facts.get(end_id))
+      facts.set(beyond, n < 63 && std::get<int64_t>(*end) > (int64_t{1} << n));
 }
 
 PolicyEvaluator::PolicyEvaluator(const Topology& topo, const KernelRules& kernel, const RuleSet& rules,
@@ -237,6 +249,9 @@ nlohmann::ordered_json group_json(PolicyEvaluator& evaluator, size_t index) {
   const Topology& t = evaluator.topology();
   PairDecision example = evaluator.decide_in_full(g.example.first, g.example.second);
   const Decision& d = example.decision;
+  // The pair's other problems with their texts: what the ids in "findings" say and how to fix each.
+  nlohmann::ordered_json findings = nlohmann::ordered_json::array();
+  for (const auto& f : d.findings) findings.push_back({{"id", f.id}, {"reason", f.reason}, {"remedy", f.remedy}});
   return {{"group", index + 1},
           {"decision", to_string(g.action)},
           {"rule", g.rule.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.rule)},
@@ -252,7 +267,8 @@ nlohmann::ordered_json group_json(PolicyEvaluator& evaluator, size_t index) {
                        {"reason", d.reason},
                        {"remedy", d.remedy},
                        {"reasons", d.reasons()},
-                       {"remedies", d.remedies()}}}};
+                       {"remedies", d.remedies()},
+                       {"findings", findings}}}};
 }
 
 // --verbose/--details: every pair's own decision and texts.
@@ -279,7 +295,7 @@ void write_policy_per_pair(std::ostream& out, PolicyEvaluator& evaluator, const 
       buf += decision_lines(d);
       if (buf.size() >= kFlushBytes) out << buf, buf.clear();
     }
-  out << buf;
+  out << buf << machine_advisories_text(evaluator.machine_advisories());
 }
 
 }  // namespace
@@ -320,12 +336,17 @@ void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std:
     out << fmt::format("\n[{}] {}: {} pair{} ({})\n{}", n, style.paint(note.heading, action_tone(note.decision.action)),
                        note.pairs, note.pairs == 1 ? "" : "s", which, NoteBook::body(note.decision, "    "));
   }
-  if (!book.warnings().empty()) out << "\nWarnings:\n";
+  // The machine's advisories are told once below, not as the pairs' warnings.
+  const std::vector<FiredRule> machine = evaluator.machine_advisories();
+  bool warnings_told = false;
   for (const auto& w : book.warnings()) {
+    if (told_for_machine(machine, w.id)) continue;
+    if (!warnings_told) out << "\nWarnings:\n", warnings_told = true;
     std::string scope = w.pairs == pairs ? "every pair"
                                          : fmt::format("{} of {} pairs, in notes {}", w.pairs, pairs, fmt::join(w.notes, ", "));
     out << fmt::format("  [{}] {} ({})\n", w.id, w.reason, scope);
   }
+  out << machine_advisories_text(machine);
   if (devices.size() >= 2) out << "\n`--verbose`: every pair's reasons, warnings and unknown facts.\n";
 }
 
@@ -337,6 +358,14 @@ void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std:
   nlohmann::ordered_json devs = nlohmann::ordered_json::array();
   for (const auto& d : devices) devs.push_back({{"name", d.short_name}, {"bdf", topo.functions[d.index].bdf.str()}});
   document["devices"] = devs;
+  // The advisories about the machine: they hold whatever the pairs, and with one device too.
+  nlohmann::ordered_json advisories = nlohmann::ordered_json::array();
+  for (const auto& a : evaluator.machine_advisories())
+    advisories.push_back({{"id", a.id}, {"reason", a.reason}, {"remedy", a.remedy},
+                          {"authority", a.authority ? nlohmann::ordered_json(to_string(*a.authority)) : nlohmann::ordered_json(nullptr)},
+                          {"source", a.source}});
+  escape_json_strings(advisories);
+  document["advisories"] = advisories;
   std::string buf = json_text(document);
   buf.resize(buf.size() - 2);  // "\n}": the pairs follow, written as they are decided
   buf += ",\n  \"pairs\": [";

@@ -66,6 +66,16 @@ std::vector<FactSpec> device_facts() {
                                 "mem_info_vram_total or the i915 backport's lmem_total_bytes in sysfs where present "
                                 "(xe and nvidia publish none), or by a vendor facts file, which wins"),
                            0, kMaxDeviceMemory)),
+      // Where the largest memory BAR (the one peers reach) ends, against the limits on it.
+      fact("bar_end", kInteger,
+           "address one past the last byte of the largest memory BAR (its start plus its size); known when that BAR "
+           "has an address"),
+      fact("bar_above_32t", kBool,
+           "the largest memory BAR ends above 32 TiB (2^45): XRT documents that the P2P BAR's highest address must be "
+           "below 32 TiB"),
+      fact("bar_beyond_address_width", kBool,
+           "the largest memory BAR ends beyond the CPU's physical address width (platform.cpu_physical_address_bits): "
+           "the kernel cannot map it; unknown when the width is"),
   };
 }
 
@@ -113,6 +123,10 @@ std::vector<FactSpec> build_catalog() {
       fact("platform.cpu_family", kInteger, "boot CPU family (/proc/cpuinfo \"cpu family\", decimal)"),
       fact("platform.cpu_model", kInteger, "boot CPU model (/proc/cpuinfo \"model\", decimal)"),
       fact("platform.amd_zen", kBool, "the CPU is AMD family 17h or newer (the kernel's CPU rule)"),
+      in_range(fact("platform.cpu_physical_address_bits", kInteger,
+                    "the boot CPU's physical address width in bits (/proc/cpuinfo \"address sizes\", x86): memory and "
+                    "BARs above 2^N cannot be addressed"),
+               32, 64),
 
       // What the vendor stack that owns the pair would decide; see docs/vendor-p2p-gates.
       fact("vendor.authority", kEnum, "whose peer logic governs the pair: the kernel's P2PDMA or a vendor driver's",

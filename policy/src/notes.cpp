@@ -18,6 +18,20 @@ const char* short_code(Action a) {
   return "?";
 }
 
+bool told_for_machine(const std::vector<FiredRule>& advisories, const std::string& id) {
+  return std::any_of(advisories.begin(), advisories.end(), [&](const FiredRule& a) { return a.id == id; });
+}
+
+std::string machine_advisories_text(const std::vector<FiredRule>& advisories) {
+  if (advisories.empty()) return "";
+  std::string out = "\nThis machine (whatever the pairs):\n";
+  for (const auto& a : advisories) {
+    out += fmt::format("  [{}] {}\n", a.id, a.reason);
+    if (!a.remedy.empty()) out += fmt::format("    fix: {}\n", a.remedy);
+  }
+  return out;
+}
+
 std::string group_heading(const DecisionGroup& g) {
   return fmt::format("{} ({}{}{})", to_string(g.action), g.rule.empty() ? "no rule decided" : "rule " + g.rule,
                      g.authority ? ", authority " : "", g.authority ? to_string(*g.authority) : "");

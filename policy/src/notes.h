@@ -65,6 +65,14 @@ inline constexpr const char* kGridLegend =
 // lists them all.
 std::vector<const FiredRule*> findings_to_tell(const Decision& d);
 
+// Whether `id` is one of the machine's advisories: told once for the machine, so not again among
+// the pairs' warnings.
+bool told_for_machine(const std::vector<FiredRule>& advisories, const std::string& id);
+
+// The machine's advisories as `policy` tells them: a heading, then "[id] reason" and "  fix:" per
+// advisory; "" when none holds.
+std::string machine_advisories_text(const std::vector<FiredRule>& advisories);
+
 // "host_staged (rule x, authority y)".
 std::string group_heading(const DecisionGroup& g);
 

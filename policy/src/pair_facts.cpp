@@ -112,6 +112,13 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
   if (largest) {
     facts.set(prefix + "largest_bar", static_cast<int64_t>(largest->size));
     facts.set(prefix + "bar_above_4g", largest->start >= (uint64_t{1} << 32));
+    // The BAR's end, for the address limits (derive_facts() compares it with the CPU's width). A
+    // start and size that overflow 64 bits are no address a bridge can decode: left unknown.
+    if (largest->start != 0 && largest->size > 0 && largest->start <= INT64_MAX - largest->size) {
+      uint64_t end = largest->start + largest->size;
+      facts.set(prefix + "bar_end", static_cast<int64_t>(end));
+      facts.set(prefix + "bar_above_32t", end > (uint64_t{1} << 45));
+    }
   } else if (f.config_readable >= 64) {
     facts.set(prefix + "largest_bar", int64_t{0});
   }
@@ -266,6 +273,8 @@ FactSet machine_facts(const Topology& t, const KernelRules& rules) {
   if (!t.platform.cpu_vendor.empty()) facts.set("platform.cpu_vendor", t.platform.cpu_vendor);
   if (t.platform.cpu_family) facts.set("platform.cpu_family", int64_t{*t.platform.cpu_family});
   if (t.platform.cpu_model) facts.set("platform.cpu_model", int64_t{*t.platform.cpu_model});
+  if (t.platform.cpu_physical_address_bits)
+    facts.set("platform.cpu_physical_address_bits", int64_t{*t.platform.cpu_physical_address_bits});
   if (t.platform.arch == "x86" && t.platform.cpu_family)
     facts.set("platform.amd_zen", t.platform.cpu_vendor == "AuthenticAMD" && *t.platform.cpu_family >= 0x17);
   else if (!t.platform.arch.empty())

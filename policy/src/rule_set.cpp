@@ -39,6 +39,7 @@ void RuleSet::add(RuleFile file) {
   }
   const bool in_front = file.placement == Placement::kBeforeDefaults;
   for (auto& rule : file.rules) {
+    rule.advisory = file.kind == RuleFileKind::kAdvisories;
     auto same_id = std::find_if(rules_.begin(), rules_.end(), [&](const Rule& r) { return r.id == rule.id; });
     size_t at = static_cast<size_t>(same_id - rules_.begin());
     if (same_id != rules_.end() && !in_front) {  // replaces the rule where it stood
@@ -127,16 +128,47 @@ Decision RuleSet::decide(const FactSet& facts) const {
   return d;
 }
 
-std::vector<std::string> RuleSet::condition_facts() const {
-  std::vector<std::string> out;
-  std::vector<const Condition*> todo;
-  for (const auto& rule : rules_) todo.push_back(&rule.when);
+namespace {
+
+// The facts a condition reads, in no order, repeats included.
+void facts_read(const Condition& when, std::vector<std::string>& out) {
+  std::vector<const Condition*> todo = {&when};
   while (!todo.empty()) {  // conditions nest as deep as the loader allows
     const Condition* c = todo.back();
     todo.pop_back();
     if (c->kind == Condition::Kind::kTest) out.push_back(c->fact);
     for (const auto& child : c->children) todo.push_back(&child);
   }
+}
+
+}  // namespace
+
+bool is_machine_fact(std::string_view name) {
+  return name.starts_with("platform.") || name.starts_with("runtime.") || name == "kernel.release" ||
+         name == "kernel.config_p2pdma";
+}
+
+bool RuleSet::is_machine_advisory(const Rule& rule) {
+  if (!rule.advisory || rule.action != Action::kWarn) return false;
+  std::vector<std::string> facts;
+  facts_read(rule.when, facts);
+  // Its texts too: told once, they are rendered from the machine's facts alone.
+  for (const Template* t : {&rule.reason, &rule.remedy})
+    for (const auto& piece : t->pieces)
+      if (!piece.fact.empty()) facts.push_back(piece.fact);
+  return std::all_of(facts.begin(), facts.end(), [](const std::string& f) { return is_machine_fact(f); });
+}
+
+std::vector<FiredRule> RuleSet::machine_advisories(const FactSet& machine) const {
+  std::vector<FiredRule> out;
+  for (const auto& rule : rules_)
+    if (is_machine_advisory(rule) && rule.when.evaluate(machine) == Tri::kTrue) out.push_back(fire(rule, machine));
+  return out;
+}
+
+std::vector<std::string> RuleSet::condition_facts() const {
+  std::vector<std::string> out;
+  for (const auto& rule : rules_) facts_read(rule.when, out);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;

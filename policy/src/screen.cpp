@@ -176,8 +176,18 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
                            const TextStyle& style, const ScreenOptions& options) {
   const Topology& topo = evaluator.topology();
   const size_t width = options.width;
+  // The machine's advisories: once, whatever the pairs, and with one device too.
+  const std::vector<FiredRule> machine = evaluator.machine_advisories();
+  auto tell_machine = [&] {
+    for (const auto& a : machine) {
+      out << line(fmt::format("advisory [{}]: ", a.id), a.reason, width);
+      if (!a.remedy.empty()) out << line("  fix: ", a.remedy, width);
+    }
+  };
   if (devices.size() < 2) {
     out << "Fewer than two devices: no pair to decide (`p2paudit policy --all` lists every function).\n";
+    if (!machine.empty()) out << "\n";
+    tell_machine();
     return;
   }
   auto labels = matrix_labels(topo, devices);
@@ -335,6 +345,7 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
   std::vector<std::pair<std::string, size_t>> warnings;
   std::map<std::string, size_t> warning_by_text;
   for (const auto& w : book.warnings()) {
+    if (told_for_machine(machine, w.id)) continue;  // told once below
     std::string text = line(fmt::format("warning [{}]: ", w.id), w.reason, width - kScopeWidth);
     text.pop_back();
     auto [it, added] = warning_by_text.try_emplace(text, warnings.size());
@@ -348,6 +359,8 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
   }
   if (warnings.size() > options.max_warnings)
     out << fmt::format("... and {} more warnings: `p2paudit policy` gives them all.\n", warnings.size() - options.max_warnings);
+  if (!machine.empty()) out << "\n";
+  tell_machine();
 }
 
 }  // namespace p2paudit::policy

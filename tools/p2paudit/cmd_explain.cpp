@@ -2,12 +2,15 @@
 #include <iostream>
 #include <memory>
 
+#include <fmt/format.h>
+
 
 #include "commands.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/evaluate.h"
 
 namespace p2paudit::cli {
 
@@ -21,10 +24,33 @@ int run_explain(const GlobalOptions& global, const std::string& provider_spec,
   for (const auto& spec : client_specs) clients.push_back(resolve_device(topo, global, spec));
   KernelRules rules = load_kernel_rules(global, topo);
   ManyVerdict many = pci_p2pdma_distance_many(topo, rules, provider, clients);
-  if (global.format == "json")
+  if (global.format == "json") {
     std::cout << json_text(explain_json(topo, rules, many)) << "\n";
-  else
-    std::cout << explain_text(topo, rules, many);
+    return kExitOk;
+  }
+  std::cout << explain_text(topo, rules, many);
+  // What else keeps the pair from peer DMA, whatever the kernel says: the platform's problems the
+  // default policy finds (a BAR without room or beyond the CPU's addresses), decided or found,
+  // each with its fix. They read no runtime answer, so `check` tells the same.
+  policy::RuleSet policy_rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
+  policy::PolicyEvaluator evaluator(topo, rules, policy_rules, nullptr);
+  std::string problems;
+  for (size_t client : clients) {
+    policy::Decision d = evaluator.decide_in_full(provider, client).decision;
+    std::vector<policy::FiredRule> told;
+    if (d.authority == policy::Authority::kPlatform && d.action != policy::Action::kPeer)
+      told.push_back({d.rule, d.action, d.reason, d.remedy, d.authority, ""});
+    for (const auto& f : d.findings)
+      if (f.authority == policy::Authority::kPlatform) told.push_back(f);
+    for (const auto& f : told) {
+      problems += fmt::format("  {} -> {} [{}]: {}\n", topo.functions[provider].bdf.str(), topo.functions[client].bdf.str(),
+                              f.id, f.reason);
+      if (!f.remedy.empty()) problems += fmt::format("    fix: {}\n", f.remedy);
+    }
+  }
+  if (!problems.empty())
+    std::cout << "\nBesides the kernel's verdict, the platform keeps peers out (`p2paudit check` decides the pair):\n"
+              << problems;
   return kExitOk;
 }
 

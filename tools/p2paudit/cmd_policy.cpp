@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit policy`: the decision for every pair of the devices that matter; `p2paudit check A B`:
 // one pair's decision as an exit status for provisioning scripts.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -153,6 +154,15 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
     std::cout << fmt::format("{}: {} -> {}: {} ({})\n", policy::to_string(answer), ctx.topo.functions[provider].bdf.str(),
                              ctx.topo.functions[client].bdf.str(), policy::to_string(d.decision.action),
                              d.decision.reason);
+    // The pair's other problems, whatever rule decided: each would stage or refuse on its own and
+    // has its own fix (one whose fix was already given is the same problem told twice).
+    std::vector<std::string> fixes = {d.decision.remedy};
+    for (const auto& f : d.decision.findings) {
+      if (!f.remedy.empty() && std::find(fixes.begin(), fixes.end(), f.remedy) != fixes.end()) continue;
+      std::cout << fmt::format("also [{}]: {}\n", f.id, f.reason);
+      if (!f.remedy.empty()) std::cout << fmt::format("  fix: {}\n", f.remedy);
+      fixes.push_back(f.remedy);
+    }
     if (answer == policy::Answer::kUnknown) {
       std::vector<std::string> facts = d.decision.decisive_unknown_facts;
       if (const auto* map_type = d.facts.get("kernel.map_type"); map_type && *map_type == policy::FactValue(std::string("UNKNOWN")))

@@ -185,6 +185,7 @@ struct Platform {
   std::string cpu_vendor;              // /proc/cpuinfo vendor_id of processor 0
   std::optional<int> cpu_family, cpu_model;
   std::string cpu_model_name;
+  std::optional<int> cpu_physical_address_bits;  // "address sizes: N bits physical" (x86); unknown elsewhere
   bool hypervisor = false;
   std::string kernel_release;          // proc/sys/kernel/osrelease
   std::string kernel_version;          // proc/version

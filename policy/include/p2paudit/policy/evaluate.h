@@ -75,6 +75,10 @@ class PolicyEvaluator {
   PairDecision decide_in_full(size_t provider, size_t client);
   // The pair's facts in one set, without the kernel's texts.
   FactSet facts(size_t provider, size_t client);
+  // The advisories about the machine that hold here (RuleSet::machine_advisories() on the
+  // machine's facts, the runtimes' and a vendor file's for every pair included): told once, with
+  // one device as with many.
+  std::vector<FiredRule> machine_advisories() const { return rules_.machine_advisories(machine_); }
 
  private:
   const FactSet& device_layer(size_t dev, bool as_provider);

@@ -82,6 +82,7 @@ struct Rule {
   std::optional<Authority> authority;  // what the decision rests on, when the rule says
   std::string source;                  // public reference; required in advisories files
   std::string origin;                  // "FILE:LINE" where the rule starts
+  bool advisory = false;               // from an advisories file (set by RuleSet::add)
   int line = 0, column = 0;            // where the rule starts in its file (1-based; 0: not from a file)
 };
 
@@ -131,6 +132,10 @@ class RuleFileError : public InputError {
 RuleFile load_rule_file(const std::string& path);
 // The same for text already in memory; `file` names it in diagnostics.
 RuleFile parse_rule_file(std::string_view text, const std::string& file);
+
+// Facts that describe the machine as a whole, the same for every pair: platform.*, runtime.*,
+// kernel.release and kernel.config_p2pdma.
+bool is_machine_fact(std::string_view name);
 
 // A rule whose `when` was true, with its texts rendered for this pair.
 struct FiredRule {
@@ -193,6 +198,14 @@ class RuleSet {
   // Every fact some rule's `when` reads, sorted: a decision depends on these alone (the texts
   // may name more).
   std::vector<std::string> condition_facts() const;
+
+  // Whether a rule is an advisory about the machine: a warn rule of an advisories file whose `when`
+  // and texts read only facts of the machine (is_machine_fact()), such as a runtime's version or a
+  // measurement, so that it holds or not for the machine as a whole, with one device as with many.
+  static bool is_machine_advisory(const Rule& rule);
+  // Those that hold on the machine's facts (the facts every pair shares), in rule order, texts
+  // rendered from them: told once for the machine. decide() still fires them on every pair.
+  std::vector<FiredRule> machine_advisories(const FactSet& machine) const;
 
  private:
   std::vector<Rule> rules_;
