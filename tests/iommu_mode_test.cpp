@@ -239,6 +239,8 @@ TEST(BackportedWhitelist, DistroReleaseHidingThePatchLevelIsUnknownWithOneNote) 
   EXPECT_NE(v.unknowns[0].find("8086:0b25"), std::string::npos) << v.unknowns[0];
   ASSERT_EQ(v.remedy.unknown_whitelist.size(), 1u);
   EXPECT_NE(v.remedy.unknown_whitelist[0].find("/proc/version_signature"), std::string::npos);
+  EXPECT_TRUE(v.remedy.whitelist.empty());  // not "not in this kernel's whitelist": that is the unknown
+  for (const auto& a : v.remedy.alternatives) EXPECT_EQ(a.find("needs evidence"), std::string::npos) << a;
   // Both directions, one note for the machine: the entry its host bridge is keyed by, not the other nine.
   auto back = pci_p2pdma_distance(tree.t, rules, tree.index("02:00.0"), tree.index("01:00.0"));
   EXPECT_EQ(back.unknowns, v.unknowns);

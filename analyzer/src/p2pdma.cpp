@@ -500,7 +500,10 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
         "(BUS_ADDR)");
   for (const auto& hb : call.host_bridges) {
     if (hb.passed.value_or(true)) continue;
-    if (hb.root_device && !hb.entry) {
+    if (hb.root_device && hb.unknown_entry) {
+      // In the table of the releases that carry the backport; whether this build does is the unknown.
+      for (auto& r : releases_whitelisting(rules, t.functions[*hb.root_device])) v.remedy.alternatives.push_back(r);
+    } else if (hb.root_device && !hb.entry) {
       const Function& root = t.functions[*hb.root_device];
       v.remedy.whitelist = fmt::format("host bridge {:04x}:{:04x}{} is not in this kernel's whitelist",
                                        root.vendor, root.device,
