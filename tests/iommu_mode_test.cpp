@@ -18,6 +18,7 @@
 #include "p2paudit/topology_report.h"
 #include "synthetic_tree.h"
 #include "sysroot_builder.h"
+#include "test_support.h"
 
 namespace p2paudit {
 namespace {
@@ -281,6 +282,38 @@ TEST(BackportedWhitelist, KnownPatchLevelKeepsAKnownVerdict) {
             MapType::kThruHostBridge);
   // A base of another X.Y says nothing about this one.
   EXPECT_EQ(map_for("7.1.0-14-generic", "", "Ubuntu 7.1.0-14.14-generic 7.2.1"), MapType::kUnknown);
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The tool on a sysroot of that machine: `?` in the grid, one note in matrix and in policy.
+TEST(BackportedWhitelist, ToolShowsOneNoteAndUnknownCells) {
+  using test::ConfigBytes;
+  SysrootDir s;
+  s.write("proc/sys/kernel/osrelease", "7.1.0-14-generic\n");
+  s.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n");
+  s.write("boot/config-7.1.0-14-generic", "CONFIG_PCI_P2PDMA=y\n");
+  s.function("pci0000:00/0000:00:00.0", ConfigBytes(0x8086, 0x0b25, 0x060000, 0).bytes());
+  s.function("pci0000:00/0000:00:1c.0", ConfigBytes(0x8086, 0x7000, 0x060400, 4, true).buses(0, 1, 1).bytes());
+  s.function("pci0000:00/0000:00:1d.0", ConfigBytes(0x8086, 0x7000, 0x060400, 4, true).buses(0, 2, 2).bytes());
+  s.function("pci0000:00/0000:00:1c.0/0000:01:00.0", ConfigBytes(0x1b36, 0x0010, 0x010802, 0).bytes());
+  s.function("pci0000:00/0000:00:1d.0/0000:02:00.0", ConfigBytes(0x1b36, 0x0010, 0x010802, 0).bytes());
+  auto matrix = test::run_command(test::tool_file() + " --sysroot " + s.str() + " matrix 2>&1");
+  EXPECT_EQ(count(matrix.output, "whitelist entry 8086:0b25"), 1u) << matrix.output;
+  EXPECT_EQ(count(matrix.output, "whitelist entry 8086:0cfe"), 0u) << matrix.output;
+  EXPECT_EQ(count(matrix.output, "  ?"), 3u) << matrix.output;  // the legend and both cells
+  auto policy = test::run_command(test::tool_file() + " --sysroot " + s.str() + " policy 2>&1");
+  EXPECT_EQ(count(policy.output, "carries whitelist entry 8086:0b25"), 1u) << policy.output;
+  EXPECT_NE(policy.output.find("/proc/version_signature"), std::string::npos) << policy.output;
+  // With the stable base known, the verdict is known again and nothing is noted.
+  s.write("proc/version_signature", "Ubuntu 7.1.0-14.14-generic 7.1.4\n");
+  matrix = test::run_command(test::tool_file() + " --sysroot " + s.str() + " matrix 2>&1");
+  EXPECT_EQ(count(matrix.output, "8086:0b25"), 0u) << matrix.output;
+  EXPECT_EQ(count(matrix.output, "HB"), 3u) << matrix.output;  // the legend and both cells
 }
 
 // --- pcie_acs_override= -------------------------------------------------------------------------
