@@ -86,10 +86,22 @@ TEST(IommuMode, NoGroupsIsOffAndSaysWhatTheCommandLineAsked) {
   Machine off("6.8.0-31-generic", "quiet intel_iommu=on intel_iommu=off", kTranslatedConfig, "", 0);
   EXPECT_EQ(off.platform().iommu_mode, "off");
   EXPECT_EQ(off.platform().iommu_mode_source, "no IOMMU groups (command line intel_iommu=off)");
-  Machine none("6.8.0-31-generic", "quiet", kTranslatedConfig, "", 0);
+  Machine none("6.8.0-31-generic", "quiet", kTranslatedConfig + "CONFIG_AMD_IOMMU=y\n", "", 0);
   EXPECT_EQ(none.platform().iommu_mode_source, "no IOMMU groups");
   Machine amd("6.8.0-31-generic", "amd_iommu=fullflush,off", "", "", 0);
   EXPECT_EQ(amd.platform().iommu_mode_source, "no IOMMU groups (command line amd_iommu=off)");
+  // The config says why, where the command line does not.
+  Machine not_built("6.8.0-31-generic", "quiet", "CONFIG_PCI_P2PDMA=y\n", "", 0);
+  EXPECT_EQ(not_built.platform().iommu_mode_source,
+            "no IOMMU groups (kernel built without CONFIG_INTEL_IOMMU and CONFIG_AMD_IOMMU)");
+  Machine default_off("6.8.0-31-generic", "quiet", "CONFIG_INTEL_IOMMU=y\nCONFIG_AMD_IOMMU=y\n", "", 0);
+  default_off.cpu("GenuineIntel");
+  EXPECT_EQ(default_off.platform().iommu_mode, "off");
+  EXPECT_EQ(default_off.platform().iommu_mode_source,
+            "no IOMMU groups (CONFIG_INTEL_IOMMU_DEFAULT_ON not set and no intel_iommu=on)");
+  Machine default_on("6.8.0-31-generic", "quiet", "CONFIG_INTEL_IOMMU=y\nCONFIG_INTEL_IOMMU_DEFAULT_ON=y\n", "", 0);
+  default_on.cpu("GenuineIntel");
+  EXPECT_EQ(default_on.platform().iommu_mode_source, "no IOMMU groups");  // on by default, yet none registered
 }
 
 TEST(IommuMode, CommandLineLastWordWins) {

@@ -203,8 +203,15 @@ void read_iommu(const Sysroot& root, Platform& p, const std::optional<std::strin
       auto value = last_option(p.cmdline, name, {"on", "off"});
       if (value) said.push_back(fmt::format("{}={}", name, *value));
     }
-    return decide("off", said.empty() ? "no IOMMU groups"
-                                      : fmt::format("no IOMMU groups (command line {})", fmt::join(said, " ")));
+    if (!said.empty()) return decide("off", fmt::format("no IOMMU groups (command line {})", fmt::join(said, " ")));
+    // Else what the kernel config says about the x86 IOMMU drivers, where it says why.
+    if (config && p.arch == "x86") {
+      bool intel = config_has(*config, "CONFIG_INTEL_IOMMU"), amd = config_has(*config, "CONFIG_AMD_IOMMU");
+      if (!intel && !amd) return decide("off", "no IOMMU groups (kernel built without CONFIG_INTEL_IOMMU and CONFIG_AMD_IOMMU)");
+      if (intel && p.cpu_vendor == "GenuineIntel" && !config_has(*config, "CONFIG_INTEL_IOMMU_DEFAULT_ON"))
+        return decide("off", "no IOMMU groups (CONFIG_INTEL_IOMMU_DEFAULT_ON not set and no intel_iommu=on)");
+    }
+    return decide("off", "no IOMMU groups");
   }
   // 1. The default domain of every group (sys/kernel/iommu_groups/N/type, 5.11+).
   std::map<std::string, int> types;
