@@ -125,6 +125,14 @@ TEST(IommuMode, CommandLineLastWordWins) {
   }
 }
 
+TEST(IommuMode, HostileCommandLineWordIsEscapedInTheSource) {
+  Machine m("6.8.0-31-generic", "iommu.passthrough=1\x1b[2J", kTranslatedConfig);
+  Platform p = m.platform();
+  EXPECT_EQ(p.iommu_mode, "passthrough");
+  EXPECT_EQ(p.iommu_mode_source.find('\x1b'), std::string::npos) << p.iommu_mode_source;
+  EXPECT_EQ(p.iommu_mode_source.rfind("command line iommu.passthrough=1", 0), 0u) << p.iommu_mode_source;
+}
+
 TEST(IommuMode, KernelConfigDefault) {
   Machine translated("5.10.0-28-amd64", "quiet", kTranslatedConfig);
   EXPECT_EQ(translated.platform().iommu_mode, "translated");

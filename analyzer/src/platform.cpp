@@ -158,7 +158,7 @@ std::optional<CmdlineDefault> cmdline_default_domain(const std::string& cmdline,
       auto v = kstrtobool(std::string_view(word).substr(18));
       if (!v) continue;
       if (intel_vtd && !at_least(5, 3)) continue;  // VT-d before 5.3 ignored the default domain type
-      out = CmdlineDefault{*v ? "passthrough" : "translated", word};
+      out = CmdlineDefault{*v ? "passthrough" : "translated", escape_text(word)};  // shown: a hostile word is escaped
     }
   }
   return out;
