@@ -192,9 +192,11 @@ bool intel_vtd_iommu(const Sysroot& root, const Platform& p) {
 void read_iommu(const Sysroot& root, Platform& p, const std::optional<std::string>& config) {
   auto groups = root.list("sys/kernel/iommu_groups");
   p.iommu_groups_present = !groups.empty();
+  std::string mixed;  // set when the groups' type files disagree: said with the default that decides
   auto decide = [&](std::string mode, std::string source) {
     p.iommu_mode = std::move(mode);
     p.iommu_mode_source = std::move(source);
+    if (!mixed.empty() && p.iommu_mode != "unknown") p.iommu_mode_source += " (" + mixed + ")";
   };
   if (!p.iommu_groups_present) {
     // No IOMMU driver registered for the PCI bus (off on the command line, not built, no hardware).
@@ -222,7 +224,6 @@ void read_iommu(const Sysroot& root, Platform& p, const std::optional<std::strin
       else if (type == "DMA" || type == "DMA-FQ") ++types["translated"];
     }
   if (types.size() == 1) return decide(types.begin()->first, "iommu_group type");
-  std::string mixed;
   if (types.size() > 1)
     mixed = fmt::format("iommu_group types differ ({} translated, {} identity)", types["translated"], types["passthrough"]);
 
