@@ -101,12 +101,14 @@ TEST(KernelRules, ReleaseChoiceAndNotes) {
   EXPECT_EQ(overridden.release_source, "--kernel");
   EXPECT_THROW(rules_for("6.1", {"six", {}, {}}), InputError);
 
-  // A distribution release hides the stable patch level: say so instead of assuming the backport.
+  // A distribution release hides the stable patch level: the backport is neither assumed in nor out
+  // (the pairs it decides are unknown, with one note per entry a host bridge of the machine matches).
   auto ubuntu = rules_for("7.1.0-14-generic");
   EXPECT_EQ(table(ubuntu).size(), 11u);
-  bool noted = false;
-  for (const auto& n : ubuntu.notes) noted = noted || n.find("8086:0b25") != std::string::npos;
-  EXPECT_TRUE(noted);
+  ASSERT_EQ(ubuntu.unknown_whitelist.size(), 10u);
+  EXPECT_EQ(ubuntu.unknown_whitelist[0].id(), "8086:0b25");
+  for (const auto& n : ubuntu.notes) EXPECT_EQ(n.find("8086:0b25"), std::string::npos) << n;
+  EXPECT_TRUE(rules_for("7.1.3").unknown_whitelist.empty());
 }
 
 TEST(KernelRules, ConfigFromTheSysrootOnlyForItsOwnKernel) {

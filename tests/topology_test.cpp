@@ -90,6 +90,7 @@ TEST_F(TempTree, PlatformFromProcAndBoot) {
   write("proc/sys/kernel/osrelease", "6.8.0-31-generic\n");
   write("proc/cmdline", "BOOT_IMAGE=/vmlinuz iommu=pt pci=noaer,disable_acs_redir=0000:01:00.0;0000:02:00.0\n");
   write("boot/config-6.8.0-31-generic", "CONFIG_PCI=y\nCONFIG_PCI_P2PDMA=y\n");
+  write("sys/kernel/iommu_groups/0/reserved_regions", "");  // an IOMMU registered (no type file)
   std::vector<Finding> findings;
   Platform p = read_platform(Sysroot::open(dir_.string()), findings);
   EXPECT_EQ(p.arch, "x86");
@@ -99,6 +100,7 @@ TEST_F(TempTree, PlatformFromProcAndBoot) {
   EXPECT_EQ(p.config_p2pdma, Known::kYes);
   EXPECT_EQ(p.kernel_config_source, "boot/config-6.8.0-31-generic");
   EXPECT_EQ(p.iommu_mode, "passthrough");
+  EXPECT_EQ(p.iommu_mode_source, "command line iommu=pt");
   EXPECT_EQ(cmdline_pci_option(p.cmdline, "disable_acs_redir"), "0000:01:00.0;0000:02:00.0");
 }
 

@@ -701,8 +701,10 @@ Platform dump_platform(const DumpAssumptions& a) {
   }
   if (a.iommu.empty() || a.iommu == "unknown") {
     p.iommu_mode = "unknown";
+    p.iommu_mode_source = "an lspci dump does not say (--dump-iommu)";
   } else if (a.iommu == "off" || a.iommu == "passthrough" || a.iommu == "translated") {
     p.iommu_mode = a.iommu;
+    p.iommu_mode_source = "--dump-iommu";
     p.iommu_groups_present = a.iommu != "off";
   } else {
     throw InputError(fmt::format("--dump-iommu '{}': expected off, passthrough or translated", a.iommu));

@@ -304,6 +304,29 @@ WhitelistEntry parse_assumed_whitelisted(std::string_view spec) {
   return e;
 }
 
+// The upstream stable release a distribution kernel of release r was built from, where the
+// running kernel says it: Debian's /proc/version ends "... Debian 6.1.55-1 (2023-09-29)",
+// Ubuntu's /proc/version_signature is "Ubuntu 5.15.0-25.25-generic 5.15.30". Only an X.Y.Z of
+// r's own X.Y counts.
+std::optional<KernelRelease> stable_base(const Platform& platform, const KernelRelease& r) {
+  auto of = [&](std::string_view word) -> std::optional<KernelRelease> {
+    word = word.substr(0, word.find_first_of("-~+"));
+    if (std::count(word.begin(), word.end(), '.') != 2) return std::nullopt;
+    auto v = KernelRelease::parse(word);
+    if (!v || v->major != r.major || v->minor != r.minor) return std::nullopt;
+    return v;
+  };
+  std::string_view sig = platform.kernel_version_signature;
+  if (sig.starts_with("Ubuntu ") && sig.find(' ', 7) != std::string_view::npos)
+    if (auto v = of(sig.substr(sig.rfind(' ') + 1))) return v;
+  std::string_view version = platform.kernel_version;
+  if (auto at = version.find(" Debian "); at != std::string_view::npos) {
+    std::string_view word = version.substr(at + 8);
+    return of(word.substr(0, word.find(' ')));
+  }
+  return std::nullopt;
+}
+
 KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& platform,
                                 const KernelRuleOptions& options) {
   KernelRules rules;
@@ -359,19 +382,20 @@ KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& plat
   if (!rules.p2pdma)
     rules.notes.push_back(fmt::format("kernel {} predates P2PDMA (4.20): every pair is refused", r.version()));
 
-  // Distribution kernels ("5.15.0-25-generic") do not say which stable patch level they carry.
+  // Distribution kernels ("5.15.0-25-generic") do not say which stable patch level they carry:
+  // an entry a stable release of this X.Y backported may or may not be in the build.
   bool distro_patch_unknown = r.patch == 0 && r.rc == 0 && r.text.find('-') != std::string::npos;
+  // Unless the running kernel names the stable release it was built from.
+  std::optional<KernelRelease> base = options.kernel.empty() && distro_patch_unknown ? stable_base(platform, r) : std::nullopt;
+  if (base) distro_patch_unknown = false;
   if (rules.whitelist_table) {
     for (const auto& e : data.whitelist) {
-      if (e.releases.contains(r)) {
+      if (e.releases.contains(base ? *base : r)) {
         rules.whitelist.push_back(e);
-      } else if (distro_patch_unknown) {
-        for (const auto& b : e.releases.backports)
-          if (b.major == r.major && b.minor == r.minor)
-            rules.notes.push_back(fmt::format(
-                "{} has no stable patch level in its release string; whitelist entry {} is in {} and "
-                "later {}.{}.y, which this kernel may or may not carry (not assumed)",
-                r.text, e.id(), b.version(), b.major, b.minor));
+      } else if (distro_patch_unknown &&
+                 std::any_of(e.releases.backports.begin(), e.releases.backports.end(),
+                             [&](const KernelRelease& b) { return b.major == r.major && b.minor == r.minor; })) {
+        rules.unknown_whitelist.push_back(e);
       }
     }
   }

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/p2pdma.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
+
+#include "p2paudit/input_file.h"
+#include "p2paudit/platform.h"
 
 namespace p2paudit {
 
@@ -15,7 +19,8 @@ enum Unknown : unsigned {
   kAcsUnknown = 1,       // ACS control word not readable: assume every such device redirects
   kCpuUnknown = 2,       // boot CPU vendor/family or arch not known: assume AMD Zen
   kRootPortUnknown = 4,  // PCIe type of a root bus's first device not readable: assume Root Port
-  kAllUnknowns = 7,
+  kWhitelistUnknown = 8, // a whitelist entry this distribution build may or may not carry: assume it does
+  kAllUnknowns = 15,
 };
 
 // The kernel's seq_buf: vsnprintf into a fixed buffer; once a print does not fit, len becomes
@@ -260,6 +265,14 @@ class Model {
       if (check.entry) {
         check.refused_same_host_bridge = r_.whitelist[*check.entry].same_host_bridge && !same_host_bridge;
         check.passed = !check.refused_same_host_bridge;
+      } else if ((check.unknown_entry = unknown_whitelist_entry(r_, root))) {
+        used |= kWhitelistUnknown;
+        if (assume_ & kWhitelistUnknown) {
+          check.refused_same_host_bridge = r_.unknown_whitelist[*check.unknown_entry].same_host_bridge && !same_host_bridge;
+          check.passed = !check.refused_same_host_bridge;
+          call.host_bridges.push_back(check);
+          return *check.passed;
+        }
       }
       if (!check.entry && warn_missing && r_.whitelist_warning)
         warn(call, *check.root_device,
@@ -380,6 +393,14 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
       }
     }
   v.remedy.disable_acs_redir = join(redirecting, ";");
+  // The out-of-tree ACS override patch (source: https://github.com/intel/compute-runtime/issues/935,
+  // whose reporter booted with it to rule ACS out) makes pci_acs_enabled() pretend isolation for
+  // IOMMU grouping; pci_bridge_has_acs_redir() reads the ACS control register, which it leaves set.
+  if (auto override = cmdline_param(t.platform.cmdline, "pcie_acs_override");
+      override && (!redirecting.empty() || !v.remedy.acs_unknown.empty()))
+    v.remedy.acs_override = fmt::format(
+        "pcie_acs_override={} on the command line changes IOMMU grouping only, never pci_p2pdma_distance()'s ACS "
+        "check: the redirect bits stay set", escape_text(*override));
   v.remedy.iommu_groups_merged = groups_merged(t, redirecting_idx);
 
   std::string path;
@@ -470,6 +491,7 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
       break;
   }
 
+  if (!v.remedy.acs_override.empty() && !redirecting.empty()) v.reason += " (" + v.remedy.acs_override + ")";
   if (v.map_type == MapType::kThruHostBridge || !call.thru) return;
   // What would make the kernel allow it.
   if (!call.common)
@@ -478,7 +500,10 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
         "(BUS_ADDR)");
   for (const auto& hb : call.host_bridges) {
     if (hb.passed.value_or(true)) continue;
-    if (hb.root_device && !hb.entry) {
+    if (hb.root_device && hb.unknown_entry) {
+      // In the table of the releases that carry the backport; whether this build does is the unknown.
+      for (auto& r : releases_whitelisting(rules, t.functions[*hb.root_device])) v.remedy.alternatives.push_back(r);
+    } else if (hb.root_device && !hb.entry) {
       const Function& root = t.functions[*hb.root_device];
       v.remedy.whitelist = fmt::format("host bridge {:04x}:{:04x}{} is not in this kernel's whitelist",
                                        root.vendor, root.device,
@@ -571,6 +596,52 @@ std::optional<size_t> whitelist_entry(const KernelRules& rules, const Function& 
     if (root.vendor == e.vendor && (!e.device || root.device == *e.device)) return i;
   }
   return std::nullopt;
+}
+
+std::optional<size_t> unknown_whitelist_entry(const KernelRules& rules, const Function& root) {
+  for (size_t i = 0; i < rules.unknown_whitelist.size(); ++i) {
+    const WhitelistEntry& e = rules.unknown_whitelist[i];
+    if (root.vendor == e.vendor && (!e.device || root.device == *e.device)) return i;
+  }
+  return std::nullopt;
+}
+
+std::string unknown_whitelist_note(const KernelRules& rules, size_t i) {
+  const WhitelistEntry& e = rules.unknown_whitelist[i];
+  const KernelRelease& r = rules.release;
+  std::string stable;
+  for (const auto& b : e.releases.backports)
+    if (b.major == r.major && b.minor == r.minor) stable = b.version();
+  return fmt::format("whether kernel {} carries whitelist entry {} (stable {} and later {}.{}.y{}) is not known: "
+                     "its release string hides the stable patch level",
+                     r.text, e.id(), stable, r.major, r.minor,
+                     e.releases.added ? ", mainline " + e.releases.added->version() : "");
+}
+
+std::string unknown_whitelist_action(const KernelRules& rules, size_t i) {
+  const WhitelistEntry& e = rules.unknown_whitelist[i];
+  const KernelRelease& r = rules.release;
+  return fmt::format(
+      "find the stable release kernel {0} is built from (Ubuntu: `cat /proc/version_signature`; Debian: `cat "
+      "/proc/version`) or look for commit {1} in its changelog (`apt changelog linux-image-{0}`, `rpm -q "
+      "--changelog kernel-core`), then pass `--kernel {2}.{3}.N` with that patch level, or "
+      "`--assume-whitelisted {4}` if it carries the entry",
+      r.text, e.commit.empty() ? "(unnamed)" : e.commit, r.major, r.minor, e.id());
+}
+
+std::vector<std::string> unknown_whitelist_notes(const Topology& topo, const KernelRules& rules) {
+  std::vector<std::string> out;
+  if (rules.unknown_whitelist.empty()) return out;
+  std::set<size_t> seen;
+  for (const auto& host : topo.host_bridges)
+    for (bool assume_root_port : {false, true}) {
+      bool root_port_unknown = false;
+      auto root = pci_host_bridge_dev(topo, rules, host, assume_root_port, root_port_unknown);
+      if (!root || whitelist_entry(rules, topo.functions[*root])) continue;
+      if (auto i = unknown_whitelist_entry(rules, topo.functions[*root]); i && seen.insert(*i).second)
+        out.push_back(unknown_whitelist_note(rules, *i) + "; to know: " + unknown_whitelist_action(rules, *i));
+    }
+  return out;
 }
 
 bool zen_root_complex(const Topology& topo, const HostBridge& host) {
@@ -670,6 +741,14 @@ ManyVerdict pci_p2pdma_distance_many(const Topology& topo, const KernelRules& ru
     }
     if (differing & kRootPortUnknown)
       v.unknowns.push_back("whether a root bus's first device is a PCIe Root Port was not readable");
+    if (differing & kWhitelistUnknown)
+      for (const auto& hb : call.host_bridges)
+        if (hb.unknown_entry) {
+          std::string note = unknown_whitelist_note(rules, *hb.unknown_entry);
+          if (std::find(v.unknowns.begin(), v.unknowns.end(), note) != v.unknowns.end()) continue;
+          v.unknowns.push_back(note);
+          v.remedy.unknown_whitelist.push_back(unknown_whitelist_action(rules, *hb.unknown_entry));
+        }
 
     if (refused_by_config) {
       v.map_type = MapType::kNotSupported;
@@ -679,6 +758,7 @@ ManyVerdict pci_p2pdma_distance_many(const Topology& topo, const KernelRules& ru
       v.kernel_log_complete = true;
       v.unknowns.clear();
       v.remedy.cpu_unknown = false;
+      v.remedy.unknown_whitelist.clear();
     }
     explain(topo, rules, provider, call, v);
     out.clients.push_back(std::move(v));

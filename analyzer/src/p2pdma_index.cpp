@@ -66,6 +66,11 @@ P2pdmaIndex::P2pdmaIndex(const Topology& topo, const KernelRules& rules) : topo_
     auto root = pci_host_bridge_dev(topo, rules, topo.host_bridges[h], false, root_port_unknown);
     root_device_.push_back(root);
     root_entry_.push_back(root ? whitelist_entry(rules, topo.functions[*root]) : std::nullopt);
+    bool unknown = false;
+    for (bool assume : {false, true})
+      if (auto r = pci_host_bridge_dev(topo, rules, topo.host_bridges[h], assume, root_port_unknown))
+        unknown |= !whitelist_entry(rules, topo.functions[*r]) && unknown_whitelist_entry(rules, topo.functions[*r]);
+    whitelist_unknown_.push_back(unknown ? 1 : 0);
   }
   if (rules.cpu_supports_p2pdma) cpu_supports_ = cpu_supports_p2pdma(topo.platform, rules);
   refused_by_config_ = rules.config_p2pdma == Known::kNo || !rules.p2pdma;
@@ -167,7 +172,8 @@ P2pdmaIndex::Evaluation P2pdmaIndex::evaluate(size_t provider, size_t client, st
 
 PairOutcome P2pdmaIndex::outcome(size_t provider, size_t client) const {
   PairOutcome out;
-  if (irregular_[provider] || irregular_[client]) {
+  auto unknown_entry = [&](size_t dev) { return host_bridge_[dev] != kNone && whitelist_unknown_[host_bridge_[dev]]; };
+  if (irregular_[provider] || irregular_[client] || unknown_entry(provider) || unknown_entry(client)) {
     return outcome_of(topo_, verdict(provider, client));
   }
   out.common_ancestor = common_ancestor(provider, client);

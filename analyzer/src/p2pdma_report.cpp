@@ -335,6 +335,7 @@ void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::v
   for (size_t i = 0; i < devices.size(); ++i)
     out << fmt::format("  {:<{}}  {}\n", labels[i], width, describe(t, devices[i].index, {}));
   for (const auto& note : index.rules().notes) out << "Note: " << note << "\n";
+  for (const auto& note : unknown_whitelist_notes(t, index.rules())) out << "Note: " << note << "\n";
 }
 
 void write_matrix_json(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
@@ -442,6 +443,7 @@ std::string explain_text(const Topology& t, const KernelRules& rules, const Many
       bool first = true;
       if (!rm.disable_acs_redir.empty()) {
         out += "    add the kernel parameter pci=disable_acs_redir=" + rm.disable_acs_redir + " (no redirect left: BUS_ADDR)\n";
+        if (!rm.acs_override.empty()) out += "    (" + rm.acs_override + ")\n";
         if (!rm.iommu_groups_merged.empty())
           out += fmt::format("      (likely merges IOMMU groups {})\n", fmt::join(rm.iommu_groups_merged, ", "));
         first = false;

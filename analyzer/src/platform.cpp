@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "p2paudit/input_file.h"
+#include "p2paudit/kernel_rules.h"
 
 namespace p2paudit {
 
@@ -105,7 +109,8 @@ bool is_safe_release(const std::string& r) {
   });
 }
 
-void read_kernel_config(const Sysroot& root, Platform& p, std::vector<Finding>& findings) {
+// Returns the config text (for the IOMMU defaults), or nullopt when none was found.
+std::optional<std::string> read_kernel_config(const Sysroot& root, Platform& p, std::vector<Finding>& findings) {
   std::optional<std::string> config;
   std::string boot = "boot/config-" + p.kernel_release;
   if (is_safe_release(p.kernel_release) && (config = root.read_text(boot))) {
@@ -115,30 +120,154 @@ void read_kernel_config(const Sysroot& root, Platform& p, std::vector<Finding>& 
     if (config) p.kernel_config_source = "proc/config.gz";
     else findings.push_back({"proc/config.gz", "cannot be decompressed: kernel config unknown"});
   }
-  if (!config) return;
+  if (!config) return config;
   std::istringstream in(*config);
   p.config_p2pdma = Known::kNo;  // a config that does not mention it has it off
   for (std::string line; std::getline(in, line);)
     if (line == "CONFIG_PCI_P2PDMA=y") p.config_p2pdma = Known::kYes;
+  return config;
 }
 
-void read_iommu(const Sysroot& root, Platform& p) {
+bool config_has(const std::string& config, std::string_view option) {
+  std::istringstream in(config);
+  for (std::string line; std::getline(in, line);)
+    if (line.size() == option.size() + 2 && line.starts_with(option) && line.ends_with("=y")) return true;
+  return false;
+}
+
+// kstrtobool() as early_param("iommu.passthrough") reads it: y/Y/1 and "on" true, n/N/0 and "off" false.
+std::optional<bool> kstrtobool(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  switch (s[0]) {
+    case 'y': case 'Y': case '1': return true;
+    case 'n': case 'N': case '0': return false;
+    case 'o': case 'O':
+      if (s.size() > 1 && (s[1] == 'n' || s[1] == 'N')) return true;
+      if (s.size() > 1 && (s[1] == 'f' || s[1] == 'F')) return false;
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+// The default domain the command line asks for, the last word winning as early params are parsed
+// in order: iommu=pt / iommu=nopt (arch/x86/kernel/pci-dma.c iommu_setup(), each comma-separated
+// option compared by prefix; nopt from 5.5) and iommu.passthrough= (drivers/iommu/iommu.c).
+// Intel VT-d before 5.3 had no default domains: only iommu=pt (IDENTMAP_ALL) changed it.
+struct CmdlineDefault {
+  std::string mode, word;
+};
+std::optional<CmdlineDefault> cmdline_default_domain(const std::string& cmdline, const KernelRelease* era, bool intel_vtd) {
+  auto at_least = [&](int major, int minor) { return era && std::tie(era->major, era->minor) >= std::tie(major, minor); };
+  std::optional<CmdlineDefault> out;
+  for (const auto& word : split_words(cmdline)) {
+    if (word.starts_with("iommu=")) {
+      std::istringstream opts(word.substr(6));
+      for (std::string opt; std::getline(opts, opt, ',');) {
+        if (opt.starts_with("pt")) out = CmdlineDefault{"passthrough", "iommu=pt"};
+        else if (opt.starts_with("nopt") && at_least(5, 5)) out = CmdlineDefault{"translated", "iommu=nopt"};
+      }
+    } else if (word.starts_with("iommu.passthrough=")) {
+      auto v = kstrtobool(std::string_view(word).substr(18));
+      if (!v) continue;
+      if (intel_vtd && !at_least(5, 3)) continue;  // VT-d before 5.3 ignored the default domain type
+      out = CmdlineDefault{*v ? "passthrough" : "translated", escape_text(word)};  // shown: a hostile word is escaped
+    }
+  }
+  return out;
+}
+
+// The last of `choices` the comma-separated options of name= select, compared by prefix as
+// iommu_setup(), intel_iommu_setup() and parse_amd_iommu_options() compare them.
+std::optional<std::string> last_option(const std::string& cmdline, const std::string& name,
+                                       std::initializer_list<const char*> choices) {
+  std::optional<std::string> out;
+  for (const auto& word : split_words(cmdline)) {
+    if (!word.starts_with(name + "=")) continue;
+    std::istringstream opts(word.substr(name.size() + 1));
+    for (std::string opt; std::getline(opts, opt, ',');)
+      for (const char* c : choices)
+        if (opt.starts_with(c)) out = c;
+  }
+  return out;
+}
+
+// sys/class/iommu names the IOMMU drivers registered: dmar* (Intel VT-d), ivhd* (AMD-Vi). Without
+// it, a bare-metal Intel CPU has only VT-d.
+bool intel_vtd_iommu(const Sysroot& root, const Platform& p) {
+  auto units = root.list("sys/class/iommu");
+  if (!units.empty())
+    return std::any_of(units.begin(), units.end(), [](const std::string& u) { return u.starts_with("dmar"); });
+  return p.cpu_vendor == "GenuineIntel" && !p.hypervisor;
+}
+
+// Whether DMA is translated, from every source the capture holds, and where the answer came from.
+void read_iommu(const Sysroot& root, Platform& p, const std::optional<std::string>& config) {
   auto groups = root.list("sys/kernel/iommu_groups");
   p.iommu_groups_present = !groups.empty();
-  std::string type;
+  std::string mixed;  // set when the groups' type files disagree: said with the default that decides
+  auto decide = [&](std::string mode, std::string source) {
+    p.iommu_mode = std::move(mode);
+    p.iommu_mode_source = std::move(source);
+    if (!mixed.empty() && p.iommu_mode != "unknown") p.iommu_mode_source += " (" + mixed + ")";
+  };
+  if (!p.iommu_groups_present) {
+    // No IOMMU driver registered for the PCI bus (off on the command line, not built, no hardware).
+    std::vector<std::string> said;
+    for (const char* name : {"iommu", "intel_iommu", "amd_iommu"}) {
+      auto value = last_option(p.cmdline, name, {"on", "off"});
+      if (value) said.push_back(fmt::format("{}={}", name, *value));
+    }
+    if (!said.empty()) return decide("off", fmt::format("no IOMMU groups (command line {})", fmt::join(said, " ")));
+    // Else what the kernel config says about the x86 IOMMU drivers, where it says why.
+    if (config && p.arch == "x86") {
+      bool intel = config_has(*config, "CONFIG_INTEL_IOMMU"), amd = config_has(*config, "CONFIG_AMD_IOMMU");
+      if (!intel && !amd) return decide("off", "no IOMMU groups (kernel built without CONFIG_INTEL_IOMMU and CONFIG_AMD_IOMMU)");
+      if (intel && p.cpu_vendor == "GenuineIntel" && !config_has(*config, "CONFIG_INTEL_IOMMU_DEFAULT_ON"))
+        return decide("off", "no IOMMU groups (CONFIG_INTEL_IOMMU_DEFAULT_ON not set and no intel_iommu=on)");
+    }
+    return decide("off", "no IOMMU groups");
+  }
+  // 1. The default domain of every group (sys/kernel/iommu_groups/N/type, 5.11+).
+  std::map<std::string, int> types;
   for (const auto& g : groups)
     if (auto t = root.read_line("sys/kernel/iommu_groups/" + g + "/type")) {
-      type = *t;
-      break;
+      std::string type = trim(*t);
+      if (type == "identity") ++types["passthrough"];
+      else if (type == "DMA" || type == "DMA-FQ") ++types["translated"];
     }
-  auto iommu = cmdline_param(p.cmdline, "iommu");
-  auto intel = cmdline_param(p.cmdline, "intel_iommu");
-  auto amd = cmdline_param(p.cmdline, "amd_iommu");
-  if (type == "identity" || (iommu && *iommu == "pt")) p.iommu_mode = "passthrough";
-  else if (type.rfind("DMA", 0) == 0) p.iommu_mode = "translated";
-  else if (!p.iommu_groups_present) p.iommu_mode = "off";
-  else if ((intel && *intel == "off") || (amd && *amd == "off") || (iommu && *iommu == "off")) p.iommu_mode = "off";
-  else p.iommu_mode = "unknown";
+  if (types.size() == 1) return decide(types.begin()->first, "iommu_group type");
+  if (types.size() > 1)
+    mixed = fmt::format("iommu_group types differ ({} translated, {} identity)", types["translated"], types["passthrough"]);
+
+  // 2. The command line, then 3. the kernel config's default, as the running kernel's era reads them.
+  auto release = KernelRelease::parse(p.kernel_release);
+  const KernelRelease* era = release ? &*release : nullptr;
+  auto at_least = [&](int major, int minor) { return era && std::tie(era->major, era->minor) >= std::tie(major, minor); };
+  bool intel = intel_vtd_iommu(root, p);
+  if (auto c = cmdline_default_domain(p.cmdline, era, intel)) return decide(c->mode, "command line " + c->word);
+  if (config) {
+    if (!config_has(*config, "CONFIG_IOMMU_DEFAULT_PASSTHROUGH"))
+      return decide("translated", "kernel config: CONFIG_IOMMU_DEFAULT_PASSTHROUGH not set");
+    if (intel && era && !at_least(5, 3))
+      return decide("translated", "Intel VT-d before 5.3 ignores CONFIG_IOMMU_DEFAULT_PASSTHROUGH=y (only iommu=pt)");
+    // 5.3+ (iommu_subsys_init()): active memory encryption (SME) turns a configured passthrough
+    // default back to translated unless the command line chose.
+    if (p.cpu_vendor == "AuthenticAMD" && config_has(*config, "CONFIG_AMD_MEM_ENCRYPT") && (!era || at_least(5, 3))) {
+      auto me = cmdline_param(p.cmdline, "mem_encrypt");
+      if (me && *me == "on")
+        return decide("translated", "CONFIG_IOMMU_DEFAULT_PASSTHROUGH=y overridden by mem_encrypt=on (SME)");
+      if (!(me && *me == "off") && config_has(*config, "CONFIG_AMD_MEM_ENCRYPT_ACTIVE_BY_DEFAULT"))
+        return decide("unknown", "CONFIG_IOMMU_DEFAULT_PASSTHROUGH=y, but SME may be active "
+                                 "(CONFIG_AMD_MEM_ENCRYPT_ACTIVE_BY_DEFAULT=y), which makes it translated");
+    }
+    if (!era && intel) return decide("unknown", "CONFIG_IOMMU_DEFAULT_PASSTHROUGH=y, but the kernel release (VT-d honours it from 5.3) is unknown");
+    return decide("passthrough", "kernel config: CONFIG_IOMMU_DEFAULT_PASSTHROUGH=y");
+  }
+  // 4. The era alone: VT-d before 5.3 translated every device unless iommu=pt.
+  if (intel && era && !at_least(5, 3))
+    return decide("translated", "Intel VT-d before 5.3: translated unless iommu=pt");
+  decide("unknown", mixed.empty() ? "IOMMU groups present; no iommu_group type, command line or kernel config says the default domain"
+                                  : mixed + "; no command line or kernel config says the default");
 }
 
 }  // namespace
@@ -178,10 +307,11 @@ Platform read_platform(const Sysroot& root, std::vector<Finding>& findings) {
     findings.push_back({"proc/sys/kernel/osrelease", "missing: kernel release unknown"});
   }
   if (auto v = root.read_line("proc/version")) p.kernel_version = trim(*v);
+  if (auto v = root.read_line("proc/version_signature")) p.kernel_version_signature = trim(*v);
   if (auto c = root.read_line("proc/cmdline")) p.cmdline = trim(*c);
   if (auto h = root.read_line("proc/sys/kernel/hostname")) p.hostname = trim(*h);
-  read_kernel_config(root, p, findings);
-  read_iommu(root, p);
+  auto config = read_kernel_config(root, p, findings);
+  read_iommu(root, p, config);
   return p;
 }
 

@@ -257,9 +257,13 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
     for (const auto& dev : root.list(g + "/devices"))
       if (auto target = root.read_link(g + "/devices/" + dev)) tar.symlink(g + "/devices/" + dev, *target);
   }
+  // Which IOMMU drivers registered (dmar*: Intel VT-d, ivhd*: AMD-Vi), for the IOMMU mode's era rules.
+  for (const auto& unit : root.list("sys/class/iommu"))
+    if (auto target = root.read_link("sys/class/iommu/" + unit)) tar.symlink("sys/class/iommu/" + unit, *target);
   capture_if_present(root, tar, "proc/cpuinfo");
   capture_if_present(root, tar, "proc/cmdline", options.redact ? redact_cmdline : nullptr);
   capture_if_present(root, tar, "proc/version", options.redact ? redact_kernel_version : nullptr);
+  capture_if_present(root, tar, "proc/version_signature");  // Ubuntu: the stable release it is built from
   capture_if_present(root, tar, "proc/sys/kernel/osrelease");
   if (!topo.platform.kernel_config_source.empty()) capture_if_present(root, tar, topo.platform.kernel_config_source);
 

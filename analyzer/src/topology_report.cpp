@@ -147,7 +147,8 @@ nlohmann::ordered_json platform_to_json(const Platform& p) {
           {"config_pci_p2pdma", to_string(p.config_p2pdma)},
           {"kernel_config_source", p.kernel_config_source.empty() ? json(nullptr) : json(p.kernel_config_source)},
           {"iommu_groups_present", p.iommu_groups_present},
-          {"iommu_mode", p.iommu_mode}};
+          {"iommu_mode", p.iommu_mode},
+          {"iommu_mode_source", p.iommu_mode_source.empty() ? json(nullptr) : json(p.iommu_mode_source)}};
 }
 
 nlohmann::ordered_json topology_to_json(const Topology& t) {

@@ -117,6 +117,9 @@ std::vector<FactSpec> build_catalog() {
 
       fact("iommu.mode", kEnum, "DMA translation for the devices (kernel command line, iommu_group/type)",
            {"off", "passthrough", "translated"}),
+      fact("iommu.mode_source", kString,
+           "where iommu.mode came from: \"iommu_group type\", \"command line iommu=pt\", \"kernel config: "
+           "CONFIG_IOMMU_DEFAULT_PASSTHROUGH=y\", \"no IOMMU groups\", the era's default; set also when the mode is unknown"),
 
       fact("platform.vm_guest", kBool, "the machine is a virtual machine (CPU hypervisor flag)"),
       fact("platform.cpu_vendor", kString, "CPU vendor_id (\"GenuineIntel\", \"AuthenticAMD\")"),

@@ -269,6 +269,7 @@ FactSet machine_facts(const Topology& t, const KernelRules& rules) {
   facts.set("vendor.copy_verified", false);
   const std::string& mode = t.platform.iommu_mode;
   if (mode == "off" || mode == "passthrough" || mode == "translated") facts.set("iommu.mode", mode);
+  if (!t.platform.iommu_mode_source.empty()) facts.set("iommu.mode_source", t.platform.iommu_mode_source);
   facts.set("platform.vm_guest", t.platform.hypervisor);
   if (!t.platform.cpu_vendor.empty()) facts.set("platform.cpu_vendor", t.platform.cpu_vendor);
   if (t.platform.cpu_family) facts.set("platform.cpu_family", int64_t{*t.platform.cpu_family});
@@ -344,12 +345,14 @@ void add_kernel_text_facts(const Topology& t, const PairVerdict& v, FactSet& fac
     if (v.remedy.cpu_unknown)
       actions.push_back(dump ? "pass --dump-cpu VENDOR:FAMILY:MODEL as /proc/cpuinfo of that machine says"
                              : "capture the snapshot with its /proc/cpuinfo");
+    actions.insert(actions.end(), v.remedy.unknown_whitelist.begin(), v.remedy.unknown_whitelist.end());
     if (actions.empty())
       actions.push_back(dump ? "rerun `sudo lspci -xxxx` and analyse that dump"
                              : "run p2paudit as root, or analyse a snapshot captured as root");
   }
   if (!v.remedy.disable_acs_redir.empty())
-    actions.push_back("add the kernel parameter pci=disable_acs_redir=" + v.remedy.disable_acs_redir);
+    actions.push_back("add the kernel parameter pci=disable_acs_redir=" + v.remedy.disable_acs_redir +
+                      (v.remedy.acs_override.empty() ? "" : " (" + v.remedy.acs_override + ")"));
   actions.insert(actions.end(), v.remedy.alternatives.begin(), v.remedy.alternatives.end());
   if (actions.empty() && v.map_type == MapType::kNotSupported)
     actions.push_back("none on this kernel: stage through host memory");

@@ -125,6 +125,9 @@ struct KernelRules {
   std::string config_source;
 
   std::vector<WhitelistEntry> whitelist;  // this release's table, then the user's entries
+  // Table entries this build may or may not carry: a stable backport (X.Y.Z) behind a distribution
+  // release that hides its stable patch level ("7.1.0-14-generic"). A pair they decide is unknown.
+  std::vector<WhitelistEntry> unknown_whitelist;
   size_t table_entries = 0;               // how many of `whitelist` are the kernel's own
   std::vector<WhitelistEntry> all_releases;  // every release's entries, to say which has one
   std::vector<std::string> rule_files;    // what the rules were loaded from
@@ -136,6 +139,10 @@ struct KernelRuleOptions {
   std::vector<std::string> kernel_rules;  // --kernel-rules FILE
   std::vector<std::string> assume_whitelisted;
 };
+
+// The upstream stable release X.Y.Z a distribution kernel of release r (same X.Y) says it was built
+// from: Ubuntu's proc/version_signature, Debian's proc/version ("Debian 6.1.55-1"); else nullopt.
+std::optional<KernelRelease> stable_base(const Platform& platform, const KernelRelease& r);
 
 // Picks the release (--kernel, else the platform's, else the newest known) and resolves its rules.
 // Throws InputError when a release is given but cannot be parsed.

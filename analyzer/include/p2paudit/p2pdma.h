@@ -34,6 +34,7 @@ struct HostBridgeCheck {
   std::optional<size_t> root_device;       // what pci_host_bridge_dev() returned
   bool same_host_bridge = false;           // the argument the kernel passed
   std::optional<size_t> entry;             // matching index into KernelRules::whitelist
+  std::optional<size_t> unknown_entry;     // else the KernelRules::unknown_whitelist entry it matches
   bool refused_same_host_bridge = false;   // matched an entry flagged REQ_SAME_HOST_BRIDGE
   std::optional<bool> passed;              // nullopt when unknown
 };
@@ -42,6 +43,8 @@ struct Remedy {
   std::string disable_acs_redir;           // pci=disable_acs_redir= value, ';'-separated; "" if none
   std::vector<std::string> acs_unknown;    // devices whose redirect bits could not be read
   bool cpu_unknown = false;                // the CPU rule's answer depends on an unknown boot CPU
+  std::vector<std::string> unknown_whitelist;  // how to learn whether the build carries a deciding entry
+  std::string acs_override;                // pcie_acs_override= is on the command line: why it does not help
   std::vector<int> iommu_groups_merged;    // groups the ACS change would likely merge
   std::string whitelist;                   // "host bridge VVVV:DDDD (name) is not in ..." or ""
   std::vector<std::string> alternatives;   // what else would change the answer
@@ -97,6 +100,14 @@ std::optional<size_t> pci_host_bridge_dev(const Topology& topo, const KernelRule
 std::optional<size_t> slot_devfn0(const Topology& topo, const HostBridge& host);
 // The first entry of rules.whitelist that __host_bridge_whitelist() matches root against.
 std::optional<size_t> whitelist_entry(const KernelRules& rules, const Function& root);
+// The first entry of rules.unknown_whitelist root matches (an entry this build may or may not carry).
+std::optional<size_t> unknown_whitelist_entry(const KernelRules& rules, const Function& root);
+// What a pair decided by rules.unknown_whitelist[i] depends on, and how to find it out: one text
+// per entry, the same for every pair (the report and the policy show it once).
+std::string unknown_whitelist_note(const KernelRules& rules, size_t i);
+std::string unknown_whitelist_action(const KernelRules& rules, size_t i);
+// The notes for the unknown entries some host bridge of topo is keyed by (none for the others).
+std::vector<std::string> unknown_whitelist_notes(const Topology& topo, const KernelRules& rules);
 // Mirrors root_complex_whitelist() of 5.2-5.3: an AMD ZEN root complex (1022:1450), no IOMMU.
 bool zen_root_complex(const Topology& topo, const HostBridge& host);
 

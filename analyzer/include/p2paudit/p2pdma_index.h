@@ -97,6 +97,7 @@ class P2pdmaIndex {
   std::vector<uint8_t> irregular_;     // on an upstream loop: answered by pci_p2pdma_distance()
   std::vector<uint32_t> host_bridge_;  // index into topo.host_bridges, kNone when not found
   std::vector<HostBridgeResult> whitelist_same_, whitelist_different_;
+  std::vector<uint8_t> whitelist_unknown_;  // keyed by an entry this build may lack: pci_p2pdma_distance() answers
   std::vector<uint8_t> zen_root_complex_;  // root_complex_whitelist() of 5.2-5.3, per host bridge
   // pci_host_bridge_dev() when nothing unreadable is assumed, and its whitelist entry.
   std::vector<std::optional<size_t>> root_device_, root_entry_;

@@ -189,12 +189,14 @@ struct Platform {
   bool hypervisor = false;
   std::string kernel_release;          // proc/sys/kernel/osrelease
   std::string kernel_version;          // proc/version
+  std::string kernel_version_signature;  // proc/version_signature (Ubuntu: "Ubuntu 7.1.0-14.14-generic 7.1.3")
   std::string cmdline;
   Known config_p2pdma = Known::kUnknown;
   std::string kernel_config_source;    // path in the sysroot the config came from, or ""
   std::string hostname;
   bool iommu_groups_present = false;
   std::string iommu_mode;              // "off", "passthrough", "translated", "unknown"
+  std::string iommu_mode_source;       // where iommu_mode came from ("iommu_group type", "command line iommu=pt", ...)
 };
 
 // Something the reader noticed and did not hide (a parent mismatch, an unreadable file).
