@@ -513,7 +513,8 @@ TEST(IntelClientCpu, ByTheKernelsModelNames) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The recorded 2x H200 VM (tests/data/machines/h200x2-firecracker-vm): GPU<->ConnectX pairs.
+// The recorded 2x H200 VM (tests/data/machines/h200x2-firecracker-vm): its GPU<->NIC pairs (the
+// capture's NIC is a virtio-net function, 1af4:1041, class 0200).
 // ---------------------------------------------------------------------------------------------
 
 TEST(H200Snapshot, GpuNicPairsAreDecidedByTheThirdPartyRuleNotByConfigP2pdma) {
