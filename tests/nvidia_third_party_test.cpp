@@ -12,6 +12,7 @@
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/policy/nvidia_third_party.h"
+#include "p2paudit/snapshot.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "synthetic_tree.h"
@@ -423,6 +424,25 @@ TEST(NvidiaThirdParty, ReaderTakesModulesAndOverrideFromWhereTheyAreStated) {
   s.write("proc/cmdline", "root=/dev/sda1\n");
   s.write("proc/driver/nvidia/params", "ResmanDebugLevel: 4294967295\n");  // a driver without the key
   EXPECT_FALSE(read_topology(Sysroot::open(s.str())).platform.nvidia_grdma_override.has_value());
+}
+
+TEST(NvidiaThirdParty, SnapshotKeepsWhatTheGateReads) {
+  test::SysrootDir s;
+  s.function("pci0000:00/0000:00:01.0", test::ConfigBytes(0x10de, 0x2331, 0x030200, 0).bytes());
+  s.write("proc/modules", "nvidia_fs 16384 0 - Live 0x0\n");
+  s.write("proc/driver/nvidia/params", "GrdmaPciTopoCheckOverride: 2\n");
+  s.write("etc/modprobe.d/nvidia.conf", "options nvidia NVreg_GrdmaPciTopoCheckOverride=1\n");
+  std::string out = ::testing::TempDir() + "/nvtp-snapshot-" + std::to_string(::getpid()) + ".tar.gz";
+  fs::remove(out);
+  Sysroot root = Sysroot::open(s.str());
+  write_snapshot(root, read_topology(root), out, {});
+  Sysroot captured = Sysroot::open(out);
+  EXPECT_TRUE(captured.exists("etc/modprobe.d/nvidia.conf"));
+  Topology t = read_topology(captured);
+  EXPECT_EQ(t.platform.nvidia_grdma_override, 2);
+  EXPECT_EQ(t.platform.nvidia_fs_loaded, Known::kYes);
+  EXPECT_EQ(t.platform.nvidia_peermem_loaded, Known::kNo);
+  fs::remove(out);
 }
 
 std::string env_of(const Topology& t) {
