@@ -405,7 +405,7 @@ std::string gdr_level_exports(PolicyEvaluator& evaluator, const std::vector<Name
     }
   if (pairs == 0) return "";
   std::string out = fmt::format("# {} of {} ordered NVIDIA GPU<->NIC pairs may use GPUDirect RDMA\n", peer, pairs);
-  if (lowest_refused == 2) return out + "unset NCCL_NET_GDR_LEVEL\n";
+  if (lowest_refused == 2) return out + "unset NCCL_NET_GDR_LEVEL  # NCCL's default (up to PXB) agrees with them\n";
   return out + fmt::format("export NCCL_NET_GDR_LEVEL={}  # below {}: a pair at {} is not peer\n",
                            lowest_refused == 0 ? "LOC" : "PIX", kLevels[lowest_refused], kLevels[lowest_refused]);
 }
