@@ -293,6 +293,63 @@ std::optional<std::string> cmdline_pci_option(const std::string& cmdline, const 
   return value;
 }
 
+// What NVIDIA's third-party peer paths depend on and the sysroot shows: SMBIOS's virtual-machine
+// bit (type 0, byte 0x13 bit 4, NVIDIA's guest test on AArch64), nvidia_peermem and nvidia_fs loaded (/proc/modules; else a module's sysfs initstate, absent on a live /sys only when
+// not loaded), and NVreg_GrdmaPciTopoCheckOverride where the driver or its configuration states it:
+// /proc/driver/nvidia/params (the running driver; module parameters are mode 0, so usually not in
+// /sys/module), the kernel command line, then `options nvidia` lines of /etc/modprobe.d (last wins,
+// used when the module is next loaded). Nothing stated: unknown, never the default.
+static void read_nvidia_third_party(const Sysroot& root, Platform& p) {
+  auto modules = root.read_text("proc/modules");
+  auto loaded = [&](const std::string& name) {
+    if (modules) {
+      std::istringstream in(*modules);
+      for (std::string line; std::getline(in, line);)
+        if (line.substr(0, line.find(' ')) == name) return Known::kYes;
+      return Known::kNo;
+    }
+    if (root.exists("sys/module/" + name + "/initstate")) return Known::kYes;
+    return root.is_live() ? Known::kNo : Known::kUnknown;
+  };
+  p.nvidia_peermem_loaded = loaded("nvidia_peermem");
+  p.nvidia_fs_loaded = loaded("nvidia_fs");
+  if (auto raw = root.read_bytes("sys/firmware/dmi/entries/0-0/raw", 256); raw && raw->size() > 0x13 && (*raw)[0] == 0 &&
+                                                                             (*raw)[1] > 0x13)
+    p.firmware_vm = ((*raw)[0x13] & 0x10) ? Known::kYes : Known::kNo;
+  const std::string key = "GrdmaPciTopoCheckOverride";
+  auto set = [&](const std::string& value, const std::string& source) {
+    if (auto v = parse_int(trim(value))) p.nvidia_grdma_override = *v, p.nvidia_grdma_override_source = source;
+  };
+  if (auto params = root.read_text("proc/driver/nvidia/params")) {
+    std::istringstream in(*params);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(key + ":", 0) == 0) set(line.substr(key.size() + 1), "/proc/driver/nvidia/params");
+    return;  // the running driver's own list: a key it lacks is one it does not have
+  }
+  if (auto v = root.read_line("sys/module/nvidia/parameters/NVreg_" + key)) {
+    set(*v, "/sys/module/nvidia/parameters/NVreg_" + key);
+    return;
+  }
+  if (auto v = cmdline_param(p.cmdline, "nvidia.NVreg_" + key)) {
+    set(*v, "the kernel command line");
+    return;
+  }
+  size_t files = 0;
+  for (const auto& name : root.list("etc/modprobe.d")) {
+    if (name.size() < 5 || name.substr(name.size() - 5) != ".conf" || ++files > 256) continue;
+    auto text = root.read_text("etc/modprobe.d/" + name);
+    if (!text) continue;
+    std::istringstream in(*text);
+    for (std::string line; std::getline(in, line);) {
+      auto words = split_words(line.substr(0, line.find('#')));
+      if (words.size() < 3 || words[0] != "options" || words[1] != "nvidia") continue;
+      for (size_t i = 2; i < words.size(); ++i)
+        if (words[i].rfind("NVreg_" + key + "=", 0) == 0)
+          set(words[i].substr(key.size() + 7), "/etc/modprobe.d/" + name + " (applies when the nvidia module is loaded)");
+    }
+  }
+}
+
 Platform read_platform(const Sysroot& root, std::vector<Finding>& findings) {
   Platform p;
   read_cpuinfo(root, p, findings);
@@ -312,6 +369,7 @@ Platform read_platform(const Sysroot& root, std::vector<Finding>& findings) {
   if (auto h = root.read_line("proc/sys/kernel/hostname")) p.hostname = trim(*h);
   auto config = read_kernel_config(root, p, findings);
   read_iommu(root, p, config);
+  read_nvidia_third_party(root, p);
   return p;
 }
 

@@ -265,6 +265,12 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   capture_if_present(root, tar, "proc/version", options.redact ? redact_kernel_version : nullptr);
   capture_if_present(root, tar, "proc/version_signature");  // Ubuntu: the stable release it is built from
   capture_if_present(root, tar, "proc/sys/kernel/osrelease");
+  // NVIDIA's third-party peer paths: loaded modules, the driver's parameters, modprobe options.
+  capture_if_present(root, tar, "proc/modules");
+  capture_if_present(root, tar, "proc/driver/nvidia/params");
+  capture_if_present(root, tar, "sys/firmware/dmi/entries/0-0/raw");
+  for (const auto& name : root.list("etc/modprobe.d"))
+    if (name.size() > 5 && name.substr(name.size() - 5) == ".conf") capture_if_present(root, tar, "etc/modprobe.d/" + name);
   if (!topo.platform.kernel_config_source.empty()) capture_if_present(root, tar, topo.platform.kernel_config_source);
 
   nlohmann::ordered_json j = {{"schema_version", meta.schema_version}, {"tool_version", meta.tool_version},

@@ -133,7 +133,7 @@ std::vector<FactSpec> build_catalog() {
 
       // What the vendor stack that owns the pair would decide; see docs/vendor-p2p-gates.
       fact("vendor.authority", kEnum, "whose peer logic governs the pair: the kernel's P2PDMA or a vendor driver's",
-           {"kernel", "nvidia", "amdgpu", "xe", "xrt", "unknown"}),
+           {"kernel", "nvidia", "amdgpu", "xe", "xrt", "nvidia_third_party", "unknown"}),
       from_vendor(fact("vendor.nvlink", kBool, "an NVLink connects the two GPUs")),
       from_vendor(fact("vendor.xgmi", kBool, "both AMD GPUs are in the same XGMI hive")),
       from_vendor(fact("vendor.peer_supported", kBool, "the vendor stack reports peer access between the two as supported")),
@@ -162,6 +162,44 @@ std::vector<FactSpec> build_catalog() {
                            0, kMaxDeviceMemory)),
       from_vendor(in_range(fact("vendor.copy_gbps", kNumber, "median peer copy bandwidth, GB/s"), 0, 1e6)),
       from_vendor(in_range(fact("vendor.copy_staged_gbps", kNumber, "median host-staged copy bandwidth, GB/s"), 0, 1e6)),
+      // NVIDIA's third-party paths (vendor.authority nvidia_third_party: an NVIDIA GPU and a device of
+      // another driver): GPUDirect RDMA, GPUDirect Storage and dma-buf export ask the driver's
+      // nv_grdma_pci_topology_supported() (vendor-p2p-gates.md §1.10), never the kernel's P2PDMA.
+      fact("vendor.nvidia_peermem_loaded", kBool,
+           "the nvidia_peermem module is loaded (/proc/modules): GPUDirect RDMA through ib_core peer memory needs it, "
+           "dma-buf registration does not"),
+      fact("vendor.nvidia_fs_loaded", kBool, "the nvidia_fs module (GPUDirect Storage) is loaded (/proc/modules)"),
+      fact("vendor.nvidia_chipset", kString,
+           "the chipset NVIDIA's driver identifies (its chipsetInfo[] table, first entry present: \"CS_AMPERE_ALTRA\"; "
+           "\"CS_UNKNOWN\" when none is)"),
+      fact("vendor.nvidia_unsupported_chipset", kBool,
+           "that chipset is one NVIDIA's third-party gate restricts to devices sharing an upstream bridge "
+           "(CS_NVIDIA_TH500, CS_AMPERE_ALTRA, CS_AMPERE_AMPEREONE160)"),
+      fact("vendor.nvidia_coherent", kBool, "the GPUs are cache-coherent with the CPU over NVLink-C2C (Grace): the gate allows"),
+      fact("vendor.nvidia_grdma_override", kInteger,
+           "NVreg_GrdmaPciTopoCheckOverride as the driver or its configuration states it: 1 always allow, 2 always deny, "
+           "0 the topology check"),
+      fact("vendor.nvidia_grdma_override_source", kString, "where vendor.nvidia_grdma_override was read"),
+      fact("vendor.nvidia_passthrough", kBool,
+           "the GPU is passed through to this VM (a guest, and not a VF): NVIDIA's gate then allows"),
+      fact("vendor.nvidia_shared_upstream_bridge", kBool,
+           "the GPU and the other device share an upstream bridge (a root port counts): nv_pci_has_common_pci_switch()"),
+      fact("vendor.nvidia_grdma_allowed", kBool,
+           "nv_grdma_pci_topology_supported() for the pair: the driver maps GPU memory for the device (unknown when an "
+           "unknown input could change it)"),
+      fact("vendor.nvidia_grdma_step", kEnum, "the step of nv_grdma_pci_topology_supported() that answered",
+           {"coherent", "override_allow", "override_deny", "passthrough", "common_bridge", "no_common_bridge",
+            "supported_chipset"}),
+      fact("vendor.nccl_path_class", kEnum,
+           "NCCL's path type for a GPU<->NIC pair: PIX one PCIe switch, PXB several switches, PHB through the CPU's "
+           "host bridge, SYS across NUMA nodes (NVIDIA/nccl src/include/graph.h)",
+           {"PIX", "PXB", "PHB", "SYS"}),
+      fact("vendor.nccl_gdr_default", kBool,
+           "NCCL uses GPUDirect RDMA on that path with NCCL_NET_GDR_LEVEL unset (PIX, PXB); beyond it NCCL stages "
+           "through host memory"),
+      fact("vendor.intel_client_cpu", kBool,
+           "the CPU is an Intel client (Core) part by the kernel's intel-family.h model names; its root complex "
+           "forwards peer writes only"),
 
       from_vendor(fact("runtime.level_zero_version", kString, "Level Zero loader version")),
       from_vendor(fact("runtime.compute_runtime_version", kString, "Intel compute-runtime release (\"26.09.37435.1\")")),

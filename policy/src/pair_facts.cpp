@@ -280,6 +280,7 @@ FactSet machine_facts(const Topology& t, const KernelRules& rules) {
     facts.set("platform.amd_zen", t.platform.cpu_vendor == "AuthenticAMD" && *t.platform.cpu_family >= 0x17);
   else if (!t.platform.arch.empty())
     facts.set("platform.amd_zen", false);
+  set_nvidia_third_party_machine_facts(t, facts);
   return facts;
 }
 
@@ -289,7 +290,8 @@ FactSet device_facts(const Function& f, bool as_provider) {
   return facts;
 }
 
-PairFactsContext::PairFactsContext(const P2pdmaIndex& index) : index(index) {
+PairFactsContext::PairFactsContext(const P2pdmaIndex& index)
+    : index(index), nvidia_machine(nvidia_grdma_machine(index.topology())) {
   for (const Function& f : index.topology().functions) {
     links.push_back({gts(f.link.current_speed), gts(f.link.max_speed), f.link.current_width, f.link.max_width});
     int8_t prefetch = 1;
@@ -315,7 +317,13 @@ FactSet pair_own_facts(const PairFactsContext& context, size_t provider, size_t 
   auto path = path_devices(index, provider, client, o);
   set_link_facts(context, path, facts);
   if (auto b = bridges_64bit_prefetch(context, provider, client, o)) facts.set(ids().bridges_64bit_prefetch, *b);
-  facts.set(ids().authority, authority(p, c));
+  std::string who = authority(p, c);
+  // NVIDIA's third-party paths (GPUDirect RDMA / Storage, dma-buf) answer to the driver's own gate.
+  if (who == "kernel" && nvidia_third_party_gpu(t, provider, client)) {
+    who = "nvidia_third_party";
+    set_nvidia_third_party_pair_facts(t, context.nvidia_machine, provider, client, facts);
+  }
+  facts.set(ids().authority, who);
   if (p.driver == "nvidia" && c.driver == "nvidia" && provider != client) {
     facts.set("vendor.nvidia_common_switch", nvidia_common_switch(t, provider, client));
     if (p.nvidia_clique_state != CapState::kUnknown && c.nvidia_clique_state != CapState::kUnknown)

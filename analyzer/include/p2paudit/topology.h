@@ -197,6 +197,15 @@ struct Platform {
   bool iommu_groups_present = false;
   std::string iommu_mode;              // "off", "passthrough", "translated", "unknown"
   std::string iommu_mode_source;       // where iommu_mode came from ("iommu_group type", "command line iommu=pt", ...)
+  // NVIDIA's third-party peer paths (vendor-p2p-gates.md §1.9, §1.10), read_nvidia_third_party():
+  // modules loaded (kUnknown where neither /proc/modules nor a live /sys/module tells), and
+  // NVreg_GrdmaPciTopoCheckOverride with the file or parameter it was read from (nullopt: unknown).
+  Known nvidia_peermem_loaded = Known::kUnknown, nvidia_fs_loaded = Known::kUnknown;
+  std::optional<int64_t> nvidia_grdma_override;
+  std::string nvidia_grdma_override_source;
+  // SMBIOS type 0 says "virtual machine" (BIOS characteristics extension byte 2, bit 4): how NVIDIA's
+  // driver recognises a guest on AArch64, where cpuinfo has no hypervisor flag.
+  Known firmware_vm = Known::kUnknown;
 };
 
 // Something the reader noticed and did not hide (a parent mismatch, an unreadable file).

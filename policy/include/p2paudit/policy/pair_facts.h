@@ -15,6 +15,7 @@
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_index.h"
 #include "p2paudit/policy/facts.h"
+#include "p2paudit/policy/nvidia_third_party.h"
 #include "p2paudit/topology.h"
 
 namespace p2paudit::policy {
@@ -36,6 +37,7 @@ struct PairFactsContext {
   const P2pdmaIndex& index;
   std::vector<LinkSpeeds> links;                // per function, parsed once
   std::vector<int8_t> bridge_prefetch_64bit;    // per function: 1 yes (or not a bridge), 0 no, -1 unknown
+  NvidiaGrdmaMachine nvidia_machine;            // the third-party gate's machine inputs, read once
 };
 FactSet pair_own_facts(const PairFactsContext& context, size_t provider, size_t client, const PairOutcome& outcome);
 const std::vector<std::string>& kernel_text_facts();  // "kernel.reason", "kernel.remedy", ...
