@@ -552,8 +552,13 @@ TEST(PublicCasesPolicy, Nccl304GpuDirectRdmaThroughRedirectingPlxPortsIsHostStag
   // On a kernel before 5.14 P2PDMA refuses a redirected pair outright; NVIDIA's driver never asks.
   expect_decision(decide(broken, "5.4.0", "04:00.0", "05:00.0"), policy::Action::kHostStaged,
                   "nvidia-peer-through-acs-redirect");
-  // After f2a.w=0000 the switch keeps the traffic below it, and the rule no longer holds.
+  // After f2a.w=0000 the switch keeps the traffic below it, and the rule no longer holds. GPUDirect
+  // RDMA then ran, so NVIDIA's gate allowed it: stated here as the driver's defaults (override 0,
+  // the peer-memory module loaded), which the report's era had no way to change.
   Tree fixed = nccl304_tree(0);
+  fixed.t.platform.nvidia_grdma_override = 0;
+  fixed.t.platform.nvidia_grdma_override_source = "stand-in: the driver's default";
+  fixed.t.platform.nvidia_peermem_loaded = Known::kYes;
   EXPECT_EQ(verdict(fixed, "5.15.0", "04:00.0", "05:00.0").map_type, MapType::kBusAddr);
   auto d = decide(fixed, "5.15.0", "04:00.0", "05:00.0");
   EXPECT_EQ(d.decision.action, policy::Action::kPeer) << d.decision.rule;
