@@ -550,19 +550,25 @@ TEST(H200Snapshot, GpuNicPairsAreDecidedByTheThirdPartyRuleNotByConfigP2pdma) {
     for (size_t n : nics)
       for (auto [p, c] : {std::pair{g, n}, std::pair{n, g}}) {
         auto r = decide(t, p, c);
-        // The capture holds no /proc/driver/nvidia/params: NVreg_GrdmaPciTopoCheckOverride is unknown.
-        expect_vendor_driver(r, Action::kHostStaged, "nvidia-third-party-unknown");
+        // The guest's NIC is virtio-net (1af4:1041 on virtio-pci): no RDMA provider, so nothing can
+        // map GPU memory for it, whatever the gate (whose override this capture lacks) would say.
+        expect_vendor_driver(r, Action::kHostStaged, "nvidia-third-party-no-importer");
+        EXPECT_EQ(r.fact("vendor.nvidia_importer"), "none");
         EXPECT_EQ(r.fact("vendor.nvidia_passthrough"), "true");
         EXPECT_EQ(r.fact("vendor.nccl_path_class"), "PHB");  // every device on the guest's root bus
         EXPECT_EQ(r.d.decision.reason.find("CONFIG_PCI_P2PDMA"), std::string::npos);
-        EXPECT_NE(r.d.decision.reason.find("PHB"), std::string::npos);
       }
-  // With the driver's parameters stated (as a capture by this version keeps them), the GPUs are
-  // passed through and the gate allows.
+  // Were the NIC an RDMA provider's (a ConnectX VF passed through), the gate would decide: unknown
+  // without the driver's parameters, and with them stated the GPUs are passed through and it allows.
+  for (size_t n : nics) t.functions[n].driver = "mlx5_core";
+  auto unknown = decide(t, gpus[0], nics[0]);
+  expect_vendor_driver(unknown, Action::kHostStaged, "nvidia-third-party-unknown");
+  EXPECT_NE(unknown.d.decision.reason.find("PHB"), std::string::npos);
   t.platform.nvidia_grdma_override = 0;
   auto r = decide(t, gpus[0], nics[0]);
   expect_vendor_driver(r, Action::kPeer, "nvidia-third-party-allows");
   EXPECT_EQ(r.fact("vendor.nvidia_grdma_step"), "passthrough");
+  EXPECT_EQ(r.fact("vendor.nvidia_importer"), "rdma");
 }
 
 }  // namespace

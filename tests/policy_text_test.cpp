@@ -173,18 +173,20 @@ TEST(AuditScreen, TwoGpuVmFirstScreenIsTheDecision) {
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nVM: +yes)"))) << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nruntimes: +answers stored in the snapshot: nvml ok, cuda ok)"))) << r.output;
   // The grid: the GPUs peer by NVLink; the NIC's pairs are NVIDIA's third-party paths (the kernel's
-  // P2PDMA, built out here, does not govern them), staged while the driver's override is unknown.
+  // P2PDMA, built out here, does not govern them), staged: the guest's NIC is virtio-net, which no
+  // GPUDirect path can use.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(\ngpu0 +X +PEER\[([0-9])\] +HOST\[([0-9])\]\n)"))) << r.output;
   const std::string peer = m[1], host = m[2];
   EXPECT_TRUE(std::regex_search(r.output, std::regex("\\n\\[" + peer + "\\] PEER by nvlink \\(vendor-fabric\\): 2 pairs: gpu0 -> gpu1, gpu1 -> gpu0\\n")))
       << r.output;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("\\n\\[" + host + "\\] HOST by nvidia-third-party-unknown \\(vendor-driver\\): 4 pairs: [^\\n]*nic0[^\\n]*\\n"
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("\\n\\[" + host + "\\] HOST by nvidia-third-party-no-importer \\(vendor-driver\\): 4 pairs: [^\\n]*\\n"
                                                         " +why: ([^\\n]*)\\n +fix: ([^\\n]*)\\n")))
       << r.output;
-  EXPECT_NE(m[1].str().find("NVIDIA's driver"), std::string::npos) << m[1];
+  EXPECT_NE(m[1].str().find("NVIDIA GPU cannot map GPU memory"), std::string::npos) << m[1];
   EXPECT_EQ(m[1].str().find("CONFIG_PCI_P2PDMA"), std::string::npos) << m[1];
-  EXPECT_NE(m[2].str().find("capture the snapshot"), std::string::npos) << m[2];
+  EXPECT_NE(m[2].str().find("RDMA-capable NIC"), std::string::npos) << m[2];
+  EXPECT_NE(r.output.find("HOST[" + host + "]\n"), std::string::npos) << "the NIC's column";
   // Every note: one line of why, and a fix where it stages or refuses.
   std::regex note(R"(\n\[[0-9]+\] (PEER|HOST|DENY) by [^\n]*\n +why: [^\n]+\n( +fix: [^\n]+\n)?)");
   size_t notes = 0;

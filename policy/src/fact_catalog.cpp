@@ -197,6 +197,11 @@ std::vector<FactSpec> build_catalog() {
       fact("vendor.nccl_gdr_default", kBool,
            "NCCL uses GPUDirect RDMA on that path with NCCL_NET_GDR_LEVEL unset (PIX, PXB); beyond it NCCL stages "
            "through host memory"),
+      fact("vendor.nvidia_importer", kEnum,
+           "how the device paired with an NVIDIA GPU can map GPU memory for its own DMA: rdma (its PCI driver is an "
+           "RDMA provider's, ib_core peer memory or dma-buf), storage (nvme: GPUDirect Storage through nvidia_fs), "
+           "none (no importer: data passes through host memory)",
+           {"rdma", "storage", "none"}),
       fact("vendor.intel_client_cpu", kBool,
            "the CPU is an Intel client (Core) part by the kernel's intel-family.h model names; its root complex "
            "forwards peer writes only"),

@@ -344,6 +344,25 @@ void set_nvidia_third_party_machine_facts(const Topology& t, FactSet& facts) {
   }
 }
 
+namespace {
+
+// The PCI drivers under which the kernel's RDMA providers (drivers/infiniband/hw/*) register an
+// ib_device: only their devices can take GPU memory through ib_core peer memory or a dma-buf MR.
+// NVMe drives take it through nvidia_fs (GPUDirect Storage). Anything else (virtio-net, e1000e, a
+// USB or audio controller) has no importer, whatever NVIDIA's gate says.
+const char* nvidia_importer(const Function& f) {
+  static constexpr std::string_view kRdmaProviders[] = {
+      "mlx4_core", "mlx5_core", "bnxt_en", "ice",  "i40e",     "idpf",  "qede",  "efa",      "ionic", "hfi1",
+      "ib_qib",    "cxgb4",     "erdma",   "mana", "vmw_pvrdma", "be2net", "hns3", "mthca",   "ib_mthca"};
+  if (classify_device(f) == DeviceClass::kInfiniband) return "rdma";
+  for (std::string_view d : kRdmaProviders)
+    if (f.driver == d) return "rdma";
+  if (f.driver == "nvme") return "storage";
+  return "none";
+}
+
+}  // namespace
+
 void set_nvidia_third_party_pair_facts(const Topology& t, const NvidiaGrdmaMachine& machine, size_t provider,
                                        size_t client, FactSet& facts) {
   auto gpu = nvidia_third_party_gpu(t, provider, client);
@@ -356,6 +375,7 @@ void set_nvidia_third_party_pair_facts(const Topology& t, const NvidiaGrdmaMachi
   GrdmaResult r = nv_grdma_pci_topology_supported(machine, pass, common);
   if (r.allowed) facts.set("vendor.nvidia_grdma_allowed", *r.allowed);
   if (r.step) facts.set("vendor.nvidia_grdma_step", std::string(to_string(*r.step)));
+  facts.set("vendor.nvidia_importer", std::string(nvidia_importer(t.functions[peer])));
   DeviceClass c = classify_device(t.functions[peer]);
   if (c == DeviceClass::kNic || c == DeviceClass::kInfiniband)
     if (auto path = nccl_path_class(t, *gpu, peer)) {
