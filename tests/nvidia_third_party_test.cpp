@@ -571,5 +571,33 @@ TEST(H200Snapshot, GpuNicPairsAreDecidedByTheThirdPartyRuleNotByConfigP2pdma) {
   EXPECT_EQ(r.fact("vendor.nvidia_importer"), "rdma");
 }
 
+// A real driver's parameters (tests/data/SOURCE.md: the H100 VM, 2026-11-25): the snapshot keeps
+// /proc/driver/nvidia/params and /proc/modules, so the gate's inputs are read, not unknown.
+TEST(H100Snapshot, TheDriversParametersAreReadFromTheCapture) {
+  Topology t = read_topology(
+      Sysroot::open(test::data_path("machines/h100-firecracker-vm/live-2026-11-25/snapshot.tar.gz")));
+  ASSERT_EQ(t.platform.nvidia_grdma_override, std::optional<int64_t>{0});
+  EXPECT_NE(t.platform.nvidia_grdma_override_source.find("proc/driver/nvidia/params"), std::string::npos)
+      << t.platform.nvidia_grdma_override_source;
+  EXPECT_EQ(t.platform.nvidia_peermem_loaded, Known::kNo);
+  std::optional<size_t> gpu, nic;
+  for (size_t i = 0; i < t.functions.size(); ++i) {
+    if (t.functions[i].driver == "nvidia") gpu = i;
+    if (classify_device(t.functions[i]) == DeviceClass::kNic) nic = i;
+  }
+  ASSERT_TRUE(gpu && nic);
+  auto r = decide(t, *gpu, *nic);
+  expect_vendor_driver(r, Action::kHostStaged, "nvidia-third-party-no-importer");
+  EXPECT_EQ(r.fact("vendor.nvidia_grdma_allowed"), "true");  // the gate allows: the GPU is passed through
+  EXPECT_EQ(r.fact("vendor.nvidia_grdma_step"), "passthrough");
+  // The same VM with an RDMA NIC passed through would be GPUDirect RDMA's, without nvidia_peermem.
+  t.functions[*nic].driver = "mlx5_core";
+  auto rdma = decide(t, *gpu, *nic);
+  expect_vendor_driver(rdma, Action::kPeer, "nvidia-third-party-allows");
+  bool warned = false;
+  for (const auto& fired : rdma.d.decision.fired) warned |= fired.id == "nvidia-peermem-not-loaded";
+  EXPECT_TRUE(warned);
+}
+
 }  // namespace
 }  // namespace p2paudit
