@@ -488,7 +488,7 @@ TEST(PublicCaseNvidia1253, ArrowLakeRootPortsAreHostStagedSayingWritesWork) {
   for (auto [p, c] : {std::pair{"01:00.0", "02:00.0"}, std::pair{"02:00.0", "01:00.0"}}) {
     auto r = decide(issue1253(true), p, c);
     expect_vendor_driver(r, Action::kHostStaged, "nvidia-peer-reads-intel-client");
-    EXPECT_EQ(r.fact("vendor.intel_client_cpu"), "true");
+    EXPECT_EQ(r.fact("platform.intel_client_cpu"), "true");
     EXPECT_EQ(r.fact("vendor.nvidia_grdma_allowed"), "true");  // the driver maps it; the platform fails reads
     EXPECT_EQ(r.source(), "https://github.com/NVIDIA/open-gpu-kernel-modules/issues/1253");
     EXPECT_NE(r.d.decision.reason.find("0000:" + std::string(c) + " writing into 0000:" + p + "'s memory works"), std::string::npos)
@@ -499,7 +499,7 @@ TEST(PublicCaseNvidia1253, ArrowLakeRootPortsAreHostStagedSayingWritesWork) {
 TEST(PublicCaseNvidia1253, ThreadripperProControlIsPeer) {
   auto r = decide(issue1253(false), "01:00.0", "02:00.0");
   expect_vendor_driver(r, Action::kPeer, "nvidia-third-party-allows");
-  EXPECT_EQ(r.fact("vendor.intel_client_cpu"), "false");
+  EXPECT_EQ(r.fact("platform.intel_client_cpu"), "false");
 }
 
 TEST(PublicCaseNvidia1253, VerifiedCopyOrASharedSwitchLiftsTheReadRule) {
@@ -525,6 +525,11 @@ TEST(IntelClientCpu, ByTheKernelsModelNames) {
   for (int server : {0x8F, 0x55, 0x6A, 0xAD, 0x4F}) {
     p.cpu_model = server;
     EXPECT_EQ(policy::intel_client_cpu(p), false) << server;
+  }
+  // Every model the advisory intel-client-peer-reads listed by hand before it read this fact.
+  for (int client : {142, 158, 165, 166, 167, 151, 154, 183, 186, 191, 170, 172, 189, 197, 198}) {
+    p.cpu_model = client;
+    EXPECT_EQ(policy::intel_client_cpu(p), true) << client;
   }
   p.cpu_model = 0x57;  // Xeon Phi: the naming does not class it
   EXPECT_FALSE(policy::intel_client_cpu(p).has_value());

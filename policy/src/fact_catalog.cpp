@@ -202,7 +202,7 @@ std::vector<FactSpec> build_catalog() {
            "RDMA provider's, ib_core peer memory or dma-buf), storage (nvme: GPUDirect Storage through nvidia_fs), "
            "none (no importer: data passes through host memory)",
            {"rdma", "storage", "none"}),
-      fact("vendor.intel_client_cpu", kBool,
+      fact("platform.intel_client_cpu", kBool,
            "the CPU is an Intel client (Core) part by the kernel's intel-family.h model names; its root complex "
            "forwards peer writes only"),
 

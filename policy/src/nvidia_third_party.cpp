@@ -332,7 +332,7 @@ void set_nvidia_third_party_machine_facts(const Topology& t, FactSet& facts) {
   const Platform& p = t.platform;
   if (p.nvidia_peermem_loaded != Known::kUnknown) facts.set("vendor.nvidia_peermem_loaded", p.nvidia_peermem_loaded == Known::kYes);
   if (p.nvidia_fs_loaded != Known::kUnknown) facts.set("vendor.nvidia_fs_loaded", p.nvidia_fs_loaded == Known::kYes);
-  if (auto client = intel_client_cpu(p)) facts.set("vendor.intel_client_cpu", *client);
+  if (auto client = intel_client_cpu(p)) facts.set("platform.intel_client_cpu", *client);
   if (std::none_of(t.functions.begin(), t.functions.end(), is_nvidia_gpu)) return;
   NvidiaGrdmaMachine m = nvidia_grdma_machine(t);
   facts.set("vendor.nvidia_chipset", m.chipset);
