@@ -21,11 +21,15 @@
 #include <nlohmann/json.hpp>
 
 #include "p2paudit.h"
+#include "capi_names.h"
 #include "test_support.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using p2paudit::test::answer_name;
+using p2paudit::test::decision_name;
+using p2paudit::test::verdict_name;
 using json = nlohmann::json;
 using p2paudit::test::data_path;
 using p2paudit::test::shell_quote;
@@ -131,35 +135,6 @@ ToolRun tool(const Inputs& in, const std::string& command) {
   return t;
 }
 
-const char* decision_name(p2paudit_decision d) {
-  switch (d) {
-    case P2PAUDIT_DECISION_PEER: return "peer";
-    case P2PAUDIT_DECISION_HOST_STAGED: return "host_staged";
-    case P2PAUDIT_DECISION_DENY: return "deny";
-    case P2PAUDIT_DECISION_UNKNOWN: return "unknown";
-  }
-  return "not an enumerator";
-}
-
-const char* verdict_name(p2paudit_verdict v) {
-  switch (v) {
-    case P2PAUDIT_VERDICT_NOT_SUPPORTED: return "NOT_SUPPORTED";
-    case P2PAUDIT_VERDICT_BUS_ADDR: return "BUS_ADDR";
-    case P2PAUDIT_VERDICT_THRU_HOST_BRIDGE: return "THRU_HOST_BRIDGE";
-    case P2PAUDIT_VERDICT_UNKNOWN: return "UNKNOWN";
-  }
-  return "not an enumerator";
-}
-
-// check's answer and its exit status (0 yes, 1 no, 3 unknown).
-const char* answer_name(p2paudit_answer a) {
-  switch (a) {
-    case P2PAUDIT_ANSWER_YES: return "yes";
-    case P2PAUDIT_ANSWER_NO: return "no";
-    case P2PAUDIT_ANSWER_UNKNOWN: return "unknown";
-  }
-  return "not an enumerator";
-}
 int exit_status(p2paudit_answer a) { return a == P2PAUDIT_ANSWER_YES ? 0 : a == P2PAUDIT_ANSWER_NO ? 1 : 3; }
 
 // A JSON string, or "" for null (no rule decided, a rule without authority).

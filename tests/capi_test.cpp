@@ -13,11 +13,14 @@
 #include <nlohmann/json.hpp>
 
 #include "p2paudit.h"
+#include "capi_names.h"
 #include "test_support.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using p2paudit::test::decision_name;
+using p2paudit::test::verdict_name;
 using json = nlohmann::json;
 using p2paudit::test::data_path;
 
@@ -65,26 +68,6 @@ std::string fmt_ids(const p2paudit_device& d) {
   char text[16];
   snprintf(text, sizeof text, "%04x:%04x", d.vendor_id, d.device_id);
   return text;
-}
-
-const char* verdict_name(p2paudit_verdict v) {
-  switch (v) {
-    case P2PAUDIT_VERDICT_NOT_SUPPORTED: return "NOT_SUPPORTED";
-    case P2PAUDIT_VERDICT_BUS_ADDR: return "BUS_ADDR";
-    case P2PAUDIT_VERDICT_THRU_HOST_BRIDGE: return "THRU_HOST_BRIDGE";
-    case P2PAUDIT_VERDICT_UNKNOWN: return "UNKNOWN";
-  }
-  return "not an enumerator";
-}
-
-const char* decision_name(p2paudit_decision d) {
-  switch (d) {
-    case P2PAUDIT_DECISION_PEER: return "peer";
-    case P2PAUDIT_DECISION_HOST_STAGED: return "host_staged";
-    case P2PAUDIT_DECISION_DENY: return "deny";
-    case P2PAUDIT_DECISION_UNKNOWN: return "unknown";
-  }
-  return "not an enumerator";
 }
 
 TEST(CApi, VersionIsTheProjects) { EXPECT_STREQ(p2paudit_version(), P2PAUDIT_EXPECTED_VERSION); }
