@@ -28,21 +28,57 @@ _p2paudit_command_options() {
   esac
 }
 
-# The functions of the machine being completed for: the --sysroot directory, else this one.
-_p2paudit_devices() {
-  local entry
-  for entry in "${1%/}"/sys/bus/pci/devices/*; do
-    [[ -e $entry || -L $entry ]] && printf '%s\n' "${entry##*/}"
+# Nothing read from the disk is ever handed to `compgen -W`, `eval` or an unquoted expansion: a
+# snapshot's file names are a stranger's data (`$(...)`, backticks, quotes, newlines). Candidates
+# are matched as literal strings and offered quoted with `printf %q`, so what bash inserts is
+# that name as one word (docs/security.md).
+
+# Offers each of the arguments that starts with $cur (as typed, or as its quoted form).
+_p2paudit_offer() {
+  local candidate quoted
+  for candidate in "$@"; do
+    printf -v quoted '%q' "$candidate"
+    [[ $candidate == "$cur"* || $quoted == "$cur"* ]] && COMPREPLY+=("$quoted")
   done
+  return 0
 }
 
-_p2paudit_words() {  # $1: the candidates; the word being completed is $cur
-  mapfile -t COMPREPLY < <(compgen -W "$1" -- "$cur")
+# The functions of the machine being completed for ($1: the --sysroot directory, else /), in
+# the array _p2paudit_device_names; a pathname expansion, never a command's output split.
+_p2paudit_devices() {
+  local entry
+  _p2paudit_device_names=()
+  for entry in "${1%/}"/sys/bus/pci/devices/*; do
+    [[ -e $entry || -L $entry ]] && _p2paudit_device_names+=("${entry##*/}")
+  done
+  return 0
+}
+
+_p2paudit_words() {  # $1: fixed candidates of this file, split at whitespace; $cur: the word
+  local -a list
+  read -ra list -d '' <<<"$1"
+  _p2paudit_offer "${list[@]}"
 }
 
 _p2paudit_files() {  # $1: -f (files and directories) or -d
+  # -o filenames: bash itself quotes what it inserts. The names come from a pathname expansion of
+  # $cur taken literally (never `compgen` output split at newlines), so each is one candidate.
   compopt -o filenames 2>/dev/null
-  mapfile -t COMPREPLY < <(compgen "$1" -- "$cur")
+  local pattern=$cur prefix= entry
+  if [[ $pattern == "~" || $pattern == "~/"* ]]; then  # ~/: $HOME, as bash would expand it
+    prefix="~"
+    pattern=$HOME${pattern#"~"}
+  fi
+  local had_nullglob=
+  shopt -q nullglob && had_nullglob=1
+  shopt -s nullglob
+  for entry in "$pattern"*; do  # a leading . in $cur matches hidden names, as compgen -f does
+    [[ $1 == -d && ! -d $entry ]] && continue
+    [[ -n $prefix ]] && entry=$prefix${entry#"$HOME"}
+    COMPREPLY+=("$entry")
+  done
+  [[ -n $had_nullglob ]] || shopt -u nullglob
+  return 0
 }
 
 _p2paudit() {
@@ -89,7 +125,10 @@ _p2paudit() {
     --dump-iommu) _p2paudit_words 'off passthrough translated' ;;
     --require) _p2paudit_words 'peer host_staged' ;;
     --fail-on) _p2paudit_words 'host_staged deny' ;;
-    --assume-acs-off) _p2paudit_words "all $(_p2paudit_devices "$sysroot")" ;;
+    --assume-acs-off)
+      local -a _p2paudit_device_names
+      _p2paudit_devices "$sysroot"
+      _p2paudit_offer all "${_p2paudit_device_names[@]}" ;;
     --sysroot | --lspci-dump | --kernel-rules | --rules | --vendor-facts | -o | --output) _p2paudit_files -f ;;
     --rules-dir) _p2paudit_files -d ;;
     --dump-cpu | --dump-host-bridge | --kernel | --assume-whitelisted | --size | --repeat | --timeout | --jobs) ;;
@@ -101,7 +140,10 @@ _p2paudit() {
       else
         case $command in
           rules) _p2paudit_words 'lint facts' ;;
-          explain | check) _p2paudit_words "$(_p2paudit_devices "$sysroot")" ;;
+          explain | check)
+            local -a _p2paudit_device_names
+            _p2paudit_devices "$sysroot"
+            _p2paudit_offer "${_p2paudit_device_names[@]}" ;;
           aggregate | 'rules lint') _p2paudit_files -f ;;
         esac
       fi ;;
