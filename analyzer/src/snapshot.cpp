@@ -162,8 +162,12 @@ void capture_if_present(const Sysroot& root, TarWriter& tar, const std::string& 
 
 // The kernel command line parameters --redact keeps (docs/security.md): exact names, and the
 // prefixes of module parameters. Compared after '-' became '_', as the kernel's parameq() does.
+// Besides PCI, the IOMMU and ACS, the analysis reads mem_encrypt (SME turns a passthrough default
+// translated, platform.cpp read_iommu) and nvidia.NVreg_GrdmaPciTopoCheckOverride (NVIDIA's
+// third-party peer gate, read_nvidia_third_party): dropping them would change the decisions.
 const char* const kCmdlineKeep[] = {"pci", "pcie_acs_override", "pcie_aspm", "pcie_ports", "pcie_port_pm", "pcie_pme",
-                                    "intel_iommu", "amd_iommu", "amd_iommu_intr", "iommu", "intremap"};
+                                    "intel_iommu", "amd_iommu", "amd_iommu_intr", "iommu", "intremap", "mem_encrypt",
+                                    "nvidia.NVreg_GrdmaPciTopoCheckOverride"};
 const char* const kCmdlineKeepPrefixes[] = {"iommu.", "vfio_pci.", "vfio_iommu_type1."};
 
 bool keep_cmdline_param(std::string_view word) {
@@ -202,9 +206,22 @@ std::string redact_cmdline(std::string_view cmdline) {
 }
 
 std::string redact_kernel_version(std::string_view version) {
-  // "Linux version R (builder@host) (compiler...) #1 ...": each user@host word (text on both
-  // sides of the '@', up to a space or parenthesis) becomes redacted@redacted.
+  // "Linux version R (builder@host) (compiler...) #1 ...": init/version-timestamp.c prints
+  // LINUX_COMPILE_BY "@" LINUX_COMPILE_HOST as the first parenthesised group after the release,
+  // and KBUILD_BUILD_HOST may hold anything (spaces, parentheses): that whole group, up to the
+  // ") (" that opens the compiler's, becomes redacted@redacted.
   std::string out(version);
+  constexpr std::string_view kPrefix = "Linux version ";
+  if (out.starts_with(kPrefix)) {
+    size_t open = out.find(" (", kPrefix.size());
+    if (open != std::string::npos) {
+      size_t begin = open + 2, end = out.find(") (", begin);
+      if (end == std::string::npos) end = out.rfind(')');  // no compiler group: up to the last ')'
+      if (end != std::string::npos && end >= begin) out.replace(begin, end - begin, "redacted@redacted");
+    }
+  }
+  // Then each remaining user@host word (text on both sides of the '@', up to a space or
+  // parenthesis) becomes redacted@redacted.
   for (size_t at = out.find('@'); at != std::string::npos; at = out.find('@', at + 1)) {
     size_t begin = at, end = at + 1;
     while (begin > 0 && !cmdline_space(out[begin - 1]) && out[begin - 1] != '(') --begin;
@@ -215,6 +232,82 @@ std::string redact_kernel_version(std::string_view version) {
   }
   return out;
 }
+
+namespace {
+
+// --redact: the kernel config's CONFIG_DEFAULT_HOSTNAME (the host name a kernel built in-house
+// may carry) becomes "redacted"; the rest is kept for the IOMMU defaults the analysis reads.
+std::string redact_config_text(std::string_view config) {
+  std::string out;
+  out.reserve(config.size());
+  constexpr std::string_view kHostname = "CONFIG_DEFAULT_HOSTNAME=";
+  for (size_t at = 0; at < config.size();) {
+    size_t end = config.find('\n', at);
+    end = end == std::string_view::npos ? config.size() : end + 1;
+    std::string_view line = config.substr(at, end - at);
+    if (line.starts_with(kHostname)) out += std::string(kHostname) + "\"redacted\"\n";
+    else out += line;
+    at = end;
+  }
+  return out;
+}
+
+// A gzip stream in memory, through libarchive's raw reader and writer (no zlib of our own);
+// nullopt when it cannot be read whole within max bytes.
+std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t max) {
+  struct archive* a = archive_read_new();
+  archive_read_support_filter_gzip(a);
+  archive_read_support_format_raw(a);
+  std::optional<std::string> out;
+  struct archive_entry* entry;
+  if (archive_read_open_memory(a, compressed.data(), compressed.size()) == ARCHIVE_OK &&
+      archive_read_next_header(a, &entry) == ARCHIVE_OK) {
+    std::string data;
+    char buf[1 << 16];
+    la_ssize_t n;
+    while ((n = archive_read_data(a, buf, sizeof buf)) > 0 && data.size() <= max) data.append(buf, static_cast<size_t>(n));
+    if (n == 0 && data.size() <= max) out = std::move(data);
+  }
+  archive_read_free(a);
+  return out;
+}
+
+std::optional<std::string> gzip_bytes(const std::string& data) {
+  std::string out;
+  struct archive* a = archive_write_new();
+  archive_write_add_filter_gzip(a);
+  archive_write_set_format_raw(a);
+  archive_write_set_bytes_in_last_block(a, 1);  // no zero padding after the gzip stream
+  auto write = [](struct archive*, void* sink, const void* buf, size_t n) -> la_ssize_t {
+    static_cast<std::string*>(sink)->append(static_cast<const char*>(buf), n);
+    return static_cast<la_ssize_t>(n);
+  };
+  bool ok = archive_write_open2(a, &out, nullptr, write, nullptr, nullptr) == ARCHIVE_OK;
+  struct archive_entry* e = archive_entry_new();
+  archive_entry_set_pathname(e, "config");
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_perm(e, 0444);
+  archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+  ok = ok && archive_write_header(a, e) == ARCHIVE_OK &&
+       archive_write_data(a, data.data(), data.size()) == static_cast<la_ssize_t>(data.size());
+  archive_entry_free(e);
+  ok = archive_write_close(a) == ARCHIVE_OK && ok;
+  archive_write_free(a);
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+// The kernel config as --redact stores it: boot/config-R as text, proc/config.gz decompressed,
+// redacted and compressed again. A config.gz that cannot be read is left out (the analysis could
+// not read it either, so nothing it decides changes).
+std::optional<std::string> redact_kernel_config(const Sysroot& root, const std::string& rel, const std::string& data) {
+  if (!rel.ends_with(".gz")) return redact_config_text(data);
+  auto text = gunzip_bounded(data, root.limits().max_file_bytes);
+  if (!text) return std::nullopt;
+  return gzip_bytes(redact_config_text(*text));
+}
+
+}  // namespace
 
 void refuse_terminal_output(const std::string& out_path) {
   if (out_path == kStandardOutput && ::isatty(STDOUT_FILENO))
@@ -271,7 +364,11 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   capture_if_present(root, tar, "sys/firmware/dmi/entries/0-0/raw");
   for (const auto& name : root.list("etc/modprobe.d"))
     if (name.size() > 5 && name.substr(name.size() - 5) == ".conf") capture_if_present(root, tar, "etc/modprobe.d/" + name);
-  if (!topo.platform.kernel_config_source.empty()) capture_if_present(root, tar, topo.platform.kernel_config_source);
+  if (const std::string& rel = topo.platform.kernel_config_source; !rel.empty()) {
+    if (!options.redact) capture_if_present(root, tar, rel);
+    else if (auto data = root.read_text(rel))
+      if (auto redacted = redact_kernel_config(root, rel, *data)) tar.file(rel, *redacted);
+  }
 
   nlohmann::ordered_json j = {{"schema_version", meta.schema_version}, {"tool_version", meta.tool_version},
                               {"captured_at", meta.captured_at}, {"hostname", meta.hostname},
