@@ -128,6 +128,11 @@ void build_machine(SysrootDir& s, const std::string& config_rel) {
     archive_entry_free(e);
     archive_write_close(a);
     archive_write_free(a);
+    // The running driver's parameters (its own list wins over the command line's): numbers and
+    // quoted strings, as /proc/driver/nvidia/params prints them.
+    s.write("proc/driver/nvidia/params", "ResmanDebugLevel: 4294967295\nGrdmaPciTopoCheckOverride: 1\n"
+                                         "TemporaryFilePath: \"/var/lib/" + kHost + "\"\nRegistryDwords: \"host=" + kHost +
+                                         "\"\nRmMsg: \"\"\nEnableResizableBar: 0\n" + kHost + ": 1\n");
   } else {
     s.write(config_rel, config);
   }
@@ -180,7 +185,9 @@ void check_redaction(const std::string& config_rel) {
 
   // The name is there to be found without --redact (in the command line, version and config)...
   auto plain_hits = entries_naming_host(plain);
-  for (const std::string& where : {std::string("proc/cmdline"), std::string("proc/version"), config_rel})
+  std::vector<std::string> planted = {"proc/cmdline", "proc/version", config_rel};
+  if (config_rel.ends_with(".gz")) planted.push_back("proc/driver/nvidia/params");
+  for (const std::string& where : planted)
     EXPECT_NE(std::find(plain_hits.begin(), plain_hits.end(), where), plain_hits.end()) << where;
   // ... and nowhere with it.
   auto hits = entries_naming_host(redacted);
@@ -191,6 +198,8 @@ void check_redaction(const std::string& config_rel) {
   // Same answers: the IOMMU mode (mem_encrypt=on made it translated), every pair's decision.
   json a = analysis(plain), b = analysis(redacted);
   EXPECT_EQ(a["topology"]["platform"]["iommu_mode"], "translated");
+  // NVIDIA's third-party gate read its override (command line or driver parameters) in both.
+  EXPECT_NE(a["policy"].dump().find("\"vendor.nvidia_grdma_override\":1"), std::string::npos);
   EXPECT_EQ(a["topology"]["platform"]["iommu_mode_source"], b["topology"]["platform"]["iommu_mode_source"]);
   EXPECT_FALSE(a["policy"].is_discarded());
   EXPECT_TRUE(a == b) << json::diff(a, b).dump(1);

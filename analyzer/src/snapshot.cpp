@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -252,6 +254,35 @@ std::string redact_config_text(std::string_view config) {
   return out;
 }
 
+// --redact: /proc/driver/nvidia/params with only its numeric parameters ("Key: 1"); the quoted
+// strings (TemporaryFilePath, RegistryDwords, RmMsg...) may name paths or hosts and the analysis
+// reads none of them. The file stays, so a key it lacks still means the driver lacks it.
+std::string redact_nvidia_params(std::string_view params) {
+  std::string out;
+  for (size_t at = 0; at < params.size();) {
+    size_t end = params.find('\n', at);
+    end = end == std::string_view::npos ? params.size() : end + 1;
+    std::string_view line = params.substr(at, end - at);
+    at = end;
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) continue;
+    std::string_view key = line.substr(0, colon), value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+    bool name_ok = std::all_of(key.begin(), key.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    // A decimal number, or 0x and hex digits (a bare "facade" is no number: it may be a name).
+    std::string_view digits = value;
+    if (digits.starts_with("-")) digits.remove_prefix(1);
+    bool hex = digits.starts_with("0x") || digits.starts_with("0X");
+    if (hex) digits.remove_prefix(2);
+    bool number = !digits.empty() && std::all_of(digits.begin(), digits.end(), [hex](char c) {
+      return hex ? std::isxdigit(static_cast<unsigned char>(c)) != 0 : std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
+    if (name_ok && number) out += std::string(key) + ": " + std::string(value) + "\n";
+  }
+  return out;
+}
+
 // A gzip stream in memory, through libarchive's raw reader and writer (no zlib of our own);
 // nullopt when it cannot be read whole within max bytes.
 std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t max) {
@@ -360,7 +391,7 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   capture_if_present(root, tar, "proc/sys/kernel/osrelease");
   // NVIDIA's third-party peer paths: loaded modules, the driver's parameters, modprobe options.
   capture_if_present(root, tar, "proc/modules");
-  capture_if_present(root, tar, "proc/driver/nvidia/params");
+  capture_if_present(root, tar, "proc/driver/nvidia/params", options.redact ? redact_nvidia_params : nullptr);
   capture_if_present(root, tar, "sys/firmware/dmi/entries/0-0/raw");
   for (const auto& name : root.list("etc/modprobe.d"))
     if (name.size() > 5 && name.substr(name.size() - 5) == ".conf") capture_if_present(root, tar, "etc/modprobe.d/" + name);
