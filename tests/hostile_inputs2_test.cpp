@@ -61,6 +61,8 @@ TEST(DuplicateJsonKeys, FleetReportIsRefused) {
   EXPECT_EQ(e, "r.json: the document: duplicate key \"machines\" in one object: which one is meant?");
   e = error_of([] { fleet::parse_fleet_json(R"({"decisions": {"nvlink": {"peer": 1, "deny": 0, "peer": 9}}})", "r.json"); });
   EXPECT_TRUE(contains(e, "r.json: decisions.nvlink: duplicate key \"peer\"")) << e;
+  e = error_of([] { fleet::parse_fleet_json(R"({"skipped": [{}, {"input": [{"a": 1, "a": 2}]}]})", "r.json"); });
+  EXPECT_TRUE(contains(e, "r.json: skipped[1].input[0]: duplicate key \"a\"")) << e;
 }
 
 TEST(DuplicateJsonKeys, VendorFactsNameThePlace) {
@@ -97,9 +99,13 @@ TEST(JsonInput, ManyObjectsReadInLinearTime) {
   auto start = std::chrono::steady_clock::now();
   json fleet = fleet::parse_fleet_json(text, "many.json");
   json probe = probe::parse_probe_document(text, "many.json");
+  // Under one long key: the key is not copied per value (a place is built only for a message).
+  std::string under_key = "{\"" + std::string(1 << 20, 'k') + "\": " + text + ", \"x\": 1, \"x\": 2}";
+  std::string e = error_of([&] { parse_input_json(under_key, "key.json"); });
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(fleet.size(), 300000u);
   EXPECT_EQ(probe.size(), 300000u);
+  EXPECT_EQ(e, "key.json: the document: duplicate key \"x\" in one object: which one is meant?");
   EXPECT_LT(seconds, 5.0);
 }
 

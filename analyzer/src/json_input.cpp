@@ -40,22 +40,21 @@ class BoundedBuilder {
     Open& top = stack_.back();
     if (top.value->contains(k))
       throw InputError(fmt::format("{}: {}: duplicate key \"{}\" in one object: which one is meant?", origin_, place(),
-                                   escape_text(k)));
+                                   shown(k)));
     top.key = std::move(k);
     return true;
   }
 
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
     if (e.id == 406)  // out_of_range: a number beyond a double
-      throw InputError(fmt::format("{}: not JSON this reader takes: {}", origin_, escape_text(e.what())));
-    throw InputError(fmt::format("{}: byte {}: not {}: {}", origin_, position, limits_.kind, escape_text(e.what())));
+      throw InputError(fmt::format("{}: not JSON this reader takes: {}", origin_, detail(e)));
+    throw InputError(fmt::format("{}: byte {}: not {}: {}", origin_, position, limits_.kind, detail(e)));
   }
 
  private:
   struct Open {
     json* value;
     std::string key;     // the member being read, in an object
-    std::string where;   // this container's own place
   };
 
   json& root_;
@@ -63,9 +62,31 @@ class BoundedBuilder {
   JsonInputLimits limits_;
   std::vector<Open> stack_;
   std::size_t values_ = 0;
-  bool done_ = false;
 
-  std::string place() const { return stack_.back().where; }
+  // nlohmann's message quotes the last token read, which may be as long as the file.
+  static std::string detail(const nlohmann::detail::exception& e) {
+    constexpr std::size_t kShown = 240;
+    std::string_view what = e.what();
+    return escape_text(what.substr(0, kShown)) + (what.size() > kShown ? "..." : "");
+  }
+
+  // A key as a message shows it: escaped, and cut (a key may be as long as the file).
+  static std::string shown(std::string_view key) {
+    constexpr std::size_t kShown = 64;
+    return escape_text(key.substr(0, kShown)) + (key.size() > kShown ? "..." : "");
+  }
+
+  // The open object's place ("pairs[0].facts"), built only for a message: each open container is
+  // its parent's last element (an array) or its parent's current member (an object).
+  std::string place() const {
+    std::string out;
+    for (std::size_t i = 1; i < stack_.size(); ++i) {
+      const Open& parent = stack_[i - 1];
+      if (parent.value->is_array()) out += fmt::format("[{}]", parent.value->size() - 1);
+      else out += (out.empty() ? "" : ".") + shown(parent.key);
+    }
+    return out.empty() ? "the document" : out;
+  }
 
   void count() {
     if (static_cast<int>(stack_.size()) > limits_.max_depth)
@@ -74,21 +95,18 @@ class BoundedBuilder {
   }
 
   // Where a new value goes: the root, the open array's end or the open object's current key.
-  std::pair<json*, std::string> slot(json&& v) {
+  json* slot(json&& v) {
     if (stack_.empty()) {
       root_ = std::move(v);
-      return {&root_, "the document"};
+      return &root_;
     }
     Open& top = stack_.back();
-    std::string parent = top.where == "the document" ? "" : top.where;
     if (top.value->is_array()) {
-      std::string where = fmt::format("{}[{}]", parent, top.value->size());
       top.value->get_ref<json::array_t&>().push_back(std::move(v));
-      return {&top.value->back(), std::move(where)};
+      return &top.value->back();
     }
-    std::string where = parent.empty() ? escape_text(top.key) : parent + "." + escape_text(top.key);
-    auto [it, inserted] = top.value->get_ref<json::object_t&>().emplace(std::move(top.key), std::move(v));
-    return {&it->second, std::move(where)};
+    // The key stays in the frame: place() names it while a container under it is open.
+    return &top.value->get_ref<json::object_t&>().emplace(top.key, std::move(v)).first->second;
   }
 
   template <typename T>
@@ -100,8 +118,8 @@ class BoundedBuilder {
 
   bool open(json&& container) {
     count();
-    auto [at, where] = slot(std::move(container));
-    stack_.push_back({at, "", std::move(where)});
+    json* at = slot(std::move(container));
+    stack_.push_back({at, ""});
     return true;
   }
 
