@@ -271,7 +271,8 @@ class B70SeedMachine {
 
 std::string ze_env(const std::string& scenario) {
   return "env P2PAUDIT_PROBE_ALLOW_SYSROOT=1 ZE_ENABLE_ALT_DRIVERS=" + test::shell_quote(FAKE_ZE_DRIVER) +
-         " FAKE_ZE_SCENARIO=" + scenario + " FAKE_ZE_BDFS=0000:03:00.0,0000:07:00.0 P2PAUDIT_NVML_LIBRARY=/nonexistent"
+         " FAKE_ZE_SCENARIO=" + scenario + " FAKE_ZE_BDFS=0000:03:00.0,0000:07:00.0 FAKE_ZE_DEVICE_ID=e223"
+         " P2PAUDIT_NVML_LIBRARY=/nonexistent"
          " P2PAUDIT_CUDA_LIBRARY=/nonexistent P2PAUDIT_HIP_LIBRARY=/nonexistent ";
 }
 

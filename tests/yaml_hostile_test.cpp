@@ -301,7 +301,7 @@ TEST_F(Hostile, VendorFactsThatAreNotJsonOrNotUtf8) {
   EXPECT_EQ(error("{\"schema_version\": 1,\n \"all\": {\"runtime.level_zero_version\": \"1.\xff\"}}"),
             "vf.json:2:43: invalid UTF-8 byte 0xff (byte 64) (a JSON file is UTF-8 text)");
   EXPECT_EQ(error(R"({"schema_version": 1, "all": {"vendor.nvlink": true, "vendor.nvlink": false}})"),
-            "vf.json: duplicate key \"vendor.nvlink\" in one object: which one is meant?");
+            "vf.json: all: duplicate key \"vendor.nvlink\" in one object: which one is meant?");
   EXPECT_EQ(error(std::string(100, '[') + std::string(100, ']')), "vf.json: nested deeper than 8 levels");
 
   // --format json never meets the bytes: the run stops with one line on stderr, not an internal error.

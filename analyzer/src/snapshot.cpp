@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/json_input.h"
 #include "p2paudit/output_file.h"
 #include "p2paudit/vendor_memory.h"
 
@@ -419,7 +420,7 @@ std::optional<CaptureMetadata> read_capture_metadata(const Sysroot& root) {
   if (!text) return std::nullopt;
   CaptureMetadata meta;
   try {
-    auto j = nlohmann::json::parse(*text);
+    auto j = parse_input_json(*text, fmt::format("{}: {}", root.origin(), kCaptureMetadataPath));
     meta.schema_version = j.at("schema_version").get<int>();
     meta.tool_version = j.value("tool_version", "");
     meta.captured_at = j.value("captured_at", "");

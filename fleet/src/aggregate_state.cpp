@@ -12,6 +12,7 @@
 #include "p2paudit/fleet/aggregate.h"
 #include "p2paudit/fleet/report.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/json_input.h"
 #include "p2paudit/kernel_rules.h"
 
 namespace p2paudit::fleet {
@@ -346,21 +347,7 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
 }
 
 json parse_fleet_json(std::string_view text, const std::string& origin) {
-  constexpr int kMaxDepth = 16;
-  constexpr size_t kMaxValues = 4u << 20;
-  size_t values = 0;
-  auto bound = [&](int depth, json::parse_event_t event, json&) {
-    if (depth > kMaxDepth) throw InputError(fmt::format("{}: nested deeper than {} levels", escape_text(origin), kMaxDepth));
-    if ((event == json::parse_event_t::value || event == json::parse_event_t::object_start ||
-         event == json::parse_event_t::array_start) && ++values > kMaxValues)
-      throw InputError(fmt::format("{}: more than {} values", escape_text(origin), kMaxValues));
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), bound);
-  } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: not JSON: {}", escape_text(origin), escape_text(e.what())));
-  }
+  return parse_input_json(text, origin, {16, 4u << 20, "JSON"});
 }
 
 ordered_json AggregateState::to_json(bool partial, const std::string& tool_version) const {

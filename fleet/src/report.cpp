@@ -159,7 +159,8 @@ ordered_json sysroot_report(const Sysroot& root, const KernelRuleData& kernel_da
     std::string origin = fmt::format("{}: {}", root.origin(), kProbeResultsPath);
     auto text = root.read_text(kProbeResultsPath);
     if (!text) throw InputError(fmt::format("{}: not a regular file of at most {} bytes", origin, root.limits().max_file_bytes));
-    auto facts = probe::runtime_facts(probe::parse_probe_document(*text, origin), origin);
+    auto facts = probe::runtime_facts(probe::parse_probe_document(*text, origin), origin, &topo);
+    for (auto& finding : facts.findings) topo.findings.push_back(std::move(finding));
     probe = {"snapshot", "runtime answers stored in the snapshot (snapshot --probe)", std::move(facts.asked)};
     evidence = std::move(facts.facts);
   } else {

@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/json_input.h"
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/strict_yaml.h"
 
@@ -265,7 +267,7 @@ std::string vendor_fact_names() {
 // Reads one document; every error is "ORIGIN: ENTRY: problem".
 class VendorFactsReader {
  public:
-  explicit VendorFactsReader(const std::string& origin) : origin_(escape_text(origin)) {}
+  explicit VendorFactsReader(const std::string& origin) : origin_raw_(origin), origin_(escape_text(origin)) {}
 
   [[noreturn]] void refuse(std::string_view entry, std::string_view problem) const {
     throw InputError(fmt::format("{}: {}: {}", origin_, entry, problem));
@@ -276,28 +278,7 @@ class VendorFactsReader {
       throw InputError(fmt::format("{}: {} (byte {}) (a JSON file is UTF-8 text)",
                                    format_position(origin_, text_position(text, bad->offset)), bad->description, bad->offset));
     // Bounded while parsing, so that a deep or huge document is refused before it is built.
-    size_t values = 0;
-    std::vector<std::set<std::string>> keys;  // of each object being read
-    auto bound = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-      using Event = nlohmann::json::parse_event_t;
-      if (depth > kMaxVendorJsonDepth)
-        throw InputError(fmt::format("{}: nested deeper than {} levels", origin_, kMaxVendorJsonDepth));
-      if ((event == Event::value || event == Event::object_start || event == Event::array_start) && ++values > kMaxVendorJsonValues)
-        throw InputError(fmt::format("{}: more than {} values", origin_, kMaxVendorJsonValues));
-      if (event == Event::object_start) keys.emplace_back();
-      if (event == Event::object_end && !keys.empty()) keys.pop_back();
-      if (event == Event::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
-        throw InputError(fmt::format("{}: duplicate key \"{}\" in one object: which one is meant?", origin_,
-                                     escape_text(parsed.get<std::string>())));
-      return true;
-    };
-    try {
-      return nlohmann::json::parse(text.begin(), text.end(), bound);
-    } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(fmt::format("{}: byte {}: not JSON: {}", origin_, e.byte, escape_text(e.what())));
-    } catch (const nlohmann::json::out_of_range& e) {  // a number beyond a double: 1e999
-      throw InputError(fmt::format("{}: not JSON this reader takes: {}", origin_, escape_text(e.what())));
-    }
+    return parse_input_json(text, origin_raw_, {kMaxVendorJsonDepth, kMaxVendorJsonValues, "JSON"});
   }
 
   VendorFactsDocument read(const nlohmann::json& j) const {
@@ -339,7 +320,7 @@ class VendorFactsReader {
   }
 
  private:
-  std::string origin_;
+  std::string origin_raw_, origin_;
 
   // "devices": [{"bdf", "facts": {"memory_size": N}}]: per-device facts without the role prefix,
   // applied as provider.X when the device is the provider and client.X when it is the client.
@@ -496,6 +477,85 @@ void VendorFactsDocument::merge(const VendorFactsDocument& over) {
   copy_facts(over.all, all);
   for (const auto& [bdf, set] : over.devices) copy_facts(set, devices[bdf]);
   for (const auto& [key, set] : over.pairs) copy_facts(set, pairs[key]);
+}
+
+namespace {
+
+// The vendor a fact names, for the facts only one vendor's GPUs can have; 0 for any other fact.
+std::uint16_t vendor_of_fact(std::string_view name) {
+  if (name == "vendor.nvlink") return 0x10de;
+  if (name == "vendor.xgmi") return 0x1002;
+  return 0;
+}
+
+bool gpu_of(const Function& f, std::uint16_t vendor) {
+  DeviceClass c = classify_device(f);
+  return f.vendor == vendor && (c == DeviceClass::kGpu || c == DeviceClass::kAccelerator);
+}
+
+FactSet without(const FactSet& set, const std::vector<std::string>& names) {
+  FactSet out;
+  for (const auto& [name, value] : set.entries()) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    if (value) out.set(name, *value);
+    else out.set_unknown(name);
+  }
+  return out;
+}
+
+std::string function_text(const Function& f) {
+  return fmt::format("{} {:04x}:{:04x} {}", f.bdf.str(), f.vendor, f.device, device_class_name(classify_device(f)));
+}
+
+}  // namespace
+
+std::vector<Finding> VendorFactsDocument::bind(const Topology& topo, const std::string& origin) {
+  std::vector<Finding> findings;
+  size_t dropped = 0;
+  std::string path = escape_text(origin);
+  auto note = [&](std::string message) {
+    if (++dropped <= kMaxBindFindings) findings.push_back({path, std::move(message)});
+  };
+  // Facts that name a pair of one vendor's GPUs hold for no pair as a rule of "all".
+  std::vector<std::string> vendor_only;
+  for (const auto& [name, value] : all.entries())
+    if (vendor_of_fact(name) && value) vendor_only.push_back(name);
+  if (!vendor_only.empty()) {
+    note(fmt::format("\"all\" sets {}, which describes one pair of GPUs: dropped (give it under \"pairs\" for the "
+                     "GPUs it connects)", fmt::join(vendor_only, ", ")));
+    all = without(all, vendor_only);
+  }
+  for (auto it = devices.begin(); it != devices.end();) {
+    if (topo.find(it->first)) {
+      ++it;
+      continue;
+    }
+    note(fmt::format("device {}: no such PCI function in this machine: its facts are dropped", it->first.str()));
+    it = devices.erase(it);
+  }
+  for (auto it = pairs.begin(); it != pairs.end();) {
+    const auto& [provider, client] = it->first;
+    const Function* p = topo.find(provider);
+    const Function* c = topo.find(client);
+    if (!p || !c) {
+      note(fmt::format("pair {} -> {}: {} is no PCI function in this machine: its facts are dropped", provider.str(),
+                       client.str(), (!p ? provider : client).str()));
+      it = pairs.erase(it);
+      continue;
+    }
+    std::vector<std::string> wrong;
+    for (const auto& [name, value] : it->second.entries())
+      if (auto vendor = vendor_of_fact(name); vendor && value && !(gpu_of(*p, vendor) && gpu_of(*c, vendor))) {
+        wrong.push_back(name);
+        note(fmt::format("pair {} -> {}: {} is a fact of two {} GPUs, and these are {} and {}: dropped", provider.str(),
+                         client.str(), name, vendor == 0x10de ? "NVIDIA" : "AMD", function_text(*p), function_text(*c)));
+      }
+    if (!wrong.empty()) it->second = without(it->second, wrong);
+    ++it;
+  }
+  if (dropped > kMaxBindFindings)
+    findings.push_back({path, fmt::format("{} more entries were dropped the same way", dropped - kMaxBindFindings)});
+  return findings;
 }
 
 }  // namespace p2paudit::policy

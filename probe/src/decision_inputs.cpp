@@ -100,7 +100,7 @@ bool runtimes_describe(const MachineSource& source) {
 }
 
 RuntimeEvidence read_runtime_evidence(const MachineSource& source, const std::optional<std::string>& stored_probe,
-                                      bool ask_live) {
+                                      bool ask_live, Topology& topo) {
   RuntimeEvidence e;
   nlohmann::json document;
   std::string origin;
@@ -123,10 +123,17 @@ RuntimeEvidence read_runtime_evidence(const MachineSource& source, const std::op
     e.source = "live";
     e.note = "the runtimes were asked (queries only; --no-probe skips them)";
   }
-  auto facts = probe::runtime_facts(document, origin);
+  auto facts = probe::runtime_facts(document, origin, &topo);
+  for (auto& finding : facts.findings) topo.findings.push_back(std::move(finding));
   e.asked = std::move(facts.asked);
   e.facts = std::move(facts.facts);
   return e;
+}
+
+policy::VendorFactsDocument load_vendor_facts(const std::string& path, Topology& topo) {
+  auto file = policy::VendorFactsDocument::load(path);
+  for (auto& finding : file.bind(topo, path)) topo.findings.push_back(std::move(finding));
+  return file;
 }
 
 nlohmann::ordered_json runtime_evidence_json(const RuntimeEvidence& r) {
@@ -144,14 +151,21 @@ DecisionInputs read_decision_inputs(const MachineSource& source, const PolicyInp
   files.insert(files.end(), policy.rule_files.begin(), policy.rule_files.end());
   if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
   in.rules = policy::RuleSet::load(files);
-  in.runtimes = read_runtime_evidence(source, stored_probe, policy.ask_live);
+  const size_t read_findings = in.topo.findings.size();
+  in.runtimes = read_runtime_evidence(source, stored_probe, policy.ask_live, in.topo);
   in.vendor = std::move(in.runtimes.facts);
   in.runtimes.facts.reset();
   // A stranger's file: only a regular file, bounded, and only the facts vendor tools supply.
   if (!policy.vendor_facts.empty()) {
-    auto file = policy::VendorFactsDocument::load(policy.vendor_facts);
+    auto file = load_vendor_facts(policy.vendor_facts, in.topo);
     if (in.vendor) in.vendor->merge(file);
     else in.vendor = std::move(file);
+  }
+  // Answers that did not bind to the tree: in the findings, and where this output prints its notes.
+  for (size_t i = read_findings; i < in.topo.findings.size(); ++i) {
+    std::string note = fmt::format("{}: {}", in.topo.findings[i].path, in.topo.findings[i].message);
+    if (where == AssumptionNotes::kAside) put_aside(aside, std::move(note));
+    else if (where == AssumptionNotes::kKernelNotes) in.kernel.notes.push_back(std::move(note));
   }
   return in;
 }

@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/json_input.h"
 #include "p2paudit/p2pdma_report.h"
 
 namespace p2paudit::probe {
@@ -180,7 +182,65 @@ void set_if(policy::FactSet& facts, const char* name, std::optional<policy::Fact
 
 }  // namespace
 
+namespace {
+
+// The PCI vendor and device IDs a runtime recorded for its device (NVML's pci_device_id
+// "DDDDVVVV", Level Zero's pci_id "vvvv:dddd"); without a record, the vendor of the runtime itself
+// (CUDA and NVML drive NVIDIA's devices only, HIP AMD's).
+struct RecordedIds {
+  std::optional<std::uint16_t> vendor, device;
+};
+
+std::optional<std::uint32_t> hex_field(std::string_view text) {
+  if (text.empty() || text.size() > 8) return std::nullopt;
+  std::uint32_t v = 0;
+  for (char c : text) {
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    v = v * 16 + static_cast<std::uint32_t>(d);
+  }
+  return v;
+}
+
+RecordedIds recorded_ids(const DocumentReader& in, const std::string& runtime, const nlohmann::json& dev,
+                         const std::string& where) {
+  RecordedIds ids;
+  if (runtime == "nvml" || runtime == "cuda") ids.vendor = 0x10de;
+  if (runtime == "hip") ids.vendor = 0x1002;
+  if (runtime == "nvml")
+    if (auto v = hex_field(in.text(dev, "pci_device_id", where)); v && in.text(dev, "pci_device_id", where).size() == 8)
+      ids.vendor = static_cast<std::uint16_t>(*v & 0xffff), ids.device = static_cast<std::uint16_t>(*v >> 16);
+  if (runtime == "level_zero") {
+    std::string text = in.text(dev, "pci_id", where);
+    auto v = text.size() == 9 && text[4] == ':' ? hex_field(text.substr(0, 4)) : std::nullopt;
+    auto d = text.size() == 9 && text[4] == ':' ? hex_field(text.substr(5)) : std::nullopt;
+    if (v && d) ids.vendor = static_cast<std::uint16_t>(*v), ids.device = static_cast<std::uint16_t>(*d);
+  }
+  return ids;
+}
+
+// Why a runtime's device cannot be the tree's function at its address; "" when it is.
+std::string binding_problem(const Topology& topo, const Bdf& bdf, const RecordedIds& ids) {
+  const Function* f = topo.find(bdf);
+  if (!f) return "this machine has no PCI function there";
+  DeviceClass c = classify_device(*f);
+  std::string tree = fmt::format("the function there is {:04x}:{:04x} ({})", f->vendor, f->device, device_class_name(c));
+  if (!ids.vendor) return fmt::format("the runtime recorded no PCI IDs to compare with ({})", tree);
+  if (*ids.vendor != f->vendor || (ids.device && *ids.device != f->device))
+    return fmt::format("the runtime's device is {:04x}:{}, {}", *ids.vendor,
+                       ids.device ? fmt::format("{:04x}", *ids.device) : std::string("????"), tree);
+  if (c != DeviceClass::kGpu && c != DeviceClass::kAccelerator)
+    return fmt::format("a runtime drives GPUs and accelerators, and {}", tree);
+  return "";
+}
+
+}  // namespace
+
 RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& origin) {
+  return runtime_facts(document, origin, nullptr);
+}
+
+RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& origin, const Topology* topo) {
   DocumentReader in(origin);
   in.object(document, "the document");
   if (!document.contains("schema_version") || document["schema_version"] != kProbeSchemaVersion)
@@ -202,6 +262,14 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
       std::string text = in.text(dev, "bdf", dw);
       auto bdf = text.empty() ? std::nullopt : Bdf::parse(text);
       if (!text.empty() && !bdf) in.refuse(dw + ".bdf", "expected a PCI address DDDD:BB:DD.F or null");
+      if (bdf && topo)
+        if (auto problem = binding_problem(*topo, *bdf, recorded_ids(in, runtime, dev, dw)); !problem.empty()) {
+          if (++out.unbound <= kMaxUnboundFindings)
+            out.findings.push_back({escape_text(origin), fmt::format("{} ({} \"{}\" at {}): {}: its answers are not used", dw,
+                                                                     escape_text(runtime), escape_text(in.text(dev, "name", dw)),
+                                                                     bdf->str(), problem)});
+          bdf.reset();
+        }
       bdfs.push_back(bdf);
       if (!bdf) continue;
       if (runtime == "nvml")
@@ -260,6 +328,10 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
       if (answers.contains("copy")) read_copy(in, answers["copy"], pw + ".answers.copy", runtime, answers, e);
     }
   }
+  if (out.unbound > kMaxUnboundFindings)
+    out.findings.push_back({escape_text(origin), fmt::format("{} more runtime devices did not match the machine's PCI "
+                                                             "functions: their answers are not used",
+                                                             out.unbound - kMaxUnboundFindings)});
   if (mirror) set_if(out.facts.all, "runtime.host_mirror_per_byte", *mirror);
   for (const auto& [key, e] : evidence) {
     policy::FactSet& f = out.facts.pairs[key];
@@ -281,26 +353,13 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
     }
     if (f.entries().empty()) out.facts.pairs.erase(key);
   }
+  if (topo)
+    for (auto& finding : out.facts.bind(*topo, origin)) out.findings.push_back(std::move(finding));
   return out;
 }
 
 nlohmann::json parse_probe_document(std::string_view text, const std::string& origin) {
-  constexpr int kMaxDepth = 16;
-  constexpr size_t kMaxValues = 4u << 20;
-  size_t values = 0;
-  auto bound = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-    using Event = nlohmann::json::parse_event_t;
-    if (depth > kMaxDepth)
-      throw InputError(fmt::format("{}: nested deeper than {} levels", escape_text(origin), kMaxDepth));
-    if ((event == Event::value || event == Event::object_start || event == Event::array_start) && ++values > kMaxValues)
-      throw InputError(fmt::format("{}: more than {} values", escape_text(origin), kMaxValues));
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(text.begin(), text.end(), bound);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not the probe's JSON: {}", escape_text(origin), escape_text(e.what())));
-  }
+  return parse_input_json(text, origin, {16, 4u << 20, "the probe's JSON"});
 }
 
 }  // namespace p2paudit::probe

@@ -263,7 +263,10 @@ static ze_result_t ZE_APICALL fake_device_get_properties(ze_device_handle_t h, z
   if (!p) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
   p->type = ZE_DEVICE_TYPE_GPU;
   p->vendorId = 0x8086;
-  p->deviceId = 0xe211;
+  /* The PCI device ID the runtime reports, as the tree's function has it (FAKE_ZE_DEVICE_ID, hex):
+     answers bind to a function only when the IDs match. */
+  const char* id = getenv("FAKE_ZE_DEVICE_ID");
+  p->deviceId = id && *id ? (uint32_t)strtoul(id, NULL, 16) : 0xe211;
   p->flags = 0;
   p->subdeviceId = 0;
   p->coreClockRate = 2400;

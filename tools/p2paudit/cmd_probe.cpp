@@ -293,7 +293,7 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
   if (topo) {
     KernelRules kernel = load_kernel_rules(global, *topo);
     auto rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
-    auto facts = probe::runtime_facts(document, "the probe");
+    auto facts = probe::runtime_facts(document, "the probe", &*topo);
     checks = probe::check_predictions(*topo, kernel, rules, document, facts.facts);
   }
   auto corrupt = corruption_lines(reports);

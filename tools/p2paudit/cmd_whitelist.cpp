@@ -81,13 +81,16 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
   std::optional<std::string> stored_probe;
   Topology topo = load_topology(global, &stored_probe);
   KernelRules kernel = load_kernel_rules(global, topo);
-  RuntimeEvidence runtimes = runtime_evidence(global, stored_probe, args.no_probe || global.no_probe);
+  const size_t read_findings = topo.findings.size();
+  RuntimeEvidence runtimes = runtime_evidence(global, stored_probe, args.no_probe || global.no_probe, topo);
   std::optional<policy::VendorFactsDocument> evidence = std::move(runtimes.facts);
   if (!args.vendor_facts.empty()) {
-    auto file = policy::VendorFactsDocument::load(args.vendor_facts);
+    auto file = load_vendor_facts(args.vendor_facts, topo);
     if (evidence) evidence->merge(file);
     else evidence = std::move(file);
   }
+  for (size_t i = read_findings; i < topo.findings.size(); ++i)  // answers that did not bind to the tree
+    kernel.notes.push_back(fmt::format("{}: {}", topo.findings[i].path, topo.findings[i].message));
   auto candidates = fleet::whitelist_candidates(topo, kernel, evidence ? &*evidence : nullptr, {args.all});
   auto context = fleet::candidate_context(topo, kernel);
   if (global.format == "json") {

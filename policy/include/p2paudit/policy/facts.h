@@ -149,6 +149,13 @@ struct VendorFactsDocument {
   void apply_pair(const Bdf& provider, const Bdf& client, FactSet& facts) const;
   // Lays `over`'s facts over these (the runtime probe's first, a hand-written file over them).
   void merge(const VendorFactsDocument& over);
+  // Binds the document to the tree it is applied to (docs/security.md): an entry naming a PCI
+  // address the tree lacks is dropped, and so are the facts only one vendor's GPUs can have
+  // (vendor.nvlink: a pair of NVIDIA GPUs or accelerators; vendor.xgmi: a pair of AMD ones) on every
+  // other pair and in "all". Each drop is a finding {origin, what was dropped and why}; at most
+  // kMaxBindFindings are listed, then one counting the rest.
+  static constexpr size_t kMaxBindFindings = 16;
+  std::vector<Finding> bind(const Topology& topo, const std::string& origin);
 };
 
 // Converts `value` to the representation `spec` asks for (integer → number) or says why it cannot;

@@ -70,8 +70,13 @@ struct RuntimeEvidence {
   std::vector<std::string> asked;                // "nvml ok", "cuda absent"...
   std::optional<policy::VendorFactsDocument> facts;
 };
+// The answers are bound to `topo` (runtime_facts.h): what does not match its functions is dropped
+// and added to topo.findings.
 RuntimeEvidence read_runtime_evidence(const MachineSource& source, const std::optional<std::string>& stored_probe,
-                                      bool ask_live);
+                                      bool ask_live, Topology& topo);
+// A --vendor-facts file, bound to `topo` the same way (VendorFactsDocument::bind), its drops in
+// topo.findings.
+policy::VendorFactsDocument load_vendor_facts(const std::string& path, Topology& topo);
 // {"source", "note", "asked"}: the JSON outputs' "runtime_probe".
 nlohmann::ordered_json runtime_evidence_json(const RuntimeEvidence& evidence);
 

@@ -29,10 +29,22 @@ nlohmann::ordered_json probe_document(const std::vector<RuntimeReport>& reports,
 // What the runtimes said, as facts. The document may come from a stranger's snapshot: every field
 // read is type-checked and a malformed one throws InputError "ORIGIN: runtimes[0].pairs[2]...:
 // problem"; fields this reader does not use are ignored.
+//
+// With `topo` (every reader of a stored or live answer passes the tree it applies to), a runtime's
+// device is bound to the tree's function at its address only when the PCI IDs the runtime recorded
+// (NVML's pci_device_id, Level Zero's pci_id; otherwise the runtime's own vendor: NVIDIA for NVML
+// and CUDA, AMD for HIP) match the function's and the function is a GPU or an accelerator; a device
+// that does not match is a finding and its answers are dropped. The facts are then bound with
+// VendorFactsDocument::bind (vendor.nvlink and vendor.xgmi on their vendor's GPUs only).
 struct RuntimeFacts {
   policy::VendorFactsDocument facts;
   std::vector<std::string> asked;   // "nvml ok", "cuda absent", ... in the document's order
+  std::vector<Finding> findings;    // answers not bound to the tree, and why
+  size_t unbound = 0;               // runtime devices whose answers were dropped
 };
+inline constexpr size_t kMaxUnboundFindings = 16;
+RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& origin, const Topology* topo);
+// The same without a tree: nothing bound (recordings and tests of the reader itself).
 RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& origin);
 
 // A stored document's text (a snapshot's kProbeResultsPath) parsed with bounds on nesting and
