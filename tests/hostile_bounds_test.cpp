@@ -256,7 +256,9 @@ TEST(EscapedMessages, FileNamesAndArgvValuesAreEscapedOnStandardError) {
 TEST(EscapedMessages, AMalformedCaptureRecordIsQuotedEscaped) {
   test::SysrootDir s;
   s.function("pci0000:00/0000:00:01.0", test::ConfigBytes(0x8086, 0x7000, 0x060400, 4, true).bytes());
-  s.write(kCaptureMetadataPath, "{\"schema_version\": 1, \"hostname\": \"" + kHostile + "\"");  // bad UTF-8, cut short
+  // A C1 CSI (valid UTF-8, so the parser reads on) then a byte 0xff: the parser's message quotes
+  // what it last read, both bytes included.
+  s.write(kCaptureMetadataPath, "{\"schema_version\": 1, \"hostname\": \"host\xc2\x9b" "2J\xff\"}");
   try {
     read_capture_metadata(Sysroot::open(s.str()));
     ADD_FAILURE() << "a malformed capture record was accepted";
