@@ -10,6 +10,8 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "test_support.h"
 
@@ -43,12 +45,11 @@ std::vector<std::string> violations(const std::string& args, const std::string& 
   EXPECT_NE(r.status, 124) << cmd << " timed out";
   std::vector<std::string> bad;
   std::ifstream in(log);
-  std::string out_name = output.empty() ? "" : fs::path(output).filename().string();
   std::string out_dir = output.empty() ? "" : fs::path(output).parent_path().string();
   auto is_output = [&](const std::string& line) {
-    // The output itself, or its temporary twin ".NAME.XXXXXX" in the same directory.
+    // The output itself, or its temporary twin ".p2paudit-XXXXXX" in the same directory.
     return !output.empty() && (line.find("\"" + output + "\"") != std::string::npos ||
-                               line.find("\"" + out_dir + "/." + out_name + ".") != std::string::npos);
+                               line.find("\"" + out_dir + "/.p2paudit-") != std::string::npos);
   };
   const std::regex open_call(R"((open|openat|openat2|creat)\()");
   const std::regex writes(R"(O_WRONLY|O_RDWR|O_CREAT|O_TRUNC|O_APPEND)");
@@ -96,8 +97,16 @@ INSTANTIATE_TEST_SUITE_P(
                       "rules lint " + std::string(P2PAUDIT_SOURCE_RULES_DIR) + "/policy/default.yaml", "rules facts",
                       "--lspci-dump " + dump() + " topology", "--lspci-dump " + dump() + " matrix --all",
                       "--lspci-dump " + dump() + " --dump-cpu AuthenticAMD:25:1 policy --all",
+                      // the other outputs: pictures, metrics, the whitelist draft, reports on stdout
+                      "--sysroot " + fixture() + " --format prom", "--sysroot " + fixture() + " --format html",
+                      "--sysroot " + fixture() + " --format dot", "--sysroot " + fixture() + " --format dot topology",
+                      "--sysroot " + oracle() + " whitelist --commit-message",
+                      "--sysroot " + fixture() + " whitelist --all --format json",
+                      "--sysroot " + fixture() + " report", "aggregate " + fixture() + " " + oracle(),
+                      "aggregate --format csv " + fixture(), "rules facts --format json",
                       // the live machine, whatever it has
-                      "topology", "", "matrix --all", "policy --no-probe --all"),
+                      "topology", "", "matrix --all", "policy --no-probe --all", "whitelist --no-probe",
+                      "report --no-probe", "--format prom --no-probe"),
     [](const auto& info) { return "case" + std::to_string(info.index); });
 
 TEST(ReadOnlyGuardSnapshot, WritesOnlyTheNamedOutput) {
@@ -110,6 +119,28 @@ TEST(ReadOnlyGuardSnapshot, WritesOnlyTheNamedOutput) {
   fs::remove(out);
   bad = violations("snapshot -o " + out, out);  // the live machine
   EXPECT_TRUE(bad.empty()) << joined(bad);
+}
+
+// report -o and aggregate -o (and --partial) write their declared output and nothing else.
+TEST(ReadOnlyGuardOutput, ReportAndAggregateWriteOnlyTheNamedOutput) {
+  if (!have_strace()) GTEST_SKIP() << "strace is not installed";
+  const std::string dir = ::testing::TempDir();
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"--sysroot " + fixture() + " report -o ", "guarded-report.json"},
+      {"aggregate " + fixture() + " " + oracle() + " -o ", "guarded-aggregate.txt"},
+      {"aggregate --format json " + fixture() + " -o ", "guarded-aggregate.json"},
+      {"aggregate --partial " + fixture() + " -o ", "guarded-partial.json"},
+  };
+  for (const auto& [args, name] : runs) {
+    std::string out = dir + "/" + name;
+    fs::remove(out);
+    auto bad = violations(args + out, out);
+    EXPECT_TRUE(bad.empty()) << args << "\n" << joined(bad);
+    EXPECT_TRUE(fs::exists(out)) << args;
+    fs::remove(out);
+    EXPECT_FALSE(violations(args + out).empty()) << args << ": an undeclared output must be caught";
+    fs::remove(out);
+  }
 }
 
 TEST(ReadOnlyGuardSnapshot, TheGuardSeesAWrite) {

@@ -57,6 +57,11 @@ size_t utf8_sequence(std::string_view s, size_t i) {
 
 bool is_control(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
 
+// A C1 control (U+0080..U+009F, CSI U+009B among them) is valid UTF-8 that terminals obey as ESC.
+bool is_c1(std::string_view s, size_t i, size_t len) {
+  return len == 2 && static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
+}
+
 }  // namespace
 
 std::string read_input_file(const std::string& path, size_t max_bytes) {
@@ -90,7 +95,7 @@ std::string read_input_file(const std::string& path, size_t max_bytes) {
 bool is_clean_text(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     size_t len = utf8_sequence(s, i);
-    if (len == 0 || (len == 1 && is_control(static_cast<unsigned char>(s[i])))) return false;
+    if (len == 0 || (len == 1 && is_control(static_cast<unsigned char>(s[i]))) || is_c1(s, i, len)) return false;
     i += len;
   }
   return true;
@@ -102,7 +107,10 @@ std::string escape_text(std::string_view s) {
   out.reserve(s.size() + 16);
   for (size_t i = 0; i < s.size();) {
     size_t len = utf8_sequence(s, i);
-    if (len == 0 || (len == 1 && is_control(static_cast<unsigned char>(s[i])))) {
+    if (is_c1(s, i, len)) {  // both bytes, so the escaped text reads back as the same code point
+      out += fmt::format("\\x{:02x}\\x{:02x}", static_cast<unsigned char>(s[i]), static_cast<unsigned char>(s[i + 1]));
+      i += 2;
+    } else if (len == 0 || (len == 1 && is_control(static_cast<unsigned char>(s[i])))) {
       out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
       ++i;
     } else {

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
 #include "p2paudit/json_input.h"
 #include "p2paudit/output_file.h"
 #include "p2paudit/vendor_memory.h"
@@ -439,7 +440,9 @@ std::optional<CaptureMetadata> read_capture_metadata(const Sysroot& root) {
       meta.modules[key] = info;
     }
   } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: {}: malformed capture metadata: {}", root.origin(), kCaptureMetadataPath, e.what()));
+    // The parser's message quotes the offending bytes of a stranger's file: escaped, as the name is.
+    throw InputError(fmt::format("{}: {}: malformed capture metadata: {}", escape_text(root.origin()), kCaptureMetadataPath,
+                                 escape_text(e.what())));
   }
   return meta;
 }

@@ -330,7 +330,7 @@ void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits
     throw InputError(fmt::format("{}: {}{}{}", origin, what, why ? ": " : "", why ? why : ""));
   };
   if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) fail("cannot open archive");
-  size_t entries = 0, total = 0;
+  size_t entries = 0, total = 0, name_bytes = 0;
   std::vector<char> buf(1 << 16);
   for (;;) {
     struct archive_entry* e = nullptr;
@@ -341,6 +341,13 @@ void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits
       throw InputError(fmt::format("{}: more than {} entries (the limit)", origin, limits.max_archive_entries));
     std::string path = entry_path(origin, archive_entry_pathname(e), limits);
     std::string shown = escape_text(path);
+    // Names cost memory as file data does: each is at most max_path_bytes, all together bounded too.
+    auto count_name = [&](size_t bytes) {
+      if ((name_bytes += bytes) > limits.max_archive_name_bytes)
+        throw InputError(fmt::format("{}: more than {} bytes of entry names and link targets (the limit)", origin,
+                                     limits.max_archive_name_bytes));
+    };
+    count_name(path.size());
     if (const char* hardlink = archive_entry_hardlink(e)) {
       // Only a second name for a regular file that came earlier in the same archive.
       std::string target = hardlink;
@@ -350,6 +357,7 @@ void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits
         throw InputError(fmt::format("{}: refusing hard link '{}' to '{}': outside the archive", origin, shown,
                                      escape_text(target)));
       }
+      count_name(target.size());
       auto it = entries_.find(target);
       if (it == entries_.end() || it->second.kind != Kind::kFile)
         throw InputError(fmt::format("{}: refusing hard link '{}': '{}' is not a regular file earlier in the archive",
@@ -366,6 +374,7 @@ void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits
       std::string t = target ? target : "";
       if (t.empty() || t.size() > limits.max_path_bytes)
         throw InputError(fmt::format("{}: refusing symlink '{}': empty or overlong target", origin, shown));
+      count_name(t.size());
       add(path, Entry{Kind::kSymlink, nullptr, std::move(t)});
     } else if (type == AE_IFREG) {
       std::string data;

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <map>
 #include <regex>
+#include <set>
+#include <tuple>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -184,6 +186,26 @@ std::vector<HostBridge> collect_host_bridges(const Sysroot& root, const std::vec
   return out;
 }
 
+// A module's version is a short MODULE_VERSION() string ("24.10-1.1.4", "580.65.06") and its
+// srcversion 24 hex digits; a longer one comes from a crafted snapshot: it is dropped (unknown)
+// with a finding, so no rule, template or regex ever meets it.
+constexpr size_t kMaxModuleVersion = 256;
+constexpr size_t kMaxModuleSrcversion = 64;
+
+void bound_module_strings(Topology& t) {
+  std::set<std::string> reported;
+  for (auto& f : t.functions) {
+    for (auto [field, limit, what] : {std::tuple{&f.module.version, kMaxModuleVersion, "version"},
+                                      std::tuple{&f.module.srcversion, kMaxModuleSrcversion, "srcversion"}}) {
+      if (field->size() <= limit) continue;
+      if (reported.insert(f.module.name + "/" + what).second)
+        t.findings.push_back({"sys/module/" + escape_text(f.module.name) + "/" + what,
+                              fmt::format("{} bytes, more than a module {} holds ({}); ignored", field->size(), what, limit)});
+      field->clear();
+    }
+  }
+}
+
 void resolve_modules(const Sysroot& root, Topology& t, const std::optional<CaptureMetadata>& capture) {
   if (capture) {
     for (auto& f : t.functions)
@@ -238,6 +260,7 @@ Topology read_topology(const Sysroot& root) {
   t.host_bridges = collect_host_bridges(root, t.functions);
   cross_check_bus_ranges(t);
   resolve_modules(root, t, capture);
+  bound_module_strings(t);
   return t;
 }
 

@@ -93,7 +93,11 @@ Tri Condition::evaluate(const FactSet& facts) const {
     case Kind::kTest: {
       const FactValue* value = facts.get(fact);
       if (op == Operator::kUnknown) return from_bool((value == nullptr) == std::get<bool>(operands.front()));
-      return value ? from_bool(test(*this, *value)) : Tri::kUnknown;
+      if (!value) return Tri::kUnknown;
+      // A regex over a subject beyond the bound is not run (std::regex recurses per character):
+      // unknown, as if the fact could not be read; the report names the fact as unknown.
+      if (op == Operator::kRegex && std::get<std::string>(*value).size() > kMaxRegexSubject) return Tri::kUnknown;
+      return from_bool(test(*this, *value));
     }
   }
   return Tri::kUnknown;

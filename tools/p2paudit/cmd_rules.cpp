@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/json_output.h"
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/policy/rule_analysis.h"
@@ -60,7 +61,7 @@ int run_lint(const GlobalOptions& global, const LintArgs& args) {
       continue;
     } catch (const policy::RuleFileError& e) {
       for (const auto& d : e.diagnostics()) diagnostics.push_back(diagnostic_json(d));
-      if (!as_json) std::cerr << e.what() << "\n";
+      if (!as_json) std::cerr << escape_json_text(e.what()) << "\n";
     } catch (const InputError& e) {
       // Not read at all (missing, a FIFO, a directory, too large): the message names the file first.
       std::string message = escape_text(e.what());

@@ -14,6 +14,7 @@
 #include "p2paudit/dump_topology.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/json_output.h"
 #include "p2paudit/probe/runtime_facts.h"
 #include "p2paudit/rules_location.h"
 #include "p2paudit/snapshot.h"
@@ -50,7 +51,9 @@ TextStyle text_style(const GlobalOptions& global) {
 
 bool progress_wanted() { return terminal_without_dumb(STDERR_FILENO); }
 
-void print_error(const std::string& message) { std::cerr << "p2paudit: " << message << "\n"; }
+// The one gate for error text: messages quote file names, argv values and snapshot bytes, so
+// controls (C0, DEL, C1) and invalid UTF-8 are shown as \xNN; only our own line breaks stay.
+void print_error(const std::string& message) { std::cerr << "p2paudit: " << escape_json_text(message) << "\n"; }
 
 MachineSource machine_source(const GlobalOptions& global) {
   MachineSource s;

@@ -18,7 +18,8 @@ inline constexpr size_t kMaxDumpFileBytes = 64u << 20;    // lspci -xxxx of a ve
 std::string read_input_file(const std::string& path, size_t max_bytes);
 
 // Text from hostile input made safe to print and to put in JSON: invalid UTF-8 bytes and
-// control characters (other than tab) are shown as \xNN; valid UTF-8 is kept.
+// control characters (C0 other than tab, DEL, C1 U+0080..U+009F as its two bytes) are shown as
+// \xNN; other valid UTF-8 is kept.
 std::string escape_text(std::string_view bytes);
 bool is_clean_text(std::string_view bytes);  // true when escape_text() would change nothing
 

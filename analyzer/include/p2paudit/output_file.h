@@ -35,7 +35,9 @@ class OutputFile {
     }
     std::filesystem::path p(path);
     std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-    temp_ = fmt::format("{}/.{}.XXXXXX", dir, p.filename().string());
+    // A fixed short name, not ".NAME.XXXXXX": an output name up to NAME_MAX must work, and the
+    // twin lives in the same directory so the rename is atomic.
+    temp_ = fmt::format("{}/.p2paudit-XXXXXX", dir);
     fd_ = ::mkostemp(temp_.data(), O_CLOEXEC);  // O_EXCL, mode 0600: nobody else reads a half-written capture
     if (fd_ < 0) throw InputError(fmt::format("{}: cannot create a file in {}: {}", path, dir, std::strerror(errno)));
     arm_cleanup(temp_);

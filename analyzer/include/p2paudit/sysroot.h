@@ -27,6 +27,9 @@ struct SysrootLimits {
   size_t max_archive_entries = 2'000'000;   // a 16384-function capture has ~350k
   size_t max_directory_entries = 1'000'000;
   size_t max_path_bytes = 4096;
+  // All entry names, symlink and hard-link targets of an archive together: the names are kept
+  // in memory beside the data (a 16384-function capture has ~350k names of ~80 bytes, ~30 MiB).
+  size_t max_archive_name_bytes = 64u << 20;
   int max_symlinks = 40;                    // per lookup, as the kernel's MAXSYMLINKS
 };
 

@@ -50,6 +50,10 @@ struct Condition {
   std::vector<FactValue> operands;
   std::shared_ptr<const std::regex> regex;  // kRegex, compiled at load time
 
+  // std::regex matches by recursion, one frame per subject character: a fact longer than this
+  // (read from a snapshot, so a stranger's) is not matched and the test is unknown, never a crash.
+  static constexpr size_t kMaxRegexSubject = 4096;
+
   Tri evaluate(const FactSet& facts) const;
 
   // Appends the facts whose being unknown left this condition kUnknown: knowing them could have
