@@ -421,7 +421,7 @@ std::optional<CaptureMetadata> read_capture_metadata(const Sysroot& root) {
   if (!text) return std::nullopt;
   CaptureMetadata meta;
   try {
-    auto j = parse_input_json(*text, fmt::format("{}: {}", root.origin(), kCaptureMetadataPath));
+    auto j = parse_input_json(*text, fmt::format("{}: {}", escape_text(root.origin()), kCaptureMetadataPath));
     meta.schema_version = j.at("schema_version").get<int>();
     meta.tool_version = j.value("tool_version", "");
     meta.captured_at = j.value("captured_at", "");
