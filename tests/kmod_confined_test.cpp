@@ -170,6 +170,25 @@ TEST_F(KmodConfined, ChildOffsetBeyondTheFileIsRefused) {
   expect_refused("modules.alias.bin");
 }
 
+// A page-sized index whose root prefix has no terminating NUL: libkmod's strlen() runs off the
+// mapping.
+TEST_F(KmodConfined, APrefixRunningPastTheEndIsRefused) {
+  depmod();
+  std::vector<uint8_t> data(4096 * 4, 'a');
+  const uint8_t header[] = {0xB0, 0x07, 0xF4, 0x57, 0x00, 0x02, 0x00, 0x01, 0x80, 0x00, 0x00, 0x0C};
+  std::copy(std::begin(header), std::end(header), data.begin());
+  write(mods_ / "modules.alias.bin", data);
+  expect_refused("modules.alias.bin");
+}
+
+// A root whose values claim 2^32-1 entries at the end of the file.
+TEST_F(KmodConfined, MoreValuesThanTheFileHoldsAreRefused) {
+  depmod();
+  std::vector<uint8_t> data = {0xB0, 0x07, 0xF4, 0x57, 0x00, 0x02, 0x00, 0x01, 0x40, 0x00, 0x00, 0x0C, 0xFF, 0xFF, 0xFF, 0xFF};
+  write(mods_ / "modules.dep.bin", data);
+  expect_refused("modules.dep.bin");
+}
+
 TEST_F(KmodConfined, TruncatedIndexIsRefused) {
   depmod();
   auto data = bytes(mods_ / "modules.dep.bin");
