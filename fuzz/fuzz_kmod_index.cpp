@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "p2paudit/drivers.h"
@@ -29,6 +30,7 @@ const std::string& sysroot_dir() {
     if (!mkdtemp(d.data())) std::abort();
     for (const char* sub : {"/lib", "/lib/modules", "/lib/modules/6.1.0-fuzz"})
       if (mkdir((d + sub).c_str(), 0700) != 0) std::abort();
+    std::atexit([] { std::filesystem::remove_all(sysroot_dir()); });
     return d;
   }();
   return dir;

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "p2paudit/drivers.h"
 #include "p2paudit/kmod_index.h"
 #include "p2paudit/sysroot.h"
@@ -139,6 +141,14 @@ class KmodConfined : public ::testing::Test {
 };
 
 TEST_F(KmodConfined, TheIndexDepmodWritesIsAcceptedAndAnswers) {
+  // A module with 1,500 aliases of the shapes real modules carry, for a trie of some size.
+  std::vector<std::string> aliases;
+  for (unsigned i = 0; i < 500; ++i) {
+    aliases.push_back(fmt::format("alias=pci:v{:08X}d{:08X}sv*sd*bc*sc*i*", 0x1000 + i * 37 % 4096, i * 7919 % 65536));
+    aliases.push_back(fmt::format("alias=usb:v{:04X}p{:04X}d*dc*dsc*dp*ic{:02X}isc*ip*in*", i * 31 % 65536, i, i % 256));
+    aliases.push_back(fmt::format("alias=of:N*T*Cvendor,part-{}C*", i));
+  }
+  make_module(mods_ / "kernel/drivers/many.ko", aliases);
   depmod();
   for (const char* f : {"modules.dep.bin", "modules.alias.bin", "modules.symbols.bin", "modules.builtin.bin"})
     if (fs::exists(mods_ / f) && fs::file_size(mods_ / f) > 0) {
