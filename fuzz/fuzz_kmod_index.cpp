@@ -23,17 +23,19 @@ const char* const kRelease = "6.1.0-fuzz";
 const char* const kFiles[] = {"modules.dep.bin", "modules.alias.bin", "modules.symbols.bin", "modules.builtin.alias.bin",
                               "modules.builtin.bin"};
 
+// Never destroyed, so that the exit handler removing it can still read its name.
 const std::string& sysroot_dir() {
-  static const std::string dir = [] {
+  static const std::string* const dir = [] {
     const char* tmp = std::getenv("TMPDIR");
-    std::string d = std::string(tmp && *tmp ? tmp : "/tmp") + "/p2paudit-fuzz-kmod-XXXXXX";
-    if (!mkdtemp(d.data())) std::abort();
+    auto* d = new std::string(std::string(tmp && *tmp ? tmp : "/tmp") + "/p2paudit-fuzz-kmod-XXXXXX");
+    if (!mkdtemp(d->data())) std::abort();
     for (const char* sub : {"/lib", "/lib/modules", "/lib/modules/6.1.0-fuzz"})
-      if (mkdir((d + sub).c_str(), 0700) != 0) std::abort();
-    std::atexit([] { std::filesystem::remove_all(sysroot_dir()); });
+      if (mkdir((*d + sub).c_str(), 0700) != 0) std::abort();
     return d;
   }();
-  return dir;
+  static const bool removed_at_exit = std::atexit([] { std::filesystem::remove_all(*dir); }) == 0;
+  (void)removed_at_exit;
+  return *dir;
 }
 
 void write_file(const std::string& path, const uint8_t* data, size_t size) {
