@@ -27,8 +27,8 @@ class ModuleIndex : public ::testing::Test {
                                 dir_.string()).status, 0);
     fs::path mods = dir_ / "lib/modules" / release / "kernel/drivers";
     fs::create_directories(mods);
-    make_module(mods / "nvme.ko", {"alias=pci:v*d*sv*sd*bc01sc08i02*", "version=1.0-nvme-test",
-                                   "srcversion=AAAABBBBCCCCDDDDEEEEFF", "license=GPL"});
+    make_module(mods / "nvme.ko", {"alias=pci:v*d*sv*sd*bc01sc08i02*", "version=9.9-in-the-ko-file",
+                                   "srcversion=NOTREADFROMTHEKOFILE00", "license=GPL"});
     make_module(mods / "fakenvme.ko", {"alias=pci:v00001B36d00000010sv*sd*bc*sc*i*", "license=GPL"});
     std::string depmod = "PATH=$PATH:/usr/sbin:/sbin depmod -b " + dir_.string() + " " + release + " 2>/dev/null";
     ASSERT_EQ(test::run_command(depmod).status, 0);
@@ -48,7 +48,12 @@ class ModuleIndex : public ::testing::Test {
   fs::path dir_;
 };
 
+// Version and srcversion come from the running kernel's sys/module, never from the module file
+// (which libkmod would decompress whole): the .ko's own .modinfo values are not read.
 TEST_F(ModuleIndex, BoundDriverGetsItsModuleVersion) {
+  fs::create_directories(dir_ / "sys/module/nvme");
+  std::ofstream(dir_ / "sys/module/nvme/version") << "1.0-nvme-test\n";
+  std::ofstream(dir_ / "sys/module/nvme/srcversion") << "AAAABBBBCCCCDDDDEEEEFF\n";
   Topology t = read_topology(Sysroot::open(dir_.string()));
   const Function* nvme = t.find(*Bdf::parse("0000:01:00.0"));
   ASSERT_NE(nvme, nullptr);

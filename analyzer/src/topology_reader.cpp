@@ -215,6 +215,7 @@ void resolve_modules(const Sysroot& root, Topology& t, const std::optional<Captu
     return;
   }
   ModuleResolver modules(root, t.platform.kernel_release);
+  t.findings.insert(t.findings.end(), modules.findings().begin(), modules.findings().end());
   std::map<std::string, ModuleInfo> cache;
   for (auto& f : t.functions) {
     std::string key = f.driver.empty() ? "modalias:" + f.modalias : f.driver;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology.h"
@@ -15,8 +16,9 @@ namespace p2paudit {
 
 class ModuleResolver {
  public:
-  // Live sysroot: the running kernel's module index. Otherwise libkmod is pointed at the sysroot's
-  // lib/modules/<release> when present; without it module facts stay unknown.
+  // Live sysroot: the running kernel's module index. A directory sysroot: the index files of its
+  // lib/modules/<release>, checked and copied to a private directory (removed by the destructor),
+  // with no modprobe.d configuration; without them, or when one is refused, module facts stay unknown.
   ModuleResolver(const Sysroot& root, const std::string& kernel_release);
   ~ModuleResolver();
   ModuleResolver(const ModuleResolver&) = delete;
@@ -25,12 +27,16 @@ class ModuleResolver {
   bool available() const { return ctx_ != nullptr; }
   ModuleInfo for_driver(const std::string& driver) const;
   ModuleInfo for_modalias(const std::string& modalias) const;
+  // Index files refused or not copied, for the topology's findings.
+  const std::vector<Finding>& findings() const { return findings_; }
+  struct kmod_ctx* context() const { return ctx_; }  // for tests: what configuration libkmod holds
 
  private:
-  bool module_file_confined(const char* path) const;
+  void copy_indexes(const Sysroot& root, const std::string& rel);
   const Sysroot& root_;
-  std::string modules_dir_;   // host path libkmod was given (directory sysroots only)
-  std::string modules_rel_;   // the same, relative to the sysroot
+  std::string private_dir_;                // where the sysroot's checked index files were copied
+  std::vector<std::string> private_files_;
+  std::vector<Finding> findings_;
   struct kmod_ctx* ctx_ = nullptr;
 };
 
