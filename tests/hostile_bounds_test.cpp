@@ -264,7 +264,7 @@ TEST(EscapedMessages, AMalformedCaptureRecordIsQuotedEscaped) {
     ADD_FAILURE() << "a malformed capture record was accepted";
   } catch (const InputError& e) {
     expect_no_raw_controls(e.what(), "read_capture_metadata");
-    EXPECT_NE(std::string(e.what()).find("malformed capture metadata"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::string(kCaptureMetadataPath) + ": "), std::string::npos) << e.what();
   }
   std::string err = stderr_of("--sysroot " + shell_quote(s.str()) + " topology");
   expect_no_raw_controls(err, "topology on a malformed capture record");
