@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/platform.h"
 
-#include <archive.h>
-
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -81,25 +79,6 @@ void read_cpuinfo(const Sysroot& root, Platform& p, std::vector<Finding>& findin
   if (!p.cpu_vendor.empty() && p.cpu_family) p.arch = "x86";
 }
 
-// Decompresses proc/config.gz in memory with libarchive's raw reader, bounded like any file.
-std::optional<std::string> gunzip(const std::string& compressed, size_t max) {
-  struct archive* a = archive_read_new();
-  archive_read_support_filter_gzip(a);
-  archive_read_support_format_raw(a);
-  std::optional<std::string> out;
-  struct archive_entry* entry;
-  if (archive_read_open_memory(a, compressed.data(), compressed.size()) == ARCHIVE_OK &&
-      archive_read_next_header(a, &entry) == ARCHIVE_OK) {
-    std::string data;
-    char buf[1 << 16];
-    la_ssize_t n;
-    while ((n = archive_read_data(a, buf, sizeof buf)) > 0 && data.size() <= max) data.append(buf, static_cast<size_t>(n));
-    if (n == 0 && data.size() <= max) out = std::move(data);
-  }
-  archive_read_free(a);
-  return out;
-}
-
 // A release names a directory (boot/config-R, lib/modules/R): one path component of the
 // characters kernel releases use, so a hostile "../../etc/shadow" cannot steer a lookup.
 bool is_safe_release(const std::string& r) {
@@ -116,7 +95,7 @@ std::optional<std::string> read_kernel_config(const Sysroot& root, Platform& p, 
   if (is_safe_release(p.kernel_release) && (config = root.read_text(boot))) {
     p.kernel_config_source = boot;
   } else if (auto gz = root.read_text("proc/config.gz")) {
-    config = gunzip(*gz, root.limits().max_file_bytes);
+    config = gunzip_bounded(*gz, root.limits().max_file_bytes);
     if (config) p.kernel_config_source = "proc/config.gz";
     else findings.push_back({"proc/config.gz", "cannot be decompressed: kernel config unknown"});
   }

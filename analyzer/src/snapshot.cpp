@@ -285,26 +285,6 @@ std::string redact_nvidia_params(std::string_view params) {
   return out;
 }
 
-// A gzip stream in memory, through libarchive's raw reader and writer (no zlib of our own);
-// nullopt when it cannot be read whole within max bytes.
-std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t max) {
-  struct archive* a = archive_read_new();
-  archive_read_support_filter_gzip(a);
-  archive_read_support_format_raw(a);
-  std::optional<std::string> out;
-  struct archive_entry* entry;
-  if (archive_read_open_memory(a, compressed.data(), compressed.size()) == ARCHIVE_OK &&
-      archive_read_next_header(a, &entry) == ARCHIVE_OK) {
-    std::string data;
-    char buf[1 << 16];
-    la_ssize_t n;
-    while ((n = archive_read_data(a, buf, sizeof buf)) > 0 && data.size() <= max) data.append(buf, static_cast<size_t>(n));
-    if (n == 0 && data.size() <= max) out = std::move(data);
-  }
-  archive_read_free(a);
-  return out;
-}
-
 std::optional<std::string> gzip_bytes(const std::string& data) {
   std::string out;
   struct archive* a = archive_write_new();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,5 +23,9 @@ std::string read_input_file(const std::string& path, size_t max_bytes);
 // \xNN; other valid UTF-8 is kept.
 std::string escape_text(std::string_view bytes);
 bool is_clean_text(std::string_view bytes);  // true when escape_text() would change nothing
+
+// A gzip stream decompressed in memory (proc/config.gz), through libarchive's raw reader;
+// nullopt when it cannot be read whole within max bytes.
+std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t max);
 
 }  // namespace p2paudit
