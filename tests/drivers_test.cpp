@@ -7,6 +7,7 @@
 
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
+#include "module_fixture.h"
 #include "test_support.h"
 
 namespace p2paudit {
@@ -17,7 +18,7 @@ namespace fs = std::filesystem;
 class ModuleIndex : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (test::run_command("command -v depmod >/dev/null || test -x /usr/sbin/depmod || test -x /sbin/depmod").status != 0)
+    if (!test::depmod_available())
       GTEST_SKIP() << "depmod (Debian package kmod) is not installed";
     dir_ = fs::path(::testing::TempDir()) / ("p2paudit-kmod-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
@@ -27,23 +28,13 @@ class ModuleIndex : public ::testing::Test {
                                 dir_.string()).status, 0);
     fs::path mods = dir_ / "lib/modules" / release / "kernel/drivers";
     fs::create_directories(mods);
-    make_module(mods / "nvme.ko", {"alias=pci:v*d*sv*sd*bc01sc08i02*", "version=9.9-in-the-ko-file",
+    test::make_module(mods / "nvme.ko", {"alias=pci:v*d*sv*sd*bc01sc08i02*", "version=9.9-in-the-ko-file",
                                    "srcversion=NOTREADFROMTHEKOFILE00", "license=GPL"});
-    make_module(mods / "fakenvme.ko", {"alias=pci:v00001B36d00000010sv*sd*bc*sc*i*", "license=GPL"});
-    std::string depmod = "PATH=$PATH:/usr/sbin:/sbin depmod -b " + dir_.string() + " " + release + " 2>/dev/null";
-    ASSERT_EQ(test::run_command(depmod).status, 0);
+    test::make_module(mods / "fakenvme.ko", {"alias=pci:v00001B36d00000010sv*sd*bc*sc*i*", "license=GPL"});
+    test::run_depmod(dir_, release);
   }
   void TearDown() override {
     if (!dir_.empty()) fs::remove_all(dir_);
-  }
-  void make_module(const fs::path& ko, const std::vector<std::string>& modinfo) {
-    fs::path src = ko.string() + ".c";
-    std::ofstream out(src);
-    for (size_t i = 0; i < modinfo.size(); ++i)
-      out << "__attribute__((section(\".modinfo\"), used)) static const char m" << i << "[] = \"" << modinfo[i] << "\";\n";
-    out.close();
-    ASSERT_EQ(test::run_command("cc -c -x c " + src.string() + " -o " + ko.string()).status, 0);
-    fs::remove(src);
   }
   fs::path dir_;
 };

@@ -20,6 +20,7 @@
 #include "p2paudit/kmod_index.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
+#include "module_fixture.h"
 #include "test_support.h"
 
 namespace p2paudit {
@@ -90,7 +91,7 @@ std::string analyse(const fs::path& dir) {
 class KmodConfined : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (test::run_command("test -x /usr/sbin/depmod || test -x /sbin/depmod || command -v depmod >/dev/null").status != 0)
+    if (!test::depmod_available())
       GTEST_SKIP() << "depmod (Debian package kmod) is not installed";
     dir_ = fs::path(::testing::TempDir()) / ("p2paudit-kmodconf-" + std::to_string(::getpid()));
     fs::remove_all(dir_);
@@ -105,18 +106,8 @@ class KmodConfined : public ::testing::Test {
   void TearDown() override {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
-  void make_module(const fs::path& ko, const std::vector<std::string>& modinfo) {
-    fs::path src = ko.string() + ".c";
-    std::ofstream out(src);
-    for (size_t i = 0; i < modinfo.size(); ++i)
-      out << "__attribute__((section(\".modinfo\"), used)) static const char m" << i << "[] = \"" << modinfo[i] << "\";\n";
-    out.close();
-    ASSERT_EQ(test::run_command("cc -c -x c " + src.string() + " -o " + ko.string()).status, 0);
-    fs::remove(src);
-  }
-  void depmod() {
-    ASSERT_EQ(test::run_command("PATH=$PATH:/usr/sbin:/sbin depmod -b " + dir_.string() + " " + kRelease + " 2>/dev/null").status, 0);
-  }
+  void make_module(const fs::path& ko, const std::vector<std::string>& modinfo) { test::make_module(ko, modinfo); }
+  void depmod() { test::run_depmod(dir_, kRelease); }
   std::vector<uint8_t> bytes(const fs::path& f) {
     std::ifstream in(f, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), {}};

@@ -59,7 +59,8 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
                               const SnapshotOptions& options);
 
 // --redact: the kernel command line with only the parameters that describe PCI, the IOMMU and
-// ACS (docs/security.md lists them); every other parameter, and everything after "--" (init's
+// ACS, and the two others the analysis reads (mem_encrypt, NVIDIA's third-party gate; docs/security.md
+// lists them all); every other parameter, and everything after "--" (init's
 // arguments), is dropped. Words are split as the kernel splits them (whitespace outside double
 // quotes); names compare with '-' and '_' alike, as the kernel compares them.
 std::string redact_cmdline(std::string_view cmdline);
