@@ -151,6 +151,29 @@ TEST(TextGate, EveryTextCommandOnAHostileArchive) {
   std::remove(archive.c_str());
 }
 
+// With colour on, the tool's own escapes reach the terminal and the input's still do not: the
+// gate knows the tool's by a secret, not by their bytes (the input's ESC[31m is the tool's red).
+TEST(TextGate, ColourPassesAndInputEscapesStillDoNot) {
+  SysrootDir s;
+  build_machine(s, "Genuine\x1b[31mIntel", "Xeon" + kHostile);
+  for (std::string command : {"matrix", "policy --details", "explain 01:00.0 02:00.0", "whitelist --commit-message", ""}) {
+    auto r = test::run_command(tool() + " --color always --sysroot " + test::shell_quote(s.str()) + " " + command + " 2>&1");
+    EXPECT_EQ(r.output.find("\x1b[31mIntel"), std::string::npos) << command;
+    EXPECT_EQ(r.output.find("\x1b[31mRED"), std::string::npos) << command;
+    EXPECT_EQ(r.output.find("\xc2\x9b"), std::string::npos) << command;
+    EXPECT_EQ(r.output.find("\x07"), std::string::npos) << command;
+    EXPECT_EQ(r.output.find("\r"), std::string::npos) << command;
+    if (command == "matrix") EXPECT_NE(r.output.find("\x1b[0m"), std::string::npos) << "no colour at all:\n" << r.output;
+    // Every ESC left is one of the tool's own colours.
+    for (size_t at = 0; (at = r.output.find('\x1b', at)) != std::string::npos; ++at) {
+      std::string seq = r.output.substr(at, r.output.find('m', at) - at + 1);
+      EXPECT_TRUE(seq == "\x1b[0m" || seq == "\x1b[1m" || seq == "\x1b[31m" || seq == "\x1b[32m" || seq == "\x1b[33m" ||
+                  seq == "\x1b[35m")
+          << command << ": " << escape_text(seq);
+    }
+  }
+}
+
 // The rendered commit message names the machine as read: the candidate exists, and the values
 // from input are there, escaped, on their line.
 TEST(TextGate, CommitMessageKeepsTheValuesOnTheirLine) {
