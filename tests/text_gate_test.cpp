@@ -17,6 +17,7 @@
 #include "p2paudit/input_file.h"
 #include "p2paudit/platform.h"
 #include "p2paudit/sysroot.h"
+#include "p2paudit/text_style.h"
 #include "sysroot_builder.h"
 #include "test_support.h"
 
@@ -172,6 +173,29 @@ TEST(TextGate, ColourPassesAndInputEscapesStillDoNot) {
           << command << ": " << escape_text(seq);
     }
   }
+}
+
+// The gate itself, on a stream of its own: what it holds back is judged whole (a UTF-8 sequence
+// split over two writes, a flush in the middle of a line), and only own_controls() pass.
+TEST(TextGate, StreamGateJudgesWholeSequences) {
+  std::ostringstream out;
+  {
+    TextGate gate(out);
+    out << "a\xc3" << "\xa9b\n";                              // é written in two halves
+    out << "in: \x1b[2J\x9b\xc2\x9b\x7f\r\a\tend\n";          // the input's controls
+    out << own_controls("\x1b[31m") << "red" << own_controls("\x1b[0m") << "\n";
+    out << own_controls("\r") << std::flush << "x\n";
+    std::string fake = own_controls("\x1b");                      // ESC, the secret, ESC
+    out << fake.substr(0, fake.size() / 2) << "\n";              // half a marker is text
+    out << std::string(100000, 'y') << "\xff\n";                 // more than the gate holds
+  }
+  std::string text = out.str();
+  EXPECT_TRUE(text.starts_with("a\xc3\xa9b\nin: \\x1b[2J\\x9b\\xc2\\x9b\\x7f\\x0d\\x07\tend\n\x1b[31mred\x1b[0m\n\rx\n\\x1b"))
+      << escape_text(text.substr(0, 200));
+  EXPECT_EQ(gate_breach(text.substr(text.find("\rx\n") + 3)), "");  // after the own controls
+  EXPECT_TRUE(text.ends_with(std::string(100000, 'y') + "\\xff\n"));
+  // Without a gate, own_controls() changes nothing: library callers' streams get plain escapes.
+  EXPECT_EQ(own_controls("\x1b[0m"), "\x1b[0m");
 }
 
 // The rendered commit message names the machine as read: the candidate exists, and the values
