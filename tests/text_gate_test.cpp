@@ -59,6 +59,10 @@ void build_machine(SysrootDir& s, const std::string& vendor_id, const std::strin
     s.link("sys/devices/" + ep + "/iommu_group", "../../../../kernel/iommu_groups/" + std::to_string(port));
     s.write("sys/kernel/iommu_groups/" + std::to_string(port) + "/type", "DMA" + kHostile + kLines + "\n");
   }
+  // A NIC whose driver link names no real driver: a file name of the snapshot is input too.
+  s.function("pci0000:00/0000:00:03.0", ConfigBytes(0x1b36, 0x000c, 0x060400, 4, true).buses(0, 3, 3).bytes());
+  s.function("pci0000:00/0000:00:03.0/0000:03:00.0", ConfigBytes(0x8086, 0x10d3, 0x020000, 0).bytes());
+  s.link("sys/devices/pci0000:00/0000:00:03.0/0000:03:00.0/driver", "../../../../bus/pci/drivers/e1000e" + kHostile + kLines);
   for (const char* m : {"nvidia", "nvme"}) {
     s.write(std::string("sys/module/") + m + "/initstate", "live\n");
     s.write(std::string("sys/module/") + m + "/version", "550.1" + kHostile + kLines + "\n");
@@ -128,17 +132,29 @@ TEST(TextGate, EveryTextCommandOnAHostileDirectory) {
   expect_gated(s.str());
   // The same strings as vendor facts and in a rule file.
   json facts = {{"schema_version", 1},
-                {"all", {{"vendor.copy_error", "1" + kHostile + kLines}, {"vendor.copy_runtime", kHostile + kLines}}}};
+                {"all", {{"vendor.copy_result", "failed"}, {"vendor.copy_error", "1" + kHostile + kLines},
+                         {"vendor.copy_runtime", kHostile + kLines}}}};
   s.write("facts.json", raw_json(facts));
-  s.write("rules.yaml", "schema_version: 1\nrules:\n  - id: \"x\x1b[31m\"\n    when: {fact: provider.driver, equals: nvidia}\n"
+  s.write("rules.yaml", "version: 1\nrules:\n  - id: \"x\x1b[31m\"\n    when: {fact: provider.driver, equals: nvidia}\n"
                         "    decide: deny\n    reason: \"r\\e[2J\\u009b\\nSigned-off-by: Mallory\"\n");
-  for (std::string command : {"policy --details", "check 01:00.0 02:00.0", "whitelist --commit-message"}) {
+  // A valid site rule whose reason and remedy render the facts from input (template values).
+  s.write("site.yaml", "version: 1\nplacement: before-defaults\nrules:\n  - id: site-show\n"
+                       "    when: {provider.class: gpu}\n    action: deny\n    authority: platform\n"
+                       "    reason: \"module {provider.module} {provider.module_version} driver {provider.driver} cpu "
+                       "{platform.cpu_vendor} copy {vendor.copy_runtime} {vendor.copy_error}\"\n"
+                       "    remedy: \"run {provider.module_version}\"\n");
+  for (std::string command : {"policy --details", "check 01:00.0 02:00.0", "whitelist --commit-message", "-v"}) {
     for (std::string option : {" --vendor-facts " + test::shell_quote(s.str() + "/facts.json"),
-                               " --rules " + test::shell_quote(s.str() + "/rules.yaml")}) {
-      if (command.starts_with("whitelist") && option.starts_with(" --rules")) continue;
+                               " --rules " + test::shell_quote(s.str() + "/rules.yaml"),
+                               " --rules " + test::shell_quote(s.str() + "/site.yaml")}) {
+      if ((command.starts_with("whitelist") || command == "-v") && option.starts_with(" --rules")) continue;
       auto r = test::run_command(tool() + " --color never --no-probe --sysroot " + test::shell_quote(s.str()) + " " +
                                  command + option + " 2>&1");
       EXPECT_EQ(gate_breach(r.output), "") << "p2paudit " << command << option;
+      if (option.find("site.yaml") != std::string::npos) {  // the rule fired, its values shown on one line
+        EXPECT_NE(r.output.find("module nvidia\\x1b[31mRED\\xc2\\x9b2J\\x07BEL\\x0dCR\\x09TAB\\x0aSigned-off-by: Mallory"),
+                  std::string::npos) << command << option << "\n" << r.output;
+      }
     }
   }
 }
