@@ -230,6 +230,20 @@ TEST(TextGate, CommitMessageKeepsTheValuesOnTheirLine) {
   EXPECT_EQ(n, 1u) << r.output;
 }
 
+// A model name within its 48 bytes that holds a trailer key where the paragraph would wrap: the
+// wrap never puts it at the start of a line (git would read it as the patch's own trailer).
+TEST(TextGate, CommitMessageNeverWrapsIntoATrailer) {
+  for (std::string model : {"Intel Xeon Signed-off-by: Mallory", "Intel Xeo Reviewed-by: Mallory", "Intel X Link: Mallory"}) {
+    SysrootDir s;
+    build_machine(s, "GenuineIntel", model);
+    auto r = test::run_command(tool() + " --color never --sysroot " + test::shell_quote(s.str()) +
+                               " whitelist --commit-message 2>&1");
+    ASSERT_NE(r.output.find("Tested on:"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("(" + model.substr(0, model.find(':') + 1)), std::string::npos) << r.output;  // one line
+    EXPECT_EQ(gate_breach(r.output), "") << model;
+  }
+}
+
 // Known sizes: a CPUID brand string is 48 bytes, the vendor 12, a host name 64 (HOST_NAME_MAX),
 // a kernel release 64 (struct utsname). A longer value is cut, marked, and a finding names the file.
 TEST(TextGate, FieldsOfKnownSizeAreCutWithAFinding) {
