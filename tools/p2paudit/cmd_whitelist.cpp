@@ -51,7 +51,7 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
   }
   auto named = matrix_devices(topo, true);
   for (const auto& c : candidates) {
-    std::cout << fmt::format("\n{} {} [{}]: {}{}\n", c.id(), c.name, fmt::join(c.host_bridges, ", "), to_string(c.status),
+    std::cout << fmt::format("\n{} {} [{}]: {}{}\n", c.id(), escape_line(c.name), fmt::join(c.host_bridges, ", "), to_string(c.status),
                              c.status == fleet::CandidateStatus::kFixedIn ? " " + c.fixed_in : "");
     std::vector<std::string> pairs;
     for (const auto& p : c.pairs)
