@@ -123,6 +123,22 @@ std::string escape_text(std::string_view s) {
   return out;
 }
 
+std::string escape_line(std::string_view s) {
+  std::string out = escape_text(s);
+  if (out.find_first_of("\n\t") == std::string::npos) return out;
+  std::string line;
+  for (char c : out) line += c == '\n' ? std::string("\\x0a") : c == '\t' ? std::string("\\x09") : std::string(1, c);
+  return line;
+}
+
+std::string bounded_field(std::string_view s, size_t max_bytes, bool* cut) {
+  if (cut) *cut = s.size() > max_bytes;
+  if (s.size() <= max_bytes) return std::string(s);
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xc0) == 0x80) --end;  // not inside a sequence
+  return std::string(s.substr(0, end)) + "\u2026";
+}
+
 // A gzip stream in memory, through libarchive's raw reader and writer (no zlib of our own);
 // nullopt when it cannot be read whole within max bytes.
 std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t max) {

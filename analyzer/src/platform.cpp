@@ -51,6 +51,22 @@ std::optional<int> physical_address_bits(const std::string& value) {
   return bits;
 }
 
+// Fields whose size the hardware or the kernel fixes: a longer value came from no kernel. It is cut
+// (marked "…") so that it cannot flood a header or a commit message, and a finding names the file.
+constexpr size_t kCpuVendorBytes = 12;  // CPUID leaf 0: EBX, EDX, ECX
+constexpr size_t kCpuBrandBytes = 48;   // CPUID 0x80000002..0x80000004: the brand string
+constexpr size_t kUtsFieldBytes = 64;   // struct new_utsname: nodename, release (__NEW_UTS_LEN)
+
+std::string bounded(const std::string& value, size_t max, const char* path, const char* what,
+                    std::vector<Finding>& findings) {
+  bool cut = false;
+  std::string out = bounded_field(value, max, &cut);
+  if (cut)
+    findings.push_back({path, fmt::format("{} is {} bytes, longer than the {} bytes it can be: cut to '{}'", what,
+                                          value.size(), max, escape_line(out))});
+  return out;
+}
+
 // Boot CPU facts from the first "processor" block of /proc/cpuinfo (cpu_data(0) in the kernel).
 void read_cpuinfo(const Sysroot& root, Platform& p, std::vector<Finding>& findings) {
   auto text = root.read_text("proc/cpuinfo");
@@ -65,10 +81,11 @@ void read_cpuinfo(const Sysroot& root, Platform& p, std::vector<Finding>& findin
     std::string key = trim(line.substr(0, colon));
     std::string value = colon == std::string::npos ? "" : trim(line.substr(colon + 1));
     if (key == "processor" && ++blocks > 1) break;
-    if (key == "vendor_id") p.cpu_vendor = value;
+    if (key == "vendor_id") p.cpu_vendor = bounded(value, kCpuVendorBytes, "proc/cpuinfo", "vendor_id", findings);
     else if (key == "cpu family") p.cpu_family = parse_int(value);
     else if (key == "model") p.cpu_model = parse_int(value);
-    else if (key == "model name") p.cpu_model_name = value;
+    else if (key == "model name")
+      p.cpu_model_name = bounded(value, kCpuBrandBytes, "proc/cpuinfo", "model name (a CPUID brand string)", findings);
     else if (key == "address sizes") p.cpu_physical_address_bits = physical_address_bits(value);
     else if (key == "flags") {
       for (const auto& flag : split_words(value))
@@ -334,7 +351,12 @@ Platform read_platform(const Sysroot& root, std::vector<Finding>& findings) {
   read_cpuinfo(root, p, findings);
   if (auto r = root.read_line("proc/sys/kernel/osrelease")) {
     p.kernel_release = trim(*r);
-    if (!is_safe_release(p.kernel_release)) {
+    if (p.kernel_release.size() > kUtsFieldBytes) {  // a cut release would choose another kernel's rules
+      findings.push_back({"proc/sys/kernel/osrelease",
+                          fmt::format("{} bytes, longer than the {} bytes of a kernel release (struct utsname): kernel "
+                                      "release unknown", p.kernel_release.size(), kUtsFieldBytes)});
+      p.kernel_release.clear();
+    } else if (!is_safe_release(p.kernel_release)) {
       findings.push_back({"proc/sys/kernel/osrelease", fmt::format("'{}' is not a kernel release: kernel release unknown",
                                                                    escape_text(p.kernel_release))});
       p.kernel_release.clear();
@@ -345,7 +367,8 @@ Platform read_platform(const Sysroot& root, std::vector<Finding>& findings) {
   if (auto v = root.read_line("proc/version")) p.kernel_version = trim(*v);
   if (auto v = root.read_line("proc/version_signature")) p.kernel_version_signature = trim(*v);
   if (auto c = root.read_line("proc/cmdline")) p.cmdline = trim(*c);
-  if (auto h = root.read_line("proc/sys/kernel/hostname")) p.hostname = trim(*h);
+  if (auto h = root.read_line("proc/sys/kernel/hostname"))
+    p.hostname = bounded(trim(*h), kUtsFieldBytes, "proc/sys/kernel/hostname", "the host name", findings);
   auto config = read_kernel_config(root, p, findings);
   read_iommu(root, p, config);
   read_nvidia_third_party(root, p);

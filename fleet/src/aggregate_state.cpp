@@ -160,15 +160,21 @@ std::string earliest_release(const Counts& releases) {
   return best;
 }
 
+}  // namespace
+
 std::string csv_cell(const std::string& s) {
-  // A cell a spreadsheet would run as a formula is kept as text (OWASP's advice): names come
-  // from other machines.
-  std::string v = !s.empty() && std::string_view("=+-@").find(s[0]) != std::string_view::npos ? "'" + s : s;
+  // A cell a spreadsheet would run as a formula is kept as text (OWASP's advice: = + - @, and tab
+  // and carriage return, after which a spreadsheet still reads a formula): names come from other
+  // machines. A cell holding a separator, a quote or a line break is quoted (RFC 4180).
+  static constexpr std::string_view kFormulaStart("=+-@\t\r", 6);
+  std::string v = !s.empty() && kFormulaStart.find(s[0]) != std::string_view::npos ? "'" + s : s;
   if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
   std::string out = "\"";
   for (char ch : v) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
   return out + "\"";
 }
+
+namespace {
 
 std::string counts_text(const Counts& counts) {
   // Largest first, then by name: the few that matter lead.

@@ -2,6 +2,7 @@
 // Evaluating conditions and rendering templates against a FactSet.
 #include <algorithm>
 
+#include "p2paudit/input_file.h"
 #include "p2paudit/policy/rules.h"
 
 namespace p2paudit::policy {
@@ -123,7 +124,7 @@ std::string Template::render(const FactSet& facts) const {
     const FactValue* value = facts.get(piece.fact);
     if (!value) out += "unknown";
     else if (auto* bytes = std::get_if<std::int64_t>(value); bytes && piece.as_size) out += render_size(*bytes);
-    else out += render_fact_value(*value);
+    else out += escape_line(render_fact_value(*value));  // a value from input is one line of text
   }
   return out;
 }

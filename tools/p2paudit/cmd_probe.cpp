@@ -10,6 +10,8 @@
 
 #include "commands.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/input_file.h"
+#include "p2paudit/text_style.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
@@ -78,12 +80,12 @@ void print_text(const std::vector<probe::RuntimeReport>& reports, const Names& n
   for (const auto& r : reports) {
     std::cout << "\n" << r.runtime << ": " << r.status;
     if (!r.phase.empty()) std::cout << " in " << r.phase;
-    if (!r.error.empty()) std::cout << ": " << r.error;
-    std::cout << "\n  library: " << r.library << "\n";
+    if (!r.error.empty()) std::cout << ": " << escape_line(r.error);
+    std::cout << "\n  library: " << escape_line(r.library) << "\n";
     if (r.status == "absent") continue;
-    if (!r.driver_version.empty()) std::cout << "  driver:  " << r.driver_version << "\n";
+    if (!r.driver_version.empty()) std::cout << "  driver:  " << escape_line(r.driver_version) << "\n";
     if (r.extra.contains("note") && r.extra["note"].is_string())
-      std::cout << "  note:    " << r.extra["note"].get<std::string>() << "\n";
+      std::cout << "  note:    " << escape_line(r.extra["note"].get<std::string>()) << "\n";
     if (r.devices.empty()) {
       if (r.status == "ok") std::cout << "  no devices\n";
       continue;
@@ -95,7 +97,7 @@ void print_text(const std::vector<probe::RuntimeReport>& reports, const Names& n
       else if (!names.have_topology) where = d.bdf->str();
       else if (auto n = names.name(d.bdf)) where = d.bdf->str() + (n->empty() ? "" : " " + *n);
       else where = d.bdf->str() + " (not in the topology)";
-      std::cout << fmt::format("    {:<3} {:<28} {}\n", d.index, where, d.name);
+      std::cout << fmt::format("    {:<3} {:<28} {}\n", d.index, where, escape_line(d.name));
       if (d.extra.contains("nvlink") && d.extra["nvlink"].is_array() && !d.extra["nvlink"].empty()) {
         std::map<std::string, int> remotes;
         int active = 0;
@@ -268,7 +270,9 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
   options.copy.repeat = args.repeat;
   options.mirror = args.mirror;
   if (progress_wanted())
-    options.progress = [](const std::string& step) { std::cerr << "\rprobe: " << step << "\033[K" << std::flush; };
+    options.progress = [](const std::string& step) {
+      std::cerr << own_controls("\r") << "probe: " << escape_line(step) << own_controls("\033[K") << std::flush;
+    };
 
   std::optional<Topology> topo;
   try {
@@ -285,7 +289,7 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
   }
 
   std::vector<probe::RuntimeReport> reports = probe::probe_all(options);
-  if (options.progress) std::cerr << "\r\033[K" << std::flush;
+  if (options.progress) std::cerr << own_controls("\r\033[K") << std::flush;
   nlohmann::ordered_json document = probe::probe_document(reports, topo ? &*topo : nullptr, global.source(), note, options);
 
   // The prediction each answer is checked against: the kernel's rules and the default policy.

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "p2paudit/fleet/whitelist.h"
+#include "p2paudit/input_file.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/p2pdma_report.h"
 
@@ -38,10 +39,11 @@ std::string pair_names(const Topology& topo, const std::vector<NamedFunction>& n
 
 void print_text(const Topology& topo, const KernelRules& kernel, const fleet::CandidateContext& context,
                 const std::vector<fleet::WhitelistCandidate>& candidates, const WhitelistArgs& args) {
-  std::cout << fmt::format("Whitelist candidates: Linux {}, {} family {} model {}, IOMMU {}\n", context.kernel_release,
-                           context.cpu_vendor.empty() ? "CPU unknown" : context.cpu_vendor,
+  std::cout << fmt::format("Whitelist candidates: Linux {}, {} family {} model {}, IOMMU {}\n",
+                           escape_line(context.kernel_release),
+                           context.cpu_vendor.empty() ? "CPU unknown" : escape_line(context.cpu_vendor),
                            context.cpu_family ? std::to_string(*context.cpu_family) : "?",
-                           context.cpu_model ? std::to_string(*context.cpu_model) : "?", context.iommu_mode);
+                           context.cpu_model ? std::to_string(*context.cpu_model) : "?", escape_line(context.iommu_mode));
   for (const auto& note : kernel.notes) std::cout << "note: " << note << "\n";
   if (candidates.empty()) {
     std::cout << "\nnone: no pair here is refused only because a host bridge is missing from the whitelist\n";
@@ -49,7 +51,7 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
   }
   auto named = matrix_devices(topo, true);
   for (const auto& c : candidates) {
-    std::cout << fmt::format("\n{} {} [{}]: {}{}\n", c.id(), c.name, fmt::join(c.host_bridges, ", "), to_string(c.status),
+    std::cout << fmt::format("\n{} {} [{}]: {}{}\n", c.id(), escape_line(c.name), fmt::join(c.host_bridges, ", "), to_string(c.status),
                              c.status == fleet::CandidateStatus::kFixedIn ? " " + c.fixed_in : "");
     std::vector<std::string> pairs;
     for (const auto& p : c.pairs)

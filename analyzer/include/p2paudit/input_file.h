@@ -23,6 +23,12 @@ std::string read_input_file(const std::string& path, size_t max_bytes);
 // \xNN; other valid UTF-8 is kept.
 std::string escape_text(std::string_view bytes);
 bool is_clean_text(std::string_view bytes);  // true when escape_text() would change nothing
+// The same for a value that is one line of the output (a field, a template value, a line of a
+// commit message): line feed and tab are shown as \x0a and \x09 too, so input never starts a line.
+std::string escape_line(std::string_view bytes);
+// At most max_bytes of a field whose real size is known (a CPUID brand string, a host name), cut
+// at a UTF-8 boundary and marked with "…" when longer; `cut` tells whether it was.
+std::string bounded_field(std::string_view bytes, size_t max_bytes, bool* cut = nullptr);
 
 // A gzip stream decompressed in memory (proc/config.gz), through libarchive's raw reader;
 // nullopt when it cannot be read whole within max bytes.

@@ -78,6 +78,9 @@ struct AggregateState {
   std::string to_csv() const;
 };
 
+// One cell of to_csv(): RFC 4180 quoting, and a cell a spreadsheet would run as a formula kept as text.
+std::string csv_cell(const std::string& s);
+
 // A report or partial document's text as JSON: at most 16 levels and 4 M values; InputError
 // naming `origin` otherwise.
 nlohmann::json parse_fleet_json(std::string_view text, const std::string& origin);
