@@ -194,8 +194,8 @@ void no_log(void*, int, const char*, int, const char*, const char*, va_list) {}
 
 }  // namespace
 
-// Forks the child that answers the lookups; false when it cannot start or has no context (the
-// caller then queries in this process). No exec, no thread, no lock: between fork and _exit the
+// Forks the child that answers the lookups; false only when no child can be forked (the caller
+// then queries in this process). A child without a context is a finding: module facts unknown. No exec, no thread, no lock: between fork and _exit the
 // child only calls libkmod, malloc (which glibc keeps usable after fork) and system calls.
 bool ModuleResolver::start_child() {
   int fds[2];
@@ -215,9 +215,12 @@ bool ModuleResolver::start_child() {
   sock_ = fds[0];
   uint8_t hello = kNoContext;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kAnswerSeconds);
-  if (!read_bytes(sock_, &hello, 1, &deadline) || hello == kNoContext || hello > kUnconfined) {
-    stop_child("");
-    return false;
+  bool got = read_bytes(sock_, &hello, 1, &deadline);
+  if (!got || hello == kNoContext || hello > kUnconfined) {
+    stop_child(!got                ? "could not start (the child gave no answer)"
+               : hello == kNoContext ? "could not start (no libkmod context for the index)"
+                                     : "could not start (the child sent a malformed answer)");
+    return true;
   }
   confined_ = hello == kConfined;
   return true;
