@@ -57,7 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const char* f : kFiles) write_file(mods + f, data, size);
   try {
     p2paudit::Sysroot root = p2paudit::Sysroot::open(sysroot_dir());
-    p2paudit::ModuleResolver resolver(root, kRelease);
+    // In this process: the tool asks a confined child, where a crash would be the child's end
+    // and a finding; here it must be the fuzzer's to see.
+    p2paudit::ModuleResolver resolver(root, kRelease, p2paudit::KmodQueries::kInProcess);
     (void)resolver.for_modalias("pci:v000010DEd00002330sv000010DEsd000016C1bc03sc02i00");
     (void)resolver.for_modalias("symbol:pci_p2pdma_distance");
     (void)resolver.for_driver("nvme");

@@ -227,7 +227,7 @@ TEST_F(KmodConfined, ACompressedModuleIsNotInflated) {
 TEST_F(KmodConfined, TheContextHoldsNoHostConfiguration) {
   depmod();
   Sysroot root = Sysroot::open(dir_.string());
-  ModuleResolver resolver(root, kRelease);
+  ModuleResolver resolver(root, kRelease, KmodQueries::kInProcess);  // the context, in this process
   ASSERT_TRUE(resolver.available());
   using Iter = struct kmod_config_iter* (*)(const struct kmod_ctx*);
   for (Iter get : {Iter(kmod_config_get_aliases), Iter(kmod_config_get_options), Iter(kmod_config_get_blacklists),

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <ctime>
 #include <optional>
 #include <set>
@@ -46,7 +47,10 @@ class TarWriter {
  public:
   TarWriter(const std::string& path, int fd) : path_(path), a_(archive_write_new()) {
     archive_write_add_filter_gzip(a_);
-    archive_write_set_format_pax_restricted(a_);
+    // GNU tar: names are written as the bytes they are (long ones as ././@LongLink entries). The
+    // pax writer converts every name to UTF-8 through iconv, which reads the host's
+    // gconv-modules.cache (docs/security.md) and fails on a name that is not UTF-8.
+    archive_write_set_format_gnutar(a_);
     if (archive_write_open_fd(a_, fd) != ARCHIVE_OK) fail("cannot create");
   }
   ~TarWriter() {
@@ -109,13 +113,16 @@ class TarWriter {
   size_t files_ = 0;
 };
 
+// Calendar arithmetic only: gmtime_r() and strftime() call tzset(), which reads the host's
+// /etc/localtime (docs/security.md).
 std::string now_utc() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  using namespace std::chrono;
+  auto now = floor<seconds>(system_clock::now());
+  auto day = floor<days>(now);
+  year_month_day ymd{day};
+  hh_mm_ss hms{now - day};
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+                     static_cast<unsigned>(ymd.day()), hms.hours().count(), hms.minutes().count(), hms.seconds().count());
 }
 
 nlohmann::ordered_json module_json(const ModuleInfo& m) {

@@ -215,7 +215,6 @@ void resolve_modules(const Sysroot& root, Topology& t, const std::optional<Captu
     return;
   }
   ModuleResolver modules(root, t.platform.kernel_release);
-  t.findings.insert(t.findings.end(), modules.findings().begin(), modules.findings().end());
   std::map<std::string, ModuleInfo> cache;
   for (auto& f : t.functions) {
     std::string key = f.driver.empty() ? "modalias:" + f.modalias : f.driver;
@@ -224,6 +223,8 @@ void resolve_modules(const Sysroot& root, Topology& t, const std::optional<Captu
       it = cache.emplace(key, f.driver.empty() ? modules.for_modalias(f.modalias) : modules.for_driver(f.driver)).first;
     f.module = it->second;
   }
+  // After the lookups: libkmod's child may stop answering during them.
+  t.findings.insert(t.findings.end(), modules.findings().begin(), modules.findings().end());
 }
 
 }  // namespace

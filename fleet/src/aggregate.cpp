@@ -2,9 +2,11 @@
 // `aggregate`: finding the inputs, and a pool of workers that each fold what they read into a state
 // of their own; the states are merged at the end (the merge is commutative, so which worker read
 // which input does not change the answer).
+#include <sched.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -240,12 +242,28 @@ bool fold(const Input& in, const Analysis& analysis, AggregateState& state, Prog
   return false;
 }
 
+// The CPUs this process may run on, from its affinity mask: unlike hardware_concurrency(), which
+// reads the host's /sys/devices/system/cpu/online, no file is opened (docs/security.md).
+unsigned usable_cpus() {
+  for (size_t cpus = 1024; cpus <= 65536; cpus *= 4) {
+    cpu_set_t* set = CPU_ALLOC(cpus);
+    if (!set) return 1;
+    size_t size = CPU_ALLOC_SIZE(cpus);
+    CPU_ZERO_S(size, set);
+    int got = sched_getaffinity(0, size, set) == 0 ? CPU_COUNT_S(size, set) : -1;
+    CPU_FREE(set);
+    if (got > 0) return static_cast<unsigned>(got);
+    if (got == 0 || errno != EINVAL) return 1;
+  }
+  return 1;
+}
+
 }  // namespace
 
 AggregateResult aggregate(const std::vector<std::string>& inputs, const AggregateOptions& options) {
   Analysis analysis{load_kernel_rule_data(fs::path(options.rules_dir) / "kernel"),
                     policy::RuleSet::load(policy::default_rule_files(options.rules_dir)), options.tool_version};
-  unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  unsigned jobs = options.jobs ? options.jobs : usable_cpus();
 
   Progress progress(options);
   InputQueue queue(4 * size_t{jobs});

@@ -14,30 +14,49 @@ struct kmod_ctx;
 
 namespace p2paudit {
 
+// Where a directory sysroot's libkmod lookups run. kConfinedChild: a forked child (no exec) that
+// first confines itself to the private index copy (a new user namespace where allowed, then
+// chroot), so that libkmod's unconditional read of /proc/cmdline finds nothing of the host, and a
+// crash inside libkmod ends the child, not the analysis; where neither fork nor chroot is possible
+// the child (or, without fork, this process) reads the host's /proc/cmdline as libkmod 30 always
+// does. kInProcess: this process, for fuzzing libkmod itself and for tests of its context.
+enum class KmodQueries { kConfinedChild, kInProcess };
+
 class ModuleResolver {
  public:
-  // Live sysroot: the running kernel's module index. A directory sysroot: the index files of its
-  // lib/modules/<release>, checked and copied to a private directory (removed by the destructor),
-  // with no modprobe.d configuration; without them, or when one is refused, module facts stay unknown.
-  ModuleResolver(const Sysroot& root, const std::string& kernel_release);
+  // Live sysroot: the running kernel's module index, in this process. A directory sysroot: the
+  // index files of its lib/modules/<release>, checked and copied to a private directory (removed
+  // by the destructor), with no modprobe.d configuration; without them, or when one is refused,
+  // module facts stay unknown.
+  ModuleResolver(const Sysroot& root, const std::string& kernel_release,
+                 KmodQueries where = KmodQueries::kConfinedChild);
   ~ModuleResolver();
   ModuleResolver(const ModuleResolver&) = delete;
   ModuleResolver& operator=(const ModuleResolver&) = delete;
 
-  bool available() const { return ctx_ != nullptr; }
+  bool available() const { return ctx_ != nullptr || child_ > 0; }
   ModuleInfo for_driver(const std::string& driver) const;
   ModuleInfo for_modalias(const std::string& modalias) const;
-  // Index files refused or not copied, for the topology's findings.
+  // Index files refused or not copied, and a child that stopped answering, for the topology's
+  // findings (read them after the lookups).
   const std::vector<Finding>& findings() const { return findings_; }
   struct kmod_ctx* context() const { return ctx_; }  // for tests: what configuration libkmod holds
+  bool confined() const { return confined_; }        // for tests: the child chrooted into the copy
 
  private:
-  void copy_indexes(const Sysroot& root, const std::string& rel);
+  void copy_indexes(const Sysroot& root, const std::string& rel, KmodQueries where);
+  bool start_child();
+  void stop_child(const std::string& why) const;
+  bool ask(char op, const std::string& arg, std::vector<std::string>& answer, bool& flag) const;
   const Sysroot& root_;
   std::string private_dir_;                // where the sysroot's checked index files were copied
   std::vector<std::string> private_files_;
-  std::vector<Finding> findings_;
+  std::string index_rel_;                  // lib/modules/<release> of the sysroot, for findings
+  mutable std::vector<Finding> findings_;
   struct kmod_ctx* ctx_ = nullptr;
+  mutable int child_ = -1;                 // the confined child's pid, -1 when none answers
+  mutable int sock_ = -1;                  // its end of the socket pair
+  bool confined_ = false;
 };
 
 }  // namespace p2paudit
