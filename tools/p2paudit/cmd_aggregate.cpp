@@ -29,7 +29,7 @@ struct AggregateArgs {
 
 int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
   if (args.inputs.empty() && args.merge.empty())
-    throw InputError("aggregate needs an INPUT or a --merge PARTIAL");
+    throw InputError("aggregate needs an INPUT or a --merge P (an earlier --partial output)");
   if (args.partial && !args.format.empty() && args.format != "json")
     throw InputError("--partial writes the mergeable state as JSON: drop --format " + args.format);
   std::string format = args.partial ? "json" : args.format.empty() ? global.format : args.format;
@@ -74,9 +74,9 @@ void add_aggregate_command(CLI::App& app, const GlobalOptions& global, int* stat
   auto* cmd = app.add_subcommand("aggregate", "Fold many machines' reports, snapshots and --partial outputs into "
                                               "counts per host-bridge ID, kernel and rule (docs/fleet.md)");
   cmd->add_option("inputs", args->inputs, "Reports, snapshots, sysroot directories, or directories holding them");
-  cmd->add_option("--merge", args->merge, "Merge PARTIAL, an earlier --partial output (repeatable; a partial among "
+  cmd->add_option("--merge", args->merge, "Merge P, an earlier --partial output (repeatable; a partial among "
                                           "the INPUTs is skipped)")
-      ->type_name("PARTIAL")
+      ->type_name("P")
       ->allow_extra_args(false);
   cmd->add_flag("--partial", args->partial, "Write the mergeable state (JSON) for a later aggregate --merge");
   cmd->add_option("--format", args->format, "Output format")->check(CLI::IsMember({"text", "json", "csv"}));
