@@ -297,6 +297,35 @@ TEST(FleetPartial, DuplicateKeysAndDepthAreRefused) {
   EXPECT_TRUE(contains(reasons[deep], "nested deeper than 16 levels")) << reasons[deep];
 }
 
+// Whatever a report may hold, the partial written from it reads back: text is bounded once escaped
+// (a control byte becomes four), and a CPU vendor is short enough for "VENDOR family F model M".
+TEST(FleetPartial, ThePartialOfAnyCountedReportReadsBack) {
+  TempDir dir;
+  json base = report_of(captures()[0]);
+  ASSERT_FALSE(base["host_bridges"].empty());
+  std::vector<std::function<void(json&)>> changes = {
+      [](json& r) { r["machine"]["cpu_model_name"] = "", r["machine"]["cpu_vendor"] = std::string(250, 'V'); },
+      [](json& r) { r["machine"]["cpu_model_name"] = std::string(200, '\x01'); },
+      [](json& r) { r["machine"]["cpu_model_name"] = "Xeon\x1b[31m"; },
+      [](json& r) { r["host_bridges"][0]["device_name"] = std::string(120, '\x7f'); },
+      [](json& r) { r["kernel_rules"]["release"] = std::string(40, '\x1b'); },
+      [](json& r) { r["decisions"][0]["rule"] = nullptr; },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    SCOPED_TRACE(i);
+    json r = base;
+    changes[i](r);
+    std::string report = dir / ("r" + std::to_string(i) + ".json"), partial = dir / ("p" + std::to_string(i) + ".json");
+    write_file(report, r.dump());
+    auto direct = tool("aggregate " + shell_quote(report) + " --format json");
+    if (json::parse(direct.output)["machines"] == 0) continue;  // refused as a report: nothing to merge
+    ASSERT_EQ(tool("aggregate " + shell_quote(report) + " --partial -o " + shell_quote(partial)).status, 0);
+    auto merged = tool("aggregate --merge " + shell_quote(partial) + " --format json");
+    EXPECT_EQ(merged.status, 0);
+    EXPECT_EQ(merged.output, direct.output);
+  }
+}
+
 // 400k empty objects (1.2 MB) took 90 s when each object's end rescanned its parent; read linearly
 // they take a fraction of a second. This test runs under a CTest TIMEOUT (tests/CMakeLists.txt).
 TEST(FleetPartial, LargeFlatDocumentsReadInLinearTime) {

@@ -28,8 +28,11 @@ using ordered_json = nlohmann::ordered_json;
 constexpr size_t kMaxNameBytes = 256;     // CPU model and device names
 constexpr size_t kMaxReleaseBytes = 64;   // as uname's release field
 constexpr size_t kMaxRuleBytes = 128;
-constexpr size_t kMaxInputBytes = 4096;   // a skipped input's name
-constexpr size_t kMaxReasonBytes = 1024;
+constexpr size_t kMaxVendorBytes = 64;    // a CPUID vendor string is 12 bytes
+// A skipped input's name (a path of up to PATH_MAX bytes, each escaped) and its reason: what this
+// tool records, so that its own partials read back.
+constexpr size_t kMaxInputBytes = 16384;
+constexpr size_t kMaxReasonBytes = 16384;
 
 const char* const kStatuses[] = {"ready to submit", "needs evidence", "rejected", "fixed in"};
 // CPUID's family (base + extended) and model fit in 16 bits with room to spare.
@@ -92,13 +95,19 @@ class Checker {
     if (!o.is_object()) fail(where.empty() ? key : where + "." + key, "expected an object");
     return o;
   }
-  // A string of at most max bytes, made safe to print; "" for null when nullable.
+  // Input text made safe to print (escape_text), at most max bytes once escaped: what is kept is
+  // what a partial written from this state holds, so the tool's own partials always read back.
+  std::string bounded(const std::string& s, const std::string& where, size_t max, std::string_view what = "") const {
+    if (s.size() > max) fail(where, fmt::format("{}longer than {} bytes", what, max));
+    std::string out = escape_text(s);
+    if (out.size() > max) fail(where, fmt::format("{}longer than {} bytes once its control bytes are escaped", what, max));
+    return out;
+  }
+  // A string of at most max bytes (escaped), made safe to print; "" for null when nullable.
   std::string text(const json& j, const std::string& where, size_t max, bool nullable = false) const {
     if (nullable && j.is_null()) return "";
     if (!j.is_string()) fail(where, nullable ? "expected a string or null" : "expected a string");
-    const auto& s = j.get_ref<const std::string&>();
-    if (s.size() > max) fail(where, fmt::format("longer than {} bytes", max));
-    return escape_text(s);
+    return bounded(j.get_ref<const std::string&>(), where, max);
   }
   std::string one_of(const json& j, const std::string& where, std::initializer_list<const char*> allowed) const {
     if (j.is_string())
@@ -130,8 +139,8 @@ class Checker {
     std::string at = join(where, key);
     Counts out;
     for (const auto& [name, n] : this->object(object, key, where).items()) {
-      if (name.size() > max_key_bytes) fail(at, fmt::format("a key longer than {} bytes", max_key_bytes));
-      add(out[escape_text(name)], count(n, at + "." + escape_text(name), max, of));
+      std::string k = bounded(name, at, max_key_bytes, "a key ");
+      add(out[k], count(n, at + "." + k, max, of));
     }
     return out;
   }
@@ -174,7 +183,8 @@ std::string cpu_label(const Checker& c, const json& machine) {
   std::string family = number("cpu_family"), model = number("cpu_model");
   std::string name = c.text(c.field(machine, "cpu_model_name", "machine"), "machine.cpu_model_name", kMaxNameBytes);
   if (!name.empty()) return name;
-  std::string vendor = c.text(c.field(machine, "cpu_vendor", "machine"), "machine.cpu_vendor", kMaxNameBytes);
+  // At most 64 bytes, so that "VENDOR family F model M" fits a CPU model name's 256.
+  std::string vendor = c.text(c.field(machine, "cpu_vendor", "machine"), "machine.cpu_vendor", kMaxVendorBytes);
   if (vendor.empty() && family == "?") return "unknown";
   return fmt::format("{} family {} model {}", vendor.empty() ? "unknown" : vendor, family, model);
 }
@@ -348,10 +358,11 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
   const std::string of_machines = fmt::format("the {} machines of \"machines\"", one.machines);
 
   for (const auto& [release, j] : c.object(doc, "kernels", "").items()) {
-    std::string where = "kernels." + escape_text(release);
-    if (release.empty() || release.size() > kMaxReleaseBytes)
-      c.fail(where, fmt::format("expected a release of 1 to {} bytes as the key", kMaxReleaseBytes));
+    std::string where = "kernels." + escape_text(release.substr(0, kMaxReleaseBytes + 1));
+    if (release.empty() || release.size() > kMaxReleaseBytes || escape_text(release).size() > kMaxReleaseBytes)
+      c.fail(where, fmt::format("expected a release of 1 to {} bytes (escaped) as the key", kMaxReleaseBytes));
     auto& k = one.kernels[escape_text(release)];
+    if (k.machines) c.fail(where, "a release given twice (once escaped)");
     k.machines = c.count(j, "machines", where, one.machines, of_machines);
     k.refused_pairs = c.count(j, "refused_pairs", where, pairs_of(k.machines), "its machines' pairs");
   }
@@ -361,7 +372,7 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
     c.fail("kernels", fmt::format("the machines add up to {}, not to the {}", kernel_machines, of_machines));
 
   for (const auto& [id, j] : c.object(doc, "host_bridge_ids", "").items()) {
-    std::string where = "host_bridge_ids." + escape_text(id);
+    std::string where = "host_bridge_ids." + escape_text(id.substr(0, 64));
     if (!is_pci_id(id)) c.fail(where, "expected a PCI ID VVVV:DDDD (lower-case hex) as the key");
     auto in = [&](const char* key) { return where + "." + key; };
     HostBridgeIdStats s;
@@ -408,7 +419,7 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
 
   std::uint64_t decided = 0;
   for (const auto& [rule, j] : c.object(doc, "decisions", "").items()) {
-    std::string where = "decisions." + escape_text(rule);
+    std::string where = "decisions." + escape_text(rule.substr(0, 160));
     if (!is_rule_key(rule)) c.fail(where, fmt::format("expected a rule id ([a-z0-9-]+) or \"{}\" as the key", kNoRuleKey));
     auto& d = one.decisions[rule];
     const char* of_all = "the pairs of all its machines";
