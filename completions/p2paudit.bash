@@ -10,7 +10,7 @@ _p2paudit_global_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-
 # Options whose value is the next word.
 _p2paudit_valued_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-host-bridge --format
   --color --kernel --kernel-rules --assume-whitelisted --assume-acs-off --rules-dir -o --output --size
-  --repeat --timeout --jobs --rules --vendor-facts --require --fail-on'
+  --repeat --timeout --jobs --rules --vendor-facts --require --fail-on --merge'
 
 _p2paudit_command_options() {
   local rule_options='--rules --no-default-rules --vendor-facts --no-probe'
@@ -22,7 +22,7 @@ _p2paudit_command_options() {
     probe) echo '--copy --size --repeat --mirror --timeout' ;;
     whitelist) echo '--all --commit-message --vendor-facts --no-probe' ;;
     report) echo '-o --output --force --redact --no-probe' ;;
-    aggregate) echo '--partial --format --jobs -o --output --force' ;;
+    aggregate) echo '--merge --partial --format --jobs -o --output --force' ;;
     'rules lint') echo '--no-default-rules --strict --werror' ;;
     'rules facts') echo '--markdown' ;;
   esac
@@ -129,7 +129,7 @@ _p2paudit() {
       local -a _p2paudit_device_names
       _p2paudit_devices "$sysroot"
       _p2paudit_offer all "${_p2paudit_device_names[@]}" ;;
-    --sysroot | --lspci-dump | --kernel-rules | --rules | --vendor-facts | -o | --output) _p2paudit_files -f ;;
+    --sysroot | --lspci-dump | --kernel-rules | --rules | --vendor-facts | -o | --output | --merge) _p2paudit_files -f ;;
     --rules-dir) _p2paudit_files -d ;;
     --dump-cpu | --dump-host-bridge | --kernel | --assume-whitelisted | --size | --repeat | --timeout | --jobs) ;;
     *)

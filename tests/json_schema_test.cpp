@@ -206,7 +206,7 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
   fs::path partial = dir_ / "partial.json";
   ASSERT_EQ(test::run_command(tool() + " aggregate" + reports + " --partial -o " + test::shell_quote(partial.string())).status, 0);
   keep("aggregate-partial", partial, "aggregate --partial");
-  run("aggregate", "aggregate " + test::shell_quote(partial.string()) + " --format json");
+  run("aggregate", "aggregate --merge " + test::shell_quote(partial.string()) + " --format json");
 
   // Rule files: valid ones, broken ones, one that is not there (exit 2 with diagnostics).
   run("rules-lint", "rules lint " + test::data_path("policy/valid.yaml") + " " + test::data_path("policy/advisory.yaml") +

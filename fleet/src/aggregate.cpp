@@ -37,7 +37,7 @@ constexpr size_t kMaxJsonInputBytes = 64u << 20;   // a report of a 64-GPU machi
 constexpr int kMaxDirectoryDepth = 32;
 constexpr std::uint64_t kMaxDirectoryEntries = 10'000'000;  // every entry looked at below the inputs
 
-enum class InputKind { kUnknown, kSnapshot, kSysrootDirectory, kJson };
+enum class InputKind { kUnknown, kSnapshot, kSysrootDirectory, kJson, kPartial /* --merge */ };
 
 struct Input {
   std::string path;
@@ -145,6 +145,15 @@ class Walk {
     found({path, kind_by_name(path)});
   }
 
+  // A partial state named with --merge: a regular file (followed if it is a link), whatever its name.
+  void partial(const std::string& path) {
+    std::error_code ec;
+    auto status = fs::status(path, ec);
+    if (ec) return skip(path, ec.message());
+    if (!fs::is_regular_file(status)) return skip(path, "--merge takes a regular file (an `aggregate --partial` output)");
+    found({path, InputKind::kPartial});
+  }
+
  private:
   // Below a named directory nothing is followed: a link is not a regular file.
   void directory(const fs::path& dir, int depth) {
@@ -211,18 +220,14 @@ bool fold(const Input& in, const Analysis& analysis, AggregateState& state, Prog
   try {
     InputKind kind = in.kind;
     std::string text;
-    if (kind == InputKind::kJson || kind == InputKind::kUnknown) {
+    if (kind == InputKind::kJson || kind == InputKind::kUnknown || kind == InputKind::kPartial) {
       text = read_input_file(in.path, kMaxJsonInputBytes);
       if (kind == InputKind::kUnknown) kind = sniff(text);
     }
-    if (kind == InputKind::kJson) {
+    if (kind == InputKind::kJson || kind == InputKind::kPartial) {
       json doc = parse_fleet_json(text, in.path);
       text.clear();
-      json document_kind = doc.is_object() ? doc.value("kind", json()) : json();
-      if (document_kind == std::string(kPartialKind)) state.add_partial(doc, in.path);
-      else if (document_kind == std::string(kReportKind)) state.add_report(doc, in.path);
-      else throw InputError(fmt::format("{}: neither a p2paudit report nor an `aggregate --partial` output (\"kind\")",
-                                        escape_text(in.path)));
+      state.add_document(doc, in.path, kind == InputKind::kPartial);  // a partial only with --merge
       progress.read();
       return true;
     }
@@ -285,6 +290,7 @@ AggregateResult aggregate(const std::vector<std::string>& inputs, const Aggregat
   try {
     Walk walk(queue, result.state, progress);
     for (const auto& path : inputs) walk.named(path);
+    for (const auto& path : options.partials) walk.partial(path);
   } catch (...) {
     stop_workers();  // a thread still joinable at unwinding would end the process
     throw;

@@ -22,16 +22,21 @@ namespace {
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
-// Counts read from a partial state are at most 2^48, so that adding even thousands of them stays
+// Counts read from a partial state are bounded by what reports could have made (kMaxPartialMachines
+// machines, kMaxPairsPerMachine pairs each: below 2^46), so that adding even thousands of them stays
 // exact; the sums saturate rather than wrap in the absurd case.
-constexpr std::uint64_t kMaxCount = std::uint64_t{1} << 48;
 constexpr size_t kMaxNameBytes = 256;     // CPU model and device names
 constexpr size_t kMaxReleaseBytes = 64;   // as uname's release field
 constexpr size_t kMaxRuleBytes = 128;
-constexpr size_t kMaxInputBytes = 4096;   // a skipped input's name
-constexpr size_t kMaxReasonBytes = 1024;
+constexpr size_t kMaxVendorBytes = 64;    // a CPUID vendor string is 12 bytes
+// A skipped input's name (a path of up to PATH_MAX bytes, each escaped) and its reason: what this
+// tool records, so that its own partials read back.
+constexpr size_t kMaxInputBytes = 16384;
+constexpr size_t kMaxReasonBytes = 16384;
 
 const char* const kStatuses[] = {"ready to submit", "needs evidence", "rejected", "fixed in"};
+// CPUID's family (base + extended) and model fit in 16 bits with room to spare.
+constexpr std::int64_t kMaxCpuNumber = 0xffff;
 
 void add(std::uint64_t& total, std::uint64_t n) {
   total = total > std::numeric_limits<std::uint64_t>::max() - n ? std::numeric_limits<std::uint64_t>::max() : total + n;
@@ -41,9 +46,23 @@ void add(Counts& total, const Counts& more) {
   for (const auto& [key, n] : more) add(total[key], n);
 }
 
+// At most `machines` machines' worth of pairs.
+std::uint64_t pairs_of(std::uint64_t machines) { return machines * kMaxPairsPerMachine; }
+
+std::uint64_t sum(const Counts& counts) {
+  std::uint64_t total = 0;
+  for (const auto& [key, n] : counts) add(total, n);
+  return total;
+}
+
+std::uint64_t count_of(const Counts& counts, const std::string& key) {
+  auto it = counts.find(key);
+  return it == counts.end() ? 0 : it->second;
+}
+
 bool is_pci_id(const std::string& s) {
   static const std::regex pattern("[0-9a-f]{4}:[0-9a-f]{4}");
-  return std::regex_match(s, pattern);
+  return s.size() == 9 && std::regex_match(s, pattern);
 }
 
 bool is_rule_key(const std::string& s) {
@@ -76,13 +95,19 @@ class Checker {
     if (!o.is_object()) fail(where.empty() ? key : where + "." + key, "expected an object");
     return o;
   }
-  // A string of at most max bytes, made safe to print; "" for null when nullable.
+  // Input text made safe to print (escape_text), at most max bytes once escaped: what is kept is
+  // what a partial written from this state holds, so the tool's own partials always read back.
+  std::string bounded(const std::string& s, const std::string& where, size_t max, std::string_view what = "") const {
+    if (s.size() > max) fail(where, fmt::format("{}longer than {} bytes", what, max));
+    std::string out = escape_text(s);
+    if (out.size() > max) fail(where, fmt::format("{}longer than {} bytes once its control bytes are escaped", what, max));
+    return out;
+  }
+  // A string of at most max bytes (escaped), made safe to print; "" for null when nullable.
   std::string text(const json& j, const std::string& where, size_t max, bool nullable = false) const {
     if (nullable && j.is_null()) return "";
     if (!j.is_string()) fail(where, nullable ? "expected a string or null" : "expected a string");
-    const auto& s = j.get_ref<const std::string&>();
-    if (s.size() > max) fail(where, fmt::format("longer than {} bytes", max));
-    return escape_text(s);
+    return bounded(j.get_ref<const std::string&>(), where, max);
   }
   std::string one_of(const json& j, const std::string& where, std::initializer_list<const char*> allowed) const {
     if (j.is_string())
@@ -97,23 +122,34 @@ class Checker {
     if (!is_pci_id(s)) fail(where, "expected a PCI ID VVVV:DDDD (lower-case hex)");
     return s;
   }
-  std::uint64_t count(const json& j, const std::string& where) const {
-    if (!j.is_number_unsigned() || j.get<std::uint64_t>() > kMaxCount)
-      fail(where, fmt::format("expected a count from 0 to {}", kMaxCount));
+  // An integer from 0 to max; `of` says what bounds it ("the machines of host_bridge_ids.X").
+  std::uint64_t count(const json& j, const std::string& where, std::uint64_t max, std::string_view of) const {
+    bool integer = j.is_number_unsigned() || (j.is_number_integer() && j.get<std::int64_t>() >= 0);
+    if (!integer || j.get<std::uint64_t>() > max)
+      fail(where, fmt::format("expected a count from 0 to {} ({})", max, of));
     return j.get<std::uint64_t>();
   }
-  std::uint64_t count(const json& object, const char* key, const std::string& where) const {
-    return count(field(object, key, where), where + "." + key);
+  std::uint64_t count(const json& object, const char* key, const std::string& where, std::uint64_t max,
+                      std::string_view of) const {
+    return count(field(object, key, where), join(where, key), max, of);
   }
-  Counts counts(const json& object, const char* key, const std::string& where, size_t max_key_bytes) const {
-    std::string at = where + "." + key;
+  // A map of counts, each at most max; keys of at most max_key_bytes.
+  Counts counts(const json& object, const char* key, const std::string& where, size_t max_key_bytes,
+                std::uint64_t max, std::string_view of) const {
+    std::string at = join(where, key);
     Counts out;
     for (const auto& [name, n] : this->object(object, key, where).items()) {
-      if (name.size() > max_key_bytes) fail(at, fmt::format("a key longer than {} bytes", max_key_bytes));
-      add(out[escape_text(name)], count(n, at + "." + escape_text(name)));
+      std::string k = bounded(name, at, max_key_bytes, "a key ");
+      add(out[k], count(n, at + "." + k, max, of));
     }
     return out;
   }
+  // Counts that must add up to `total` (each machine counted once: one kernel, one status...).
+  void adds_up(const Counts& counts, std::uint64_t total, const std::string& where, std::string_view of) const {
+    if (std::uint64_t n = sum(counts); n != total)
+      fail(where, fmt::format("the counts add up to {}, not to the {} of {}", n, total, of));
+  }
+  static std::string join(const std::string& where, const char* key) { return where.empty() ? key : where + "." + key; }
   void header(const json& doc, std::string_view kind) const {
     if (!doc.is_object()) fail("the document", "expected a JSON object");
     const json& version = field(doc, "schema_version", "");
@@ -135,16 +171,20 @@ void keep_smallest_name(std::string& name, const std::string& other) {
 
 // "Intel(R) Xeon(R) Gold 6430", else "GenuineIntel family 6 model 143", else "unknown".
 std::string cpu_label(const Checker& c, const json& machine) {
-  std::string name = c.text(c.field(machine, "cpu_model_name", "machine"), "machine.cpu_model_name", kMaxNameBytes);
-  if (!name.empty()) return name;
-  std::string vendor = c.text(c.field(machine, "cpu_vendor", "machine"), "machine.cpu_vendor", kMaxNameBytes);
+  // The numbers are checked whether or not the name makes them unneeded.
   auto number = [&](const char* key) -> std::string {
     const json& j = c.field(machine, key, "machine");
     if (j.is_null()) return "?";
-    if (!j.is_number_integer()) c.fail(std::string("machine.") + key, "expected an integer or null");
+    if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<std::uint64_t>() > kMaxCpuNumber) ||
+        j.get<std::int64_t>() < 0 || j.get<std::int64_t>() > kMaxCpuNumber)
+      c.fail(std::string("machine.") + key, fmt::format("expected an integer from 0 to {} or null", kMaxCpuNumber));
     return std::to_string(j.get<std::int64_t>());
   };
   std::string family = number("cpu_family"), model = number("cpu_model");
+  std::string name = c.text(c.field(machine, "cpu_model_name", "machine"), "machine.cpu_model_name", kMaxNameBytes);
+  if (!name.empty()) return name;
+  // At most 64 bytes, so that "VENDOR family F model M" fits a CPU model name's 256.
+  std::string vendor = c.text(c.field(machine, "cpu_vendor", "machine"), "machine.cpu_vendor", kMaxVendorBytes);
   if (vendor.empty() && family == "?") return "unknown";
   return fmt::format("{} family {} model {}", vendor.empty() ? "unknown" : vendor, family, model);
 }
@@ -269,16 +309,24 @@ void AggregateState::add_report(const json& report, const std::string& origin) {
     std::string action = c.one_of(c.field(decisions_json[i], "decision", where), where + ".decision", {"peer", "host_staged", "deny"});
     add(action == "peer" ? d.peer : action == "deny" ? d.deny : d.host_staged, 1);
   }
+  // A machine lists each host-bridge ID once, with one status that agrees with its own evidence
+  // (whitelist_candidates()): what a partial's counts are checked against holds for reports too.
   const json& candidates = c.array(report, "candidates", "");
+  std::set<std::string> listed;
   for (size_t i = 0; i < candidates.size(); ++i) {
     std::string where = at("candidates", i);
     const json& cand = candidates[i];
-    auto& s = ids[c.pci_id(c.field(cand, "id", where), where + ".id")];
+    std::string id = c.pci_id(c.field(cand, "id", where), where + ".id");
+    if (!listed.insert(id).second) c.fail(where + ".id", "a host-bridge ID listed twice among the candidates");
+    auto& s = ids[id];
     keep_smallest_name(s.name, c.text(c.field(cand, "name", where), where + ".name", kMaxNameBytes, true));
-    s.candidate_machines = 1;  // once per machine, however often it is listed
-    s.statuses[c.one_of(c.field(cand, "status", where), where + ".status",
-                        {kStatuses[0], kStatuses[1], kStatuses[2], kStatuses[3]})] = 1;
+    s.candidate_machines = 1;
+    std::string status = c.one_of(c.field(cand, "status", where), where + ".status",
+                                  {kStatuses[0], kStatuses[1], kStatuses[2], kStatuses[3]});
+    s.statuses[status] = 1;
     std::string fixed = c.text(c.field(cand, "fixed_in", where), where + ".fixed_in", kMaxReleaseBytes, true);
+    if (fixed.empty() != (status != "fixed in"))
+      c.fail(where + ".fixed_in", "a release exactly when the status is \"fixed in\"");
     if (!fixed.empty()) s.fixed_in[fixed] = 1;
     const json& pairs = c.array(cand, "pairs", where);
     add(s.unlockable_pairs, pairs.size());
@@ -291,6 +339,10 @@ void AggregateState::add_report(const json& report, const std::string& origin) {
       if (r == "corrupt") add(s.corrupt_copies, 1);
       if (r == "failed") add(s.failed_copies, 1);
     }
+    if (status == "ready to submit" && s.verified_copies == 0)
+      c.fail(where + ".status", "\"ready to submit\" with no verified copy among its pairs");
+    if (status == "rejected" && s.corrupt_copies + s.failed_copies == 0)
+      c.fail(where + ".status", "\"rejected\" with no corrupt or failed copy among its pairs");
   }
   for (auto& [id, s] : ids) {
     s.machines = 1;
@@ -302,46 +354,86 @@ void AggregateState::add_report(const json& report, const std::string& origin) {
 }
 
 void AggregateState::add_partial(const json& doc, const std::string& origin) {
+  // Every count is bounded by the machines (or those machines' pairs) it counts, and the sums add up
+  // as reports make them: a partial may claim only what some set of reports could have given.
   Checker c(origin);
   c.header(doc, kPartialKind);
   AggregateState one;
-  one.machines = c.count(doc, "machines", "");
+  one.machines = c.count(doc, "machines", "", kMaxPartialMachines, "the machines one partial may claim");
+  std::uint64_t all_pairs = pairs_of(one.machines);
+  const std::string of_machines = fmt::format("the {} machines of \"machines\"", one.machines);
+
+  for (const auto& [release, j] : c.object(doc, "kernels", "").items()) {
+    std::string where = "kernels." + escape_text(release.substr(0, kMaxReleaseBytes + 1));
+    if (release.empty() || release.size() > kMaxReleaseBytes || escape_text(release).size() > kMaxReleaseBytes)
+      c.fail(where, fmt::format("expected a release of 1 to {} bytes (escaped) as the key", kMaxReleaseBytes));
+    auto& k = one.kernels[escape_text(release)];
+    if (k.machines) c.fail(where, "a release given twice (once escaped)");
+    k.machines = c.count(j, "machines", where, one.machines, of_machines);
+    k.refused_pairs = c.count(j, "refused_pairs", where, pairs_of(k.machines), "its machines' pairs");
+  }
+  std::uint64_t kernel_machines = 0;
+  for (const auto& [release, k] : one.kernels) add(kernel_machines, k.machines);
+  if (kernel_machines != one.machines)
+    c.fail("kernels", fmt::format("the machines add up to {}, not to the {}", kernel_machines, of_machines));
+
   for (const auto& [id, j] : c.object(doc, "host_bridge_ids", "").items()) {
-    std::string where = "host_bridge_ids." + escape_text(id);
+    std::string where = "host_bridge_ids." + escape_text(id.substr(0, 64));
     if (!is_pci_id(id)) c.fail(where, "expected a PCI ID VVVV:DDDD (lower-case hex) as the key");
+    auto in = [&](const char* key) { return where + "." + key; };
     HostBridgeIdStats s;
-    s.name = c.text(c.field(j, "name", where), where + ".name", kMaxNameBytes);
-    s.machines = c.count(j, "machines", where);
-    s.cpu_models = c.counts(j, "cpu_models", where, kMaxNameBytes);
-    s.kernels = c.counts(j, "kernels", where, kMaxReleaseBytes);
-    s.refused_pairs = c.count(j, "refused_pairs", where);
-    s.candidate_machines = c.count(j, "candidate_machines", where);
-    s.unlockable_pairs = c.count(j, "unlockable_pairs", where);
-    s.verified_copies = c.count(j, "verified_copies", where);
-    s.corrupt_copies = c.count(j, "corrupt_copies", where);
-    s.failed_copies = c.count(j, "failed_copies", where);
-    s.statuses = c.counts(j, "statuses", where, 32);
+    s.name = c.text(c.field(j, "name", where), in("name"), kMaxNameBytes);
+    s.machines = c.count(j, "machines", where, one.machines, of_machines);
+    const std::string of_id = fmt::format("the {} machines of {}", s.machines, in("machines"));
+    s.cpu_models = c.counts(j, "cpu_models", where, kMaxNameBytes, s.machines, of_id);
+    c.adds_up(s.cpu_models, s.machines, in("cpu_models"), of_id);
+    s.kernels = c.counts(j, "kernels", where, kMaxReleaseBytes, s.machines, of_id);
+    c.adds_up(s.kernels, s.machines, in("kernels"), of_id);
+    for (const auto& [release, n] : s.kernels) {
+      auto k = one.kernels.find(release);
+      if (k == one.kernels.end() || n > k->second.machines)
+        c.fail(in("kernels") + "." + release, "more machines than \"kernels\" has for that release");
+    }
+    s.refused_pairs = c.count(j, "refused_pairs", where, pairs_of(s.machines), "its machines' pairs");
+    s.candidate_machines = c.count(j, "candidate_machines", where, s.machines, of_id);
+    // Only candidate machines have pairs to unlock, and only those pairs have copy results.
+    s.unlockable_pairs = c.count(j, "unlockable_pairs", where, pairs_of(s.candidate_machines),
+                                 fmt::format("the pairs of its {} candidate machines", s.candidate_machines));
+    const std::string of_pairs = fmt::format("its {} unlockable pairs", s.unlockable_pairs);
+    s.verified_copies = c.count(j, "verified_copies", where, s.unlockable_pairs, of_pairs);
+    s.corrupt_copies = c.count(j, "corrupt_copies", where, s.unlockable_pairs, of_pairs);
+    s.failed_copies = c.count(j, "failed_copies", where, s.unlockable_pairs, of_pairs);
+    if (s.verified_copies + s.corrupt_copies + s.failed_copies > s.unlockable_pairs)
+      c.fail(where, "more copy results than " + of_pairs);
+    // Each candidate machine has one status, consistent with its copies and its release.
+    const std::string of_candidates = fmt::format("the {} machines of {}", s.candidate_machines, in("candidate_machines"));
+    s.statuses = c.counts(j, "statuses", where, 32, s.candidate_machines, of_candidates);
     for (const auto& [status, n] : s.statuses)
       if (std::find(std::begin(kStatuses), std::end(kStatuses), status) == std::end(kStatuses))
-        c.fail(where + ".statuses", "a key that is not a candidate status: " + status);
-    s.fixed_in = c.counts(j, "fixed_in", where, kMaxReleaseBytes);
+        c.fail(in("statuses"), "a key that is not a candidate status: " + status);
+    c.adds_up(s.statuses, s.candidate_machines, in("statuses"), of_candidates);
+    if (count_of(s.statuses, "ready to submit") > s.verified_copies)
+      c.fail(in("statuses"), "more machines \"ready to submit\" than verified copies");
+    if (count_of(s.statuses, "rejected") > s.corrupt_copies + s.failed_copies)
+      c.fail(in("statuses"), "more machines \"rejected\" than corrupt or failed copies");
+    const std::uint64_t fixed = count_of(s.statuses, "fixed in");
+    const std::string of_fixed = fmt::format("the {} machines \"fixed in\" of {}", fixed, in("statuses"));
+    s.fixed_in = c.counts(j, "fixed_in", where, kMaxReleaseBytes, fixed, of_fixed);
+    c.adds_up(s.fixed_in, fixed, in("fixed_in"), of_fixed);
     one.host_bridge_ids[id] = std::move(s);
   }
-  for (const auto& [release, j] : c.object(doc, "kernels", "").items()) {
-    std::string where = "kernels." + escape_text(release);
-    if (release.empty() || release.size() > kMaxReleaseBytes)
-      c.fail(where, fmt::format("expected a release of 1 to {} bytes as the key", kMaxReleaseBytes));
-    auto& k = one.kernels[escape_text(release)];
-    k.machines = c.count(j, "machines", where);
-    k.refused_pairs = c.count(j, "refused_pairs", where);
-  }
+
+  std::uint64_t decided = 0;
   for (const auto& [rule, j] : c.object(doc, "decisions", "").items()) {
-    std::string where = "decisions." + escape_text(rule);
+    std::string where = "decisions." + escape_text(rule.substr(0, 160));
     if (!is_rule_key(rule)) c.fail(where, fmt::format("expected a rule id ([a-z0-9-]+) or \"{}\" as the key", kNoRuleKey));
     auto& d = one.decisions[rule];
-    d.peer = c.count(j, "peer", where);
-    d.host_staged = c.count(j, "host_staged", where);
-    d.deny = c.count(j, "deny", where);
+    const char* of_all = "the pairs of all its machines";
+    d.peer = c.count(j, "peer", where, all_pairs, of_all);
+    d.host_staged = c.count(j, "host_staged", where, all_pairs, of_all);
+    d.deny = c.count(j, "deny", where, all_pairs, of_all);
+    add(decided, d.peer), add(decided, d.host_staged), add(decided, d.deny);
+    if (decided > all_pairs) c.fail(where, fmt::format("more decisions than the pairs of all its machines ({})", all_pairs));
   }
   const json& skipped_json = c.array(doc, "skipped", "");
   for (size_t i = 0; i < skipped_json.size(); ++i) {
@@ -350,6 +442,27 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
                            c.text(c.field(skipped_json[i], "reason", where), where + ".reason", kMaxReasonBytes)});
   }
   merge(one);
+}
+
+void AggregateState::add_document(const json& doc, const std::string& origin, bool as_partial) {
+  json kind = doc.is_object() && doc.contains("kind") ? doc["kind"] : json();
+  bool says_partial = kind == std::string(kPartialKind);
+  if (as_partial) {
+    if (!says_partial)
+      throw InputError(fmt::format("{}: given with --merge, but not an `aggregate --partial` output (\"kind\": \"{}\")",
+                                   escape_text(origin), kPartialKind));
+    add_partial(doc, origin);
+  } else if (says_partial) {
+    // A partial counts as many machines as it says: only the user may let a file do that.
+    throw InputError(fmt::format("{}: an `aggregate --partial` output among the ordinary inputs, where it is not read "
+                                 "(a partial stands for many machines): name it with --merge to merge it",
+                                 escape_text(origin)));
+  } else if (kind == std::string(kReportKind)) {
+    add_report(doc, origin);
+  } else {
+    throw InputError(fmt::format("{}: neither a p2paudit report nor an `aggregate --partial` output (\"kind\")",
+                                 escape_text(origin)));
+  }
 }
 
 json parse_fleet_json(std::string_view text, const std::string& origin) {

@@ -22,6 +22,7 @@ namespace {
 
 struct AggregateArgs {
   std::vector<std::string> inputs;
+  std::vector<std::string> merge;  // --merge: earlier --partial outputs, the only files read as partials
   bool partial = false;
   std::string format;     // text | json | csv; "" takes the global --format
   unsigned jobs = 0;      // 0: one per hardware thread
@@ -30,6 +31,8 @@ struct AggregateArgs {
 };
 
 int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
+  if (args.inputs.empty() && args.merge.empty())
+    throw InputError("aggregate needs an INPUT or a --merge P (an earlier --partial output)");
   if (args.partial && !args.format.empty() && args.format != "json")
     throw InputError("--partial writes the mergeable state as JSON: drop --format " + args.format);
   std::string format = args.partial ? "json" : args.format.empty() ? global.format : args.format;
@@ -37,6 +40,7 @@ int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
   options.rules_dir = rules_dir(global);
   options.tool_version = P2PAUDIT_VERSION;
   options.jobs = args.jobs;
+  options.partials = args.merge;
   options.skipped = [](const fleet::SkippedInput& s) { print_error(fmt::format("skipped {}: {}", s.input, s.reason)); };
   if (progress_wanted())
     options.progress = [](const fleet::AggregateProgress& p) {
@@ -48,6 +52,10 @@ int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
   // run reads nothing of the analyst's machine (docs/security.md). Empty heaps are still released.
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
   auto result = fleet::aggregate(args.inputs, options);
+  if (args.partial && result.state.machines > fleet::kMaxPartialMachines)
+    throw InputError(fmt::format("{} machines: more than one partial may hold ({}), so no aggregate would read it; "
+                                 "split the inputs into several --partial runs", result.state.machines,
+                                 fleet::kMaxPartialMachines));
 
   std::string text = format == "csv"    ? result.state.to_csv()
                      : format == "json" ? json_text(result.state.to_json(args.partial, P2PAUDIT_VERSION)) + "\n"
@@ -72,9 +80,12 @@ void add_aggregate_command(CLI::App& app, const GlobalOptions& global, int* stat
   auto args = std::make_shared<AggregateArgs>();
   auto* cmd = app.add_subcommand("aggregate", "Fold many machines' reports, snapshots and --partial outputs into "
                                               "counts per host-bridge ID, kernel and rule (docs/fleet.md)");
-  cmd->add_option("inputs", args->inputs, "Reports, snapshots, sysroot directories, --partial outputs, or "
-                                          "directories holding them")->required();
-  cmd->add_flag("--partial", args->partial, "Write the mergeable state (JSON) for a later aggregate");
+  cmd->add_option("inputs", args->inputs, "Reports, snapshots, sysroot directories, or directories holding them");
+  cmd->add_option("--merge", args->merge, "Merge P, an earlier --partial output (repeatable; a partial among "
+                                          "the INPUTs is skipped)")
+      ->type_name("P")
+      ->allow_extra_args(false);
+  cmd->add_flag("--partial", args->partial, "Write the mergeable state (JSON) for a later aggregate --merge");
   cmd->add_option("--format", args->format, "Output format")->check(CLI::IsMember({"text", "json", "csv"}));
   cmd->add_option("--jobs", args->jobs, "Worker threads (default: one per hardware thread)")->check(CLI::Range(1, 1024));
   cmd->add_option("-o,--output", args->output, "Write to FILE (atomically; an existing FILE is kept unless --force)");

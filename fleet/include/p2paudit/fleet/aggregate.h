@@ -23,6 +23,10 @@ inline constexpr std::string_view kPartialKind = "p2paudit-aggregate-partial";
 inline constexpr std::string_view kAggregateKind = "p2paudit-aggregate";
 // The key of decisions no rule decided (rule ids are [a-z0-9-]+, so it cannot clash).
 inline constexpr std::string_view kNoRuleKey = "(no rule decided)";
+// What one partial state may claim (docs/fleet.md, "Merging"): at most this many machines, and no
+// more pairs per machine than one report can hold (parse_fleet_json reads at most 4 M values).
+inline constexpr std::uint64_t kMaxPartialMachines = 10'000'000;
+inline constexpr std::uint64_t kMaxPairsPerMachine = std::uint64_t{4} << 20;
 
 using Counts = std::map<std::string, std::uint64_t>;
 
@@ -67,9 +71,15 @@ struct AggregateState {
   void merge(const AggregateState& other);
   // A report (`p2paudit report`) or a partial state (`aggregate --partial`), parsed with bounds.
   // Each is checked in full before anything is counted: a malformed one throws InputError naming
-  // `origin` and the place, and leaves the state as it was.
+  // `origin` and the place, and leaves the state as it was. A partial's counts must be ones that
+  // reports could have made: at most kMaxPartialMachines machines, every count within the machines
+  // (or pairs) it counts, sums that add up (a candidate machine has one status...).
   void add_report(const nlohmann::json& report, const std::string& origin);
   void add_partial(const nlohmann::json& partial, const std::string& origin);
+  // A JSON input by its "kind": a report, or a partial only where the user asked for partials
+  // (`as_partial`: `aggregate --merge`). A document that says it is a partial is refused as an
+  // ordinary input, and anything but a partial is refused with `as_partial`.
+  void add_document(const nlohmann::json& doc, const std::string& origin, bool as_partial);
 
   // kPartialKind: the state; kAggregateKind: the state with each host-bridge ID's status.
   nlohmann::ordered_json to_json(bool partial, const std::string& tool_version) const;
@@ -101,6 +111,8 @@ struct AggregateOptions {
   // Called for each input this run skips (not those carried in from partial outputs), from one
   // thread at a time; may be empty.
   std::function<void(const SkippedInput&)> skipped;
+  // Earlier `--partial` outputs (`aggregate --merge FILE`): the only files read as partial states.
+  std::vector<std::string> partials;
 };
 
 struct AggregateResult {
@@ -108,9 +120,10 @@ struct AggregateResult {
   std::uint64_t inputs_read = 0;  // reports, snapshots, sysroots and partial outputs counted
 };
 
-// INPUTs: snapshot archives, sysroot directories, report or partial JSON files, or directories
-// holding them (walked without following links: *.json, *.tar.gz, *.tgz, *.tar; a directory with
-// sys/bus/pci/devices is a sysroot). A bad input is a SkippedInput, never an exception; only the
+// INPUTs: snapshot archives, sysroot directories, report JSON files, or directories holding them
+// (walked without following links: *.json, *.tar.gz, *.tgz, *.tar; a directory with
+// sys/bus/pci/devices is a sysroot); options.partials: partial states, each a regular file. A bad
+// input (a partial among the INPUTs included) is a SkippedInput, never an exception; only the
 // tool's own rules failing to load throws InputError.
 AggregateResult aggregate(const std::vector<std::string>& inputs, const AggregateOptions& options);
 
