@@ -27,8 +27,8 @@ namespace {
 // --format prom (docs/prometheus.md): the machine's report as node_exporter textfile gauges.
 int print_prometheus(const GlobalOptions& global) {
   AnalysedMachine machine = load_analysed_machine(global, global.no_probe);
-  std::cout << fleet::prometheus_text(machine.analysis(),
-                                      {P2PAUDIT_VERSION, static_cast<std::int64_t>(std::time(nullptr))});
+  fleet::write_prometheus(std::cout, machine.analysis(),
+                          {P2PAUDIT_VERSION, static_cast<std::int64_t>(std::time(nullptr))});
   return kExitOk;
 }
 
