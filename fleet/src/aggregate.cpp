@@ -290,8 +290,7 @@ AggregateState fold_machine(const MachineAnalysis& machine, const std::string& t
 }
 
 // Reads one input into a state of its own: a report's or partial's counts, or a sysroot's.
-AggregateState read_input(const Input& in, const Analysis& analysis, const AggregateOptions& options) {
-  if (options.fail_input) options.fail_input(in.path);
+AggregateState read_input(const Input& in, const Analysis& analysis) {
   AggregateState one;
   InputKind kind = in.kind;
   std::string text;
@@ -323,7 +322,8 @@ bool fold(const Input& in, const Analysis& analysis, const AggregateOptions& opt
           Progress& progress) {
   std::string reason;
   try {
-    AggregateState one = read_input(in, analysis, options);
+    AggregateState one = read_input(in, analysis);
+    if (options.fail_input) options.fail_input(in.path);
     state.merge(one);
     progress.read();
     return true;

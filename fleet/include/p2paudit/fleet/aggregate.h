@@ -98,8 +98,9 @@ struct AggregateOptions {
   // Called for each input this run skips (not those carried in from partial outputs), from one
   // thread at a time; may be empty.
   std::function<void(const SkippedInput&)> skipped;
-  // Tests only: called with each input's path before it is read, from the worker reading it; what
-  // it throws is that input's failure (std::bad_alloc included). Empty in the tool.
+  // Tests only: called with each input's path once it is read, before what it holds is counted,
+  // from the worker reading it; what it throws is that input's failure (std::bad_alloc included).
+  // Empty in the tool.
   std::function<void(const std::string&)> fail_input;
 };
 
