@@ -242,19 +242,20 @@ AggregateState fold_machine(const MachineAnalysis& machine, const std::string& t
   };
   std::vector<Extra> extras;
   ordered_json candidates = ordered_json::array();
-  for (auto& cand : whitelist_candidates(machine.topo, machine.kernel, machine.evidence)) {
+  WhitelistOptions counted;
+  counted.count_pairs_only = true;
+  for (auto& cand : whitelist_candidates(machine.topo, machine.kernel, machine.evidence, counted)) {
     ordered_json c = candidate_head(machine.topo, cand);
     Extra extra{cand.id()};
-    std::map<std::string, std::uint64_t> by_result;
     ordered_json kept = ordered_json::array();
-    for (const auto& p : cand.pairs)
-      if (++by_result[p.copy_result] == 1) kept.push_back(unlocked_pair_json(machine.topo, p));
-      else {
-        ++extra.pairs;
-        if (p.copy_result == "verified") ++extra.verified;
-        if (p.copy_result == "corrupt") ++extra.corrupt;
-        if (p.copy_result == "failed") ++extra.failed;
-      }
+    for (const auto& [result, n] : cand.copy_results) {
+      // add_report() reads a pair's copy_result only.
+      kept.push_back({{"copy_result", result.empty() ? ordered_json(nullptr) : ordered_json(result)}});
+      extra.pairs += n - 1;
+      if (result == "verified") extra.verified += n - 1;
+      if (result == "corrupt") extra.corrupt += n - 1;
+      if (result == "failed") extra.failed += n - 1;
+    }
     c["pairs"] = std::move(kept);
     candidates.push_back(std::move(c));
     extras.push_back(std::move(extra));

@@ -149,12 +149,14 @@ void write_prometheus(std::ostream& out, const MachineAnalysis& machine, const P
   prom.gauge("p2paudit_whitelist_candidate",
              "A host bridge whose kernel whitelist entry would unlock refused pairs (label status as `whitelist` "
              "says); the value is how many pairs.");
-  for (auto& cand : whitelist_candidates(machine.topo, machine.kernel, machine.evidence)) {
+  WhitelistOptions counted;
+  counted.count_pairs_only = true;  // their number is the value: the pairs themselves are not kept
+  for (auto& cand : whitelist_candidates(machine.topo, machine.kernel, machine.evidence, counted)) {
     const ordered_json c = candidate_head(machine.topo, cand);
     prom.sample("p2paudit_whitelist_candidate",
                 {{"id", text_of(c["id"])}, {"name", text_of(c["name"])}, {"status", text_of(c["status"])},
                  {"fixed_in", text_of(c["fixed_in"])}},
-                static_cast<std::int64_t>(cand.pairs.size()));
+                static_cast<std::int64_t>(cand.pair_count));
   }
   prom.flush();
 }

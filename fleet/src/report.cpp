@@ -278,13 +278,19 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
 
   w.key("candidates");
   w.open_array();
-  for (auto& c : whitelist_candidates(topo, m.kernel, m.evidence)) {
+  // Candidates counted first, then each one's pairs handed out again: one pass over the pairs per
+  // candidate, nothing kept per pair.
+  WhitelistOptions counted;
+  counted.count_pairs_only = true;
+  for (auto& c : whitelist_candidates(topo, m.kernel, m.evidence, counted)) {
     w.open_element_object();
     ordered_json cand = candidate_head(topo, c);
     for (auto& [key, value] : cand.items()) w.member(key, std::move(value));
     w.key("pairs");
     w.open_array();
-    for (const auto& p : c.pairs) w.element(unlocked_pair_json(topo, p));
+    for_each_unlocked_pair(topo, m.kernel, m.evidence, counted, [&](const UnlockedPair& p, uint16_t vendor, uint16_t device) {
+      if (vendor == c.vendor && device == c.device) w.element(unlocked_pair_json(topo, p));
+    });
     w.close_array();
     w.close_object();
   }

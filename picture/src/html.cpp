@@ -184,9 +184,21 @@ void write_machine_data(DataWriter& w, const Topology& topo, Pairs* pairs, const
       w.raw(text);
       w.key("pairs", head.empty());
       w.raw("[");
-      for (size_t k = 0; k < c.pairs.size(); ++k) {
-        if (k) w.raw(",");
-        w.value(fleet::unlocked_pair_json(topo, c.pairs[k]));
+      bool first = true;
+      auto pair = [&](const fleet::UnlockedPair& p) {
+        w.raw(first ? "" : ",");
+        first = false;
+        w.value(fleet::unlocked_pair_json(topo, p));
+      };
+      if (c.pairs.empty() && c.pair_count) {  // counted, not kept: handed out again one at a time
+        fleet::WhitelistOptions counted;
+        counted.count_pairs_only = true;
+        fleet::for_each_unlocked_pair(topo, pairs->evaluator->index().rules(), pairs->evidence, counted,
+                                      [&](const fleet::UnlockedPair& p, uint16_t vendor, uint16_t device) {
+                                        if (vendor == c.vendor && device == c.device) pair(p);
+                                      });
+      } else {
+        for (const auto& p : c.pairs) pair(p);
       }
       w.raw("]}");
     }
