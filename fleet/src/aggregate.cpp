@@ -356,7 +356,16 @@ AggregateResult aggregate(const std::vector<std::string>& inputs, const Aggregat
   for (unsigned w = 0; w < jobs; ++w)
     workers.emplace_back([&, w] {
       while (auto in = queue.pop()) {
-        read[w] += fold(*in, analysis, options, states[w], progress);
+        try {
+          read[w] += fold(*in, analysis, options, states[w], progress);
+        } catch (...) {
+          // Only when even naming the skipped input failed (memory still short): an exception
+          // leaving a thread would end the whole run, so the input is dropped with what can be said.
+          try {
+            states[w].skipped.push_back({escape_text(in->path), "cannot be read: out of memory"});
+          } catch (...) {
+          }
+        }
       }
     });
 
