@@ -17,6 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/fleet/aggregate.h"
+#include "p2paudit/fleet/report.h"
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/policy/evaluate.h"
+#include "p2paudit/sysroot.h"
 #include "synth.h"
 #include "test_support.h"
 
@@ -100,7 +104,48 @@ TEST(AggregateBounded, AnyExceptionInOneInputIsThatInputsError) {
   EXPECT_EQ(r.state.skipped[0].input, inputs[0]);
 }
 
-// A machine of `devices` endpoints (the devices of the default view) behind PCIe switches.
+// A machine of 16 x 4 endpoints behind switches under each of `root_ports` root ports.
+void write_machine(const fs::path& dir, int root_ports);
+
+// aggregate folds a snapshot pair by pair, each kind of pair once through add_report() and the
+// rest as counts: it must count exactly what the snapshot's streamed report file counts, on every
+// capture and on a generated machine with whitelist candidates and mixed ACS.
+TEST(AggregateBounded, SnapshotFoldedPairByPairCountsAsItsReport) {
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  auto sysroots = test::fixture_sysroots();
+  ASSERT_GT(sysroots.size(), 20u);
+  {
+    synth::Options o;
+    o.host_bridges = 2, o.root_ports = 2, o.depth = 1, o.fanout = 4, o.endpoints_per_port = 2, o.vfs = 0;
+    o.cpu = synth::CpuVendor::kIntel;
+    o.kernel = "5.4.0";
+    o.acs = synth::AcsMode::kMixed;
+    fs::create_directories(tmp.path() / "generated");
+    synth::Machine::plan(o).write_directory((tmp.path() / "generated").string());
+    sysroots.push_back((tmp.path() / "generated").string());
+  }
+  auto kernel_data = load_kernel_rule_data(fs::path(test::rules_source()) / "kernel");
+  auto rules = policy::RuleSet::load(policy::default_rule_files(test::rules_source()));
+  size_t with_candidates = 0;
+  for (size_t i = 0; i < sysroots.size(); ++i) {
+    const fs::path report = tmp.path() / ("report-" + std::to_string(i) + ".json");
+    {
+      std::ofstream out(report);
+      fleet::with_sysroot_analysis(Sysroot::open(sysroots[i]), kernel_data, rules,
+                                   [&](const fleet::MachineAnalysis& m) { fleet::write_machine_report(out, m, {"test", true}); });
+    }
+    std::ifstream in(report);
+    with_candidates += !nlohmann::json::parse(in)["candidates"].empty();
+    auto from_snapshot = fleet::aggregate({sysroots[i]}, options());
+    auto from_report = fleet::aggregate({report.string()}, options());
+    ASSERT_EQ(from_snapshot.inputs_read, 1u) << sysroots[i];
+    ASSERT_EQ(from_report.inputs_read, 1u) << sysroots[i];
+    EXPECT_EQ(counts(from_snapshot), counts(from_report)) << sysroots[i];
+  }
+  EXPECT_GT(with_candidates, 2u);
+}
+
 void write_machine(const fs::path& dir, int root_ports) {
   synth::Options o;
   o.host_bridges = 1;
