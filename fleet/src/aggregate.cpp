@@ -12,7 +12,9 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <thread>
 
@@ -215,34 +217,133 @@ InputKind sniff(const std::string& text) {
   return InputKind::kJson;
 }
 
+// A sysroot's report folded without writing it: what add_report() counts per pair is a counter,
+// so each distinct contribution goes through add_report() once, in a report holding one
+// representative pair of each kind (the same reader and the same checks as a report file), and the
+// other pairs of that kind are added as counts. Memory grows with the kinds (rules, host-bridge
+// IDs, copy results), never with the pairs.
+AggregateState fold_machine(const MachineAnalysis& machine, const std::string& tool_version, const std::string& origin) {
+  using ordered_json = nlohmann::ordered_json;
+  ordered_json report = report_head(machine, {tool_version, true});
+
+  // kernel_verdicts: refused ones by their refused_at list; the others count nothing.
+  std::map<std::vector<std::string>, std::pair<ordered_json, std::uint64_t>> refused;
+  // decisions: by rule and action.
+  std::map<std::pair<std::string, std::string>, std::pair<ordered_json, std::uint64_t>> decided;
+  ReportPairs pairs(machine);
+  pairs.each_verdict([&](const ordered_json& v) {
+    if (v["verdict"] != "refused") return;
+    auto [it, added] = refused.try_emplace(v["refused_at"].get<std::vector<std::string>>(), v, 0);
+    ++it->second.second;
+  });
+  pairs.each_decision([&](const ordered_json& d, const std::string&) {
+    auto key = std::pair{d["rule"].is_string() ? d["rule"].get<std::string>() : std::string(kNoRuleKey),
+                         d["decision"].get<std::string>()};
+    auto [it, added] = decided.try_emplace(key, d, 0);
+    ++it->second.second;
+  });
+  ordered_json verdicts = ordered_json::array(), decisions = ordered_json::array();
+  for (const auto& [key, entry] : refused) verdicts.push_back(entry.first);
+  for (const auto& [key, entry] : decided) decisions.push_back(entry.first);
+
+  // candidates: each with one pair per distinct copy_result.
+  struct Extra {
+    std::string id;
+    std::uint64_t pairs = 0, verified = 0, corrupt = 0, failed = 0;
+  };
+  std::vector<Extra> extras;
+  ordered_json candidates = ordered_json::array();
+  WhitelistOptions counted;
+  counted.count_pairs_only = true;
+  for (auto& cand : whitelist_candidates(machine.topo, machine.kernel, machine.evidence, counted)) {
+    ordered_json c = candidate_head(machine.topo, cand);
+    Extra extra{cand.id()};
+    ordered_json kept = ordered_json::array();
+    for (const auto& [result, n] : cand.copy_results) {
+      // add_report() reads a pair's copy_result only.
+      kept.push_back({{"copy_result", result.empty() ? ordered_json(nullptr) : ordered_json(result)}});
+      extra.pairs += n - 1;
+      if (result == "verified") extra.verified += n - 1;
+      if (result == "corrupt") extra.corrupt += n - 1;
+      if (result == "failed") extra.failed += n - 1;
+    }
+    c["pairs"] = std::move(kept);
+    candidates.push_back(std::move(c));
+    extras.push_back(std::move(extra));
+  }
+  report["kernel_verdicts"] = std::move(verdicts);
+  report["decisions"] = std::move(decisions);
+  report["candidates"] = std::move(candidates);
+  report["probe"] = {{"source", machine.probe.source}, {"note", machine.probe.note}, {"asked", machine.probe.asked}};
+
+  // Through the same reader as a report file, so a snapshot and its report count the same.
+  AggregateState one;
+  one.add_report(json(std::move(report)), origin);
+  // The other pairs of each kind, counted under the keys add_report() chose (one kernel).
+  AggregateState more;
+  std::string kernel = one.kernels.begin()->first;
+  for (const auto& [ids, entry] : refused) {
+    std::uint64_t n = entry.second - 1;
+    more.kernels[kernel].refused_pairs += n;
+    for (const auto& id : ids) more.host_bridge_ids[id].refused_pairs += n;
+  }
+  for (const auto& [key, entry] : decided) {
+    DecisionCounts& d = more.decisions[key.first];
+    std::uint64_t n = entry.second - 1;
+    (key.second == "peer" ? d.peer : key.second == "deny" ? d.deny : d.host_staged) += n;
+  }
+  for (const auto& e : extras) {
+    HostBridgeIdStats& s = more.host_bridge_ids[e.id];
+    s.unlockable_pairs += e.pairs, s.verified_copies += e.verified, s.corrupt_copies += e.corrupt,
+        s.failed_copies += e.failed;
+  }
+  one.merge(more);
+  return one;
+}
+
+// Reads one input into a state of its own: a report's or partial's counts, or a sysroot's.
+AggregateState read_input(const Input& in, const Analysis& analysis) {
+  AggregateState one;
+  InputKind kind = in.kind;
+  std::string text;
+  if (kind == InputKind::kJson || kind == InputKind::kUnknown || kind == InputKind::kPartial) {
+    text = read_input_file(in.path, kMaxJsonInputBytes);
+    if (kind == InputKind::kUnknown) kind = sniff(text);
+  }
+  if (kind == InputKind::kJson || kind == InputKind::kPartial) {
+    json doc = parse_fleet_json(text, in.path);
+    text.clear();
+    one.add_document(doc, in.path, kind == InputKind::kPartial);  // a partial only with --merge
+    return one;
+  }
+  Sysroot root = Sysroot::open(in.path);
+  with_sysroot_analysis(root, analysis.kernel_data, analysis.rules, [&](const MachineAnalysis& machine) {
+    one = fold_machine(machine, analysis.tool_version, in.path);
+  });
+  return one;
+}
+
 // Folds one input into `state`; true when it was counted, false when it was skipped (and listed).
-bool fold(const Input& in, const Analysis& analysis, AggregateState& state, Progress& progress) {
+// The input is read into a state of its own and merged only once it is complete: an input that
+// fails half-way (bad data, out of memory) adds nothing but its line in `skipped`.
+bool fold(const Input& in, const Analysis& analysis, const AggregateOptions& options, AggregateState& state,
+          Progress& progress) {
+  std::string reason;
   try {
-    InputKind kind = in.kind;
-    std::string text;
-    if (kind == InputKind::kJson || kind == InputKind::kUnknown || kind == InputKind::kPartial) {
-      text = read_input_file(in.path, kMaxJsonInputBytes);
-      if (kind == InputKind::kUnknown) kind = sniff(text);
-    }
-    if (kind == InputKind::kJson || kind == InputKind::kPartial) {
-      json doc = parse_fleet_json(text, in.path);
-      text.clear();
-      state.add_document(doc, in.path, kind == InputKind::kPartial);  // a partial only with --merge
-      progress.read();
-      return true;
-    }
-    Sysroot root = Sysroot::open(in.path);
-    auto report = sysroot_report(root, analysis.kernel_data, analysis.rules, {analysis.tool_version, true});
-    // Through the same reader as a report file, so a snapshot and its report count the same.
-    state.add_report(json(std::move(report)), in.path);
+    AggregateState one = read_input(in, analysis);
+    if (options.fail_input) options.fail_input(in.path);
+    state.merge(one);
     progress.read();
     return true;
   } catch (const InputError& e) {
-    state.skipped.push_back({escape_text(in.path), reason_of(e.what(), in.path)});
+    reason = reason_of(e.what(), in.path);
+  } catch (const std::bad_alloc&) {
+    reason = "cannot be read: out of memory while reading it";
   } catch (const std::exception& e) {
     // Never fatal: an input that trips anything else is still one bad input among thousands.
-    state.skipped.push_back({escape_text(in.path), std::string("cannot be read: ") + escape_text(e.what())});
+    reason = std::string("cannot be read: ") + escape_text(e.what());
   }
+  state.skipped.push_back({escape_text(in.path), std::move(reason)});
   progress.skipped(state.skipped.back());
   return false;
 }
@@ -278,7 +379,16 @@ AggregateResult aggregate(const std::vector<std::string>& inputs, const Aggregat
   for (unsigned w = 0; w < jobs; ++w)
     workers.emplace_back([&, w] {
       while (auto in = queue.pop()) {
-        read[w] += fold(*in, analysis, states[w], progress);
+        try {
+          read[w] += fold(*in, analysis, options, states[w], progress);
+        } catch (...) {
+          // Only when even naming the skipped input failed (memory still short): an exception
+          // leaving a thread would end the whole run, so the input is dropped with what can be said.
+          try {
+            states[w].skipped.push_back({escape_text(in->path), "cannot be read: out of memory"});
+          } catch (...) {
+          }
+        }
       }
     });
 

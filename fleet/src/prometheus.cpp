@@ -2,6 +2,8 @@
 #include "p2paudit/fleet/prometheus.h"
 
 #include <map>
+#include <ostream>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -19,8 +21,10 @@ using Labels = std::vector<std::pair<std::string_view, std::string>>;
 // A JSON string, or "" for null: absent label values are empty, as PromQL treats missing labels.
 std::string text_of(const ordered_json& value) { return value.is_string() ? value.get<std::string>() : ""; }
 
+// Written to the stream every 64 KiB: memory does not grow with the number of samples.
 class Exposition {
  public:
+  explicit Exposition(std::ostream& out) : stream_(out) {}
   // Every metric is declared once, before its samples, as the text format requires.
   void gauge(std::string_view name, std::string_view help) {
     fmt::format_to(std::back_inserter(out_), "# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
@@ -35,10 +39,16 @@ class Exposition {
       out_ += '}';
     }
     fmt::format_to(std::back_inserter(out_), " {}\n", value);
+    if (out_.size() >= kFlushBytes) flush();
   }
-  std::string take() { return std::move(out_); }
+  void flush() {
+    stream_.write(out_.data(), static_cast<std::streamsize>(out_.size()));
+    out_.clear();
+  }
 
  private:
+  static constexpr size_t kFlushBytes = 64 * 1024;
+  std::ostream& stream_;
   std::string out_;
 };
 
@@ -46,7 +56,10 @@ class Exposition {
 std::string redirect_bits(uint16_t ctrl) {
   std::string bits;
   for (auto [bit, name] : {std::pair{kAcsRr, "RR"}, std::pair{kAcsCr, "CR"}, std::pair{kAcsEc, "EC"}})
-    if (ctrl & bit) bits += (bits.empty() ? "" : ",") + std::string(name);
+    if (ctrl & bit) {
+      if (!bits.empty()) bits += ',';
+      bits += name;
+    }
   return bits;
 }
 
@@ -69,51 +82,59 @@ std::string prometheus_label_value(std::string_view value) {
 }
 
 std::string prometheus_text(const MachineAnalysis& machine, const PrometheusOptions& options) {
-  const ordered_json report = machine_report(machine, {options.tool_version, true});
-  std::map<std::string, std::string> names;  // BDF -> gpu0...
-  for (const auto& d : report["devices"]) names[d["bdf"].get<std::string>()] = d["name"].get<std::string>();
+  std::ostringstream out;
+  write_prometheus(out, machine, options);
+  return std::move(out).str();
+}
+
+void write_prometheus(std::ostream& out, const MachineAnalysis& machine, const PrometheusOptions& options) {
+  const ordered_json head = report_head(machine, {options.tool_version, true});
+  std::map<std::string, std::string> names;  // BDF -> gpu0...: one per device, not per pair
+  for (const auto& d : head["devices"]) names[d["bdf"].get<std::string>()] = d["name"].get<std::string>();
   auto pair_labels = [&](const ordered_json& pair) {
     std::string provider = pair["provider"], client = pair["client"];
     return Labels{{"provider", provider}, {"client", client}, {"provider_name", names[provider]},
                   {"client_name", names[client]}};
   };
 
-  Exposition prom;
-  const auto& kernel = report["kernel_rules"];
+  Exposition prom(out);
+  const auto& kernel = head["kernel_rules"];
   prom.gauge("p2paudit_info", "The p2paudit that wrote this, the kernel release whose rules decided, always 1.");
   prom.sample("p2paudit_info",
               {{"version", options.tool_version}, {"kernel_release", text_of(kernel["release"])},
                {"rules_release", text_of(kernel["rules_release"])},
                {"config_pci_p2pdma", text_of(kernel["config_pci_p2pdma"])},
-               {"runtime_probe", text_of(report["probe"]["source"])}},
+               {"runtime_probe", machine.probe.source}},
               1);
   prom.gauge("p2paudit_last_run_timestamp_seconds", "When the audit ran, Unix time.");
   prom.sample("p2paudit_last_run_timestamp_seconds", {}, options.timestamp_seconds);
   prom.gauge("p2paudit_audit_success", "1: the audit ran to the end (a wrapper writes 0 when it failed).");
   prom.sample("p2paudit_audit_success", {}, 1);
 
+  // Pairs are written as they are decided; the per-decision counts follow them.
+  ReportPairs pairs(machine);
   prom.gauge("p2paudit_pair_decision",
              "The policy's decision for an ordered device pair (label decision: peer, host_staged, deny), always 1.");
   std::map<std::string, int> per_decision{{"peer", 0}, {"host_staged", 0}, {"deny", 0}};
-  for (const auto& d : report["decisions"]) {
+  pairs.each_decision([&](const ordered_json& d, const std::string&) {
     Labels labels = pair_labels(d);
     std::string decision = d["decision"];
     ++per_decision[decision];
     labels.insert(labels.end(), {{"decision", decision}, {"rule", text_of(d["rule"])},
                                  {"authority", text_of(d["authority"])}});
     prom.sample("p2paudit_pair_decision", labels, 1);
-  }
+  });
   prom.gauge("p2paudit_pairs", "Ordered device pairs per policy decision.");
   for (const auto& [decision, count] : per_decision) prom.sample("p2paudit_pairs", {{"decision", decision}}, count);
 
   prom.gauge("p2paudit_pair_kernel_verdict",
              "The kernel's pci_p2pdma_distance() verdict for an ordered device pair (label verdict: allowed, refused, "
              "unknown), always 1.");
-  for (const auto& v : report["kernel_verdicts"]) {
+  pairs.each_verdict([&](const ordered_json& v) {
     Labels labels = pair_labels(v);
     labels.insert(labels.end(), {{"verdict", text_of(v["verdict"])}, {"map_type", text_of(v["map_type"])}});
     prom.sample("p2paudit_pair_kernel_verdict", labels, 1);
-  }
+  });
 
   prom.gauge("p2paudit_acs_redirect",
              "A function whose ACS Control enables redirect (label bits: RR, CR, EC), which makes the kernel refuse "
@@ -128,12 +149,16 @@ std::string prometheus_text(const MachineAnalysis& machine, const PrometheusOpti
   prom.gauge("p2paudit_whitelist_candidate",
              "A host bridge whose kernel whitelist entry would unlock refused pairs (label status as `whitelist` "
              "says); the value is how many pairs.");
-  for (const auto& c : report["candidates"])
+  WhitelistOptions counted;
+  counted.count_pairs_only = true;  // their number is the value: the pairs themselves are not kept
+  for (auto& cand : whitelist_candidates(machine.topo, machine.kernel, machine.evidence, counted)) {
+    const ordered_json c = candidate_head(machine.topo, cand);
     prom.sample("p2paudit_whitelist_candidate",
                 {{"id", text_of(c["id"])}, {"name", text_of(c["name"])}, {"status", text_of(c["status"])},
                  {"fixed_in", text_of(c["fixed_in"])}},
-                static_cast<std::int64_t>(c["pairs"].size()));
-  return prom.take();
+                static_cast<std::int64_t>(cand.pair_count));
+  }
+  prom.flush();
 }
 
 }  // namespace p2paudit::fleet

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <ostream>
 
 #include <fmt/format.h>
 
 #include "p2paudit/errors.h"
 #include "p2paudit/fleet/whitelist.h"
+#include "p2paudit/json_output.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
@@ -89,47 +91,136 @@ std::string topology_digest(const Topology& topo) {
   return fmt::format("fnv1a64:{:016x}", hash);
 }
 
-ordered_json machine_report(const MachineAnalysis& m, const ReportOptions& options) {
-  const Topology& topo = m.topo;
-  auto bdf = [&](size_t i) { return topo.functions[i].bdf.str(); };
-  auto devices = matrix_devices(topo, false);
+namespace {
 
+// Writes JSON exactly as json_text(document) would print it (dump(2), hostile strings escaped),
+// element by element: a pretty-printed value is re-indented to its depth (no JSON string holds a
+// raw newline), so the document around the streamed arrays is written by hand. Flushes every
+// kFlushBytes: memory does not grow with the number of elements.
+class PrettyWriter {
+ public:
+  explicit PrettyWriter(std::ostream& out) : out_(out) {}
+
+  void open_object() { open('{'); }
+  void close_object() { close('}'); }
+  void open_array() { open('['); }
+  void close_array() { close(']'); }
+  // An object as the next element of the array being written, its members written one by one.
+  void open_element_object() {
+    item();
+    open('{');
+  }
+  // A member of the object being written: its key, then a value or an opened object/array.
+  void key(std::string_view name) {
+    item();
+    buf_ += nlohmann::json(std::string(name)).dump();
+    buf_ += ": ";
+  }
+  void member(std::string_view name, ordered_json value) {
+    key(name);
+    value_text(std::move(value));
+  }
+  // An element of the array being written.
+  void element(ordered_json value) {
+    item();
+    value_text(std::move(value));
+  }
+  void finish() {
+    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+
+ private:
+  static constexpr size_t kFlushBytes = 64 * 1024;
+
+  void open(char c) {
+    buf_ += c;
+    first_.push_back(true);
+  }
+  void close(char c) {
+    bool empty = first_.back();
+    first_.pop_back();
+    if (!empty) newline();
+    buf_ += c;
+    if (first_.empty() || buf_.size() >= kFlushBytes) finish();
+  }
+  // Before a member or element: the separator and the indentation of its depth.
+  void item() {
+    if (!first_.back()) buf_ += ',';
+    first_.back() = false;
+    newline();
+  }
+  void newline() {
+    buf_ += '\n';
+    buf_.append(2 * first_.size(), ' ');
+  }
+  void value_text(ordered_json value) {
+    escape_json_strings(value);
+    std::string text = value.dump(2);
+    for (char c : text) {
+      buf_ += c;
+      if (c == '\n') buf_.append(2 * first_.size(), ' ');
+    }
+    if (buf_.size() >= kFlushBytes) finish();
+  }
+
+  std::ostream& out_;
+  std::string buf_;
+  std::vector<bool> first_;  // per open container: nothing written in it yet
+};
+
+}  // namespace
+
+ReportPairs::ReportPairs(const MachineAnalysis& machine)
+    : machine_(machine),
+      devices_(matrix_devices(machine.topo, false)),
+      evaluator_(std::make_unique<policy::PolicyEvaluator>(machine.topo, machine.kernel, machine.rules, machine.evidence)) {}
+
+ReportPairs::~ReportPairs() = default;
+
+void ReportPairs::each_verdict(const std::function<void(const ordered_json&)>& fn) {
+  const Topology& topo = machine_.topo;
+  for (const auto& p : devices_)
+    for (const auto& c : devices_) {
+      if (p.index == c.index) continue;
+      // What decide_in_full() puts in its verdict, without deciding.
+      PairVerdict v = evaluator_->index().verdict(p.index, c.index);
+      fn(ordered_json{{"provider", topo.functions[p.index].bdf.str()},
+                      {"client", topo.functions[c.index].bdf.str()},
+                      {"code", matrix_code(v)},
+                      {"map_type", to_string(v.map_type)},
+                      {"p2pdma_distance", or_null(v.p2pdma_distance)},
+                      {"verdict", verdict_word(v)},
+                      {"refused_at", refused_at(topo, v)},
+                      {"reason", v.reason}});
+    }
+}
+
+void ReportPairs::each_decision(const std::function<void(const ordered_json&, const std::string&)>& fn) {
+  const Topology& topo = machine_.topo;
+  for (const auto& p : devices_)
+    for (const auto& c : devices_) {
+      if (p.index == c.index) continue;
+      auto d = evaluator_->decide_in_full(p.index, c.index);
+      std::string copy = copy_result(d.facts);
+      fn(ordered_json{{"provider", topo.functions[p.index].bdf.str()},
+                      {"client", topo.functions[c.index].bdf.str()},
+                      {"decision", policy::to_string(d.decision.action)},
+                      {"rule", or_null(d.decision.rule)},
+                      {"authority", d.decision.authority ? ordered_json(policy::to_string(*d.decision.authority))
+                                                         : ordered_json(nullptr)},
+                      {"copy_result", or_null(copy)}},
+         copy);
+    }
+}
+
+ordered_json report_head(const MachineAnalysis& m, const ReportOptions& options) {
+  const Topology& topo = m.topo;
   ordered_json devices_json = ordered_json::array();
-  for (const auto& d : devices) {
+  for (const auto& d : matrix_devices(topo, false)) {
     const Function& f = topo.functions[d.index];
     devices_json.push_back({{"name", d.short_name}, {"bdf", f.bdf.str()}, {"id", pci_id(f)}, {"driver", or_null(f.driver)}});
   }
-
-  ordered_json verdicts = ordered_json::array(), decisions = ordered_json::array();
-  std::map<std::string, int> copies{{"verified", 0}, {"corrupt", 0}, {"failed", 0}};
-  policy::PolicyEvaluator evaluator(topo, m.kernel, m.rules, m.evidence);
-  for (const auto& p : devices)
-    for (const auto& c : devices) {
-      if (p.index == c.index) continue;
-      auto d = evaluator.decide_in_full(p.index, c.index);
-      const PairVerdict& v = d.verdict;
-      verdicts.push_back({{"provider", bdf(p.index)},
-                          {"client", bdf(c.index)},
-                          {"code", matrix_code(v)},
-                          {"map_type", to_string(v.map_type)},
-                          {"p2pdma_distance", or_null(v.p2pdma_distance)},
-                          {"verdict", verdict_word(v)},
-                          {"refused_at", refused_at(topo, v)},
-                          {"reason", v.reason}});
-      std::string copy = copy_result(d.facts);
-      if (auto it = copies.find(copy); it != copies.end()) ++it->second;
-      decisions.push_back({{"provider", bdf(p.index)},
-                           {"client", bdf(c.index)},
-                           {"decision", policy::to_string(d.decision.action)},
-                           {"rule", or_null(d.decision.rule)},
-                           {"authority", d.decision.authority ? ordered_json(policy::to_string(*d.decision.authority))
-                                                              : ordered_json(nullptr)},
-                           {"copy_result", or_null(copy)}});
-    }
-
-  ordered_json candidates = ordered_json::array();
-  for (const auto& c : whitelist_candidates(topo, m.kernel, m.evidence)) candidates.push_back(candidate_json(topo, c));
-
   ordered_json j;
   j["schema_version"] = kReportSchemaVersion;
   j["kind"] = kReportKind;
@@ -142,15 +233,76 @@ ordered_json machine_report(const MachineAnalysis& m, const ReportOptions& optio
                        {"config_pci_p2pdma", to_string(m.kernel.config_p2pdma)}};
   j["host_bridges"] = host_bridges_json(topo);
   j["devices"] = std::move(devices_json);
-  j["kernel_verdicts"] = std::move(verdicts);
-  j["decisions"] = std::move(decisions);
-  j["candidates"] = std::move(candidates);
-  j["probe"] = {{"source", m.probe.source}, {"note", m.probe.note}, {"asked", m.probe.asked}, {"copies", copies}};
   return j;
 }
 
-ordered_json sysroot_report(const Sysroot& root, const KernelRuleData& kernel_data, const policy::RuleSet& rules,
-                            const ReportOptions& options) {
+ordered_json candidate_head(const Topology& topo, WhitelistCandidate& c) {
+  std::vector<UnlockedPair> pairs = std::move(c.pairs);
+  c.pairs.clear();
+  ordered_json j = candidate_json(topo, c);
+  c.pairs = std::move(pairs);
+  j.erase("pairs");
+  return j;
+}
+
+ordered_json unlocked_pair_json(const Topology& topo, const UnlockedPair& p) {
+  return {{"provider", topo.functions[p.provider].bdf.str()},
+          {"client", topo.functions[p.client].bdf.str()},
+          {"same_host_bridge", p.same_host_bridge},
+          {"acs_redirect", p.acs_redirect},
+          {"copy_result", p.copy_result.empty() ? ordered_json(nullptr) : ordered_json(p.copy_result)},
+          {"copy_gbps", p.copy_gbps ? ordered_json(*p.copy_gbps) : ordered_json(nullptr)}};
+}
+
+void write_machine_report(std::ostream& out, const MachineAnalysis& m, const ReportOptions& options) {
+  const Topology& topo = m.topo;
+  PrettyWriter w(out);
+  w.open_object();
+  ordered_json head = report_head(m, options);
+  for (auto& [key, value] : head.items()) w.member(key, std::move(value));
+
+  ReportPairs pairs(m);
+  w.key("kernel_verdicts");
+  w.open_array();
+  pairs.each_verdict([&](const ordered_json& v) { w.element(v); });
+  w.close_array();
+
+  std::map<std::string, int> copies{{"verified", 0}, {"corrupt", 0}, {"failed", 0}};
+  w.key("decisions");
+  w.open_array();
+  pairs.each_decision([&](const ordered_json& d, const std::string& copy) {
+    if (auto it = copies.find(copy); it != copies.end()) ++it->second;
+    w.element(d);
+  });
+  w.close_array();
+
+  w.key("candidates");
+  w.open_array();
+  // Candidates counted first, then each one's pairs handed out again: one pass over the pairs per
+  // candidate, nothing kept per pair.
+  WhitelistOptions counted;
+  counted.count_pairs_only = true;
+  for (auto& c : whitelist_candidates(topo, m.kernel, m.evidence, counted)) {
+    w.open_element_object();
+    ordered_json cand = candidate_head(topo, c);
+    for (auto& [key, value] : cand.items()) w.member(key, std::move(value));
+    w.key("pairs");
+    w.open_array();
+    for_each_unlocked_pair(topo, m.kernel, m.evidence, counted, [&](const UnlockedPair& p, uint16_t vendor, uint16_t device) {
+      if (vendor == c.vendor && device == c.device) w.element(unlocked_pair_json(topo, p));
+    });
+    w.close_array();
+    w.close_object();
+  }
+  w.close_array();
+
+  w.member("probe", {{"source", m.probe.source}, {"note", m.probe.note}, {"asked", m.probe.asked}, {"copies", copies}});
+  w.close_object();
+  w.finish();
+}
+
+void with_sysroot_analysis(const Sysroot& root, const KernelRuleData& kernel_data, const policy::RuleSet& rules,
+                           const std::function<void(const MachineAnalysis&)>& fn) {
   Topology topo = read_topology(root);
   KernelRules kernel = select_kernel_rules(kernel_data, topo.platform, {});
   ProbeSummary probe;
@@ -166,7 +318,7 @@ ordered_json sysroot_report(const Sysroot& root, const KernelRuleData& kernel_da
   } else {
     probe.note = "the snapshot holds no probe results (`p2paudit snapshot --probe` stores them)";
   }
-  return machine_report({topo, kernel, rules, evidence ? &*evidence : nullptr, std::move(probe)}, options);
+  fn({topo, kernel, rules, evidence ? &*evidence : nullptr, std::move(probe)});
 }
 
 }  // namespace p2paudit::fleet

@@ -121,15 +121,14 @@ const char* to_string(CandidateStatus s) {
 
 std::string WhitelistCandidate::id() const { return hex_id(vendor, device); }
 
-std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const KernelRules& kernel,
-                                                     const policy::VendorFactsDocument* evidence,
-                                                     const WhitelistOptions& options) {
+void for_each_unlocked_pair(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
+                            const WhitelistOptions& options,
+                            const std::function<void(const UnlockedPair&, uint16_t, uint16_t)>& fn) {
   // Where the kernel has no P2PDMA, or no table, an entry changes nothing.
-  if (!kernel.p2pdma || !kernel.whitelist_table || kernel.config_p2pdma == Known::kNo) return {};
+  if (!kernel.p2pdma || !kernel.whitelist_table || kernel.config_p2pdma == Known::kNo) return;
   std::vector<size_t> devices;
   for (const auto& nf : matrix_devices(topo, options.all_functions)) devices.push_back(nf.index);
 
-  std::map<std::pair<uint16_t, uint16_t>, WhitelistCandidate> by_id;
   for (size_t p : devices)
     for (size_t c : devices) {
       if (p == c) continue;
@@ -160,12 +159,24 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
         if (const auto* g = facts.get("vendor.copy_staged_gbps"); g && !pair.copy_result.empty())
           pair.staged_gbps = std::get<double>(*g);
       }
-      for (const auto& id : roots) {
-        WhitelistCandidate& cand = by_id[id];
-        cand.vendor = id.first, cand.device = id.second;
-        cand.pairs.push_back(pair);
-      }
+      for (const auto& id : roots) fn(pair, id.first, id.second);
     }
+}
+
+std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const KernelRules& kernel,
+                                                     const policy::VendorFactsDocument* evidence,
+                                                     const WhitelistOptions& options) {
+  std::map<std::pair<uint16_t, uint16_t>, WhitelistCandidate> by_id;
+  std::map<std::pair<uint16_t, uint16_t>, bool> all_same_host_bridge;
+  for_each_unlocked_pair(topo, kernel, evidence, options, [&](const UnlockedPair& pair, uint16_t vendor, uint16_t device) {
+    WhitelistCandidate& cand = by_id[{vendor, device}];
+    cand.vendor = vendor, cand.device = device;
+    ++cand.pair_count;
+    ++cand.copy_results[pair.copy_result];
+    auto [same, added] = all_same_host_bridge.try_emplace({vendor, device}, true);
+    same->second = same->second && pair.same_host_bridge;
+    if (!options.count_pairs_only) cand.pairs.push_back(pair);
+  });
 
   std::vector<WhitelistCandidate> out;
   for (auto& entry : by_id) {
@@ -178,15 +189,11 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
       cand.host_bridges.push_back(hb.name);
       if (cand.name.empty()) cand.name = topo.functions[*first].device_name;
     }
-    cand.needs_same_host_bridge =
-        std::all_of(cand.pairs.begin(), cand.pairs.end(), [](const UnlockedPair& p) { return p.same_host_bridge; });
+    cand.needs_same_host_bridge = all_same_host_bridge[entry.first];
     for (const auto& r : kReports)
       if (r.vendor == cand.vendor && r.device == cand.device) cand.reports.push_back(r.text);
-    bool verified = false, bad = false;
-    for (const auto& p : cand.pairs) {
-      verified |= p.copy_result == "verified";
-      bad |= p.copy_result == "corrupt" || p.copy_result == "failed";
-    }
+    bool verified = cand.copy_results.count("verified") > 0;
+    bool bad = cand.copy_results.count("corrupt") > 0 || cand.copy_results.count("failed") > 0;
     cand.fixed_in = fixed_in(kernel, cand.vendor, cand.device);
     if (!cand.fixed_in.empty()) {
       cand.status = CandidateStatus::kFixedIn;

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // --format html: one self-contained page (picture/src/page.html) with the machine as JSON in it.
+#include <ostream>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "machine_view.h"
 #include "page.h"
+#include "p2paudit/fleet/report.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/topology_report.h"
@@ -73,40 +77,92 @@ Json policy_part(const policy::Decision& d) {
           {"unknown_facts", d.unknown_facts}};
 }
 
-Json machine_json(const Topology& topo, Pairs* pairs, const std::string& source) {
+// The page's data, compact JSON with hostile strings escaped (the JSON is UTF-8) and no '<' left
+// raw (inside <script> only "</script" or "<!--" could end the block early), written as it is
+// computed: one function, one grid row, one candidate pair at a time, flushed every 64 KiB, so
+// memory does not grow with the number of pairs.
+class DataWriter {
+ public:
+  explicit DataWriter(std::ostream& out) : out_(out) {}
+  void raw(std::string_view text) {
+    for (char c : text)
+      if (c == '<') buf_ += "\\u003c";
+      else buf_ += c;
+    if (buf_.size() >= kFlushBytes) flush();
+  }
+  void key(std::string_view name, bool first = false) {
+    if (!first) raw(",");
+    raw(Json(std::string(name)).dump());
+    raw(":");
+  }
+  void value(Json j) {
+    escape_json_strings(j);
+    raw(j.dump());
+  }
+  void member(std::string_view name, Json j, bool first = false) {
+    key(name, first);
+    value(std::move(j));
+  }
+  void flush() {
+    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+
+ private:
+  static constexpr size_t kFlushBytes = 64 * 1024;
+  std::ostream& out_;
+  std::string buf_;
+};
+
+void write_machine_data(DataWriter& w, const Topology& topo, Pairs* pairs, const std::string& source) {
   DrawnTree tree = drawn_tree(topo);
   auto names = short_names(topo, pairs);
   const Platform& p = topo.platform;
-  Json j = {{"source", source},
-            {"platform", {{"kernel_release", p.kernel_release},
-                          {"hostname", p.hostname},
-                          {"cpu", p.cpu_model_name},
-                          {"hypervisor", p.hypervisor},
-                          {"iommu_mode", p.iommu_mode}}}};
+  w.raw("{");
+  w.member("source", source, true);
+  w.member("platform", {{"kernel_release", p.kernel_release},
+                        {"hostname", p.hostname},
+                        {"cpu", p.cpu_model_name},
+                        {"hypervisor", p.hypervisor},
+                        {"iommu_mode", p.iommu_mode}});
   Json roots = Json::array();
   for (const auto& r : tree.roots)
     roots.push_back({{"name", r.name}, {"numa", tree.numa_known ? r.numa_node : -1},
                      {"first_device", r.first_device}, {"functions", r.functions}});
-  j["roots"] = std::move(roots);
-  Json functions = Json::array();
-  for (size_t i = 0; i < topo.functions.size(); ++i) functions.push_back(function_json(topo, tree, i, names[i]));
-  j["functions"] = std::move(functions);
+  w.member("roots", std::move(roots));
+  w.key("functions");
+  w.raw("[");
+  for (size_t i = 0; i < topo.functions.size(); ++i) {
+    if (i) w.raw(",");
+    w.value(function_json(topo, tree, i, names[i]));
+  }
+  w.raw("]");
   Json notes = Json::array();
   for (const auto& f : topo.findings) notes.push_back(f.path + ": " + f.message);
   if (auto note = privilege_note(topo); !note.empty()) notes.push_back(note);
   if (pairs) {
     for (const auto& note : pairs->evaluator->index().rules().notes) notes.push_back(note);
-    PairGrid grid = pair_grid(*pairs);
-    Json devices = Json::array(), rows = Json::array();
+    Json devices = Json::array();
     for (const auto& d : pairs->devices) devices.push_back(d.index);
-    for (const auto& row : grid.cell) {
-      Json cells = Json::array();
-      for (size_t e : row) cells.push_back(e == PairGrid::kSelf ? Json(-1) : Json(e));
-      rows.push_back(std::move(cells));
+    w.key("pairs");
+    w.raw("{");
+    w.member("devices", std::move(devices), true);
+    w.key("grid");
+    w.raw("[");
+    PairExplanations explain(*pairs);
+    const size_t n = pairs->devices.size();
+    for (size_t r = 0; r < n; ++r) {
+      std::string row = r ? ",[" : "[";
+      for (size_t c = 0; c < n; ++c) {
+        size_t e = explain.cell(r, c);
+        if (c) row += ',';
+        row += e == PairGrid::kSelf ? "-1" : std::to_string(e);
+      }
+      w.raw(row + "]");
     }
-    j["pairs"] = {{"devices", std::move(devices)}, {"grid", std::move(rows)}};
+    w.raw("]}");
     Json explanations = Json::array();
-    for (const Explanation& e : grid.explanations) {
+    for (const Explanation& e : explain.explanations) {
       policy::PairDecision full = pairs->evaluator->decide_in_full(e.example.first, e.example.second);
       explanations.push_back({{"map_type", to_string(e.map_type)},
                               {"decision", policy::to_string(e.action)},
@@ -115,33 +171,56 @@ Json machine_json(const Topology& topo, Pairs* pairs, const std::string& source)
                               {"kernel", kernel_part(full.verdict)},
                               {"policy", policy_part(full.decision)}});
     }
-    j["explanations"] = std::move(explanations);
-    Json candidates = Json::array();
-    for (const auto& c : pairs->candidates) candidates.push_back(fleet::candidate_json(topo, c));
-    j["candidates"] = std::move(candidates);
+    w.member("explanations", std::move(explanations));
+    w.key("candidates");
+    w.raw("[");
+    for (size_t i = 0; i < pairs->candidates.size(); ++i) {
+      fleet::WhitelistCandidate& c = pairs->candidates[i];
+      Json head = fleet::candidate_head(topo, c);
+      escape_json_strings(head);
+      std::string text = head.dump();
+      text.pop_back();  // "}": its pairs follow
+      w.raw(i ? "," : "");
+      w.raw(text);
+      w.key("pairs", head.empty());
+      w.raw("[");
+      bool first = true;
+      auto pair = [&](const fleet::UnlockedPair& p) {
+        w.raw(first ? "" : ",");
+        first = false;
+        w.value(fleet::unlocked_pair_json(topo, p));
+      };
+      if (c.pairs.empty() && c.pair_count) {  // counted, not kept: handed out again one at a time
+        fleet::WhitelistOptions counted;
+        counted.count_pairs_only = true;
+        fleet::for_each_unlocked_pair(topo, pairs->evaluator->index().rules(), pairs->evidence, counted,
+                                      [&](const fleet::UnlockedPair& p, uint16_t vendor, uint16_t device) {
+                                        if (vendor == c.vendor && device == c.device) pair(p);
+                                      });
+      } else {
+        for (const auto& p : c.pairs) pair(p);
+      }
+      w.raw("]}");
+    }
+    w.raw("]");
   } else {
-    j["pairs"] = nullptr;
-    j["candidates"] = nullptr;
+    w.member("pairs", nullptr);
+    w.member("candidates", nullptr);
   }
-  j["notes"] = std::move(notes);
-  return j;
+  w.member("notes", std::move(notes));
+  w.raw("}");
 }
 
 }  // namespace
 
 void write_html(std::ostream& out, const Topology& topo, Pairs* pairs, const std::string& source) {
-  Json j = machine_json(topo, pairs, source);
-  escape_json_strings(j);  // hostile bytes as \xNN: the JSON is UTF-8
-  std::string data = j.dump();
-  // Inside <script> only "</script" (or "<!--") could end the block early: no '<' is left raw.
-  std::string safe;
-  safe.reserve(data.size());
-  for (char c : data)
-    if (c == '<') safe += "\\u003c";
-    else safe += c;
   constexpr std::string_view kMarker = "@MACHINE_DATA@";
   size_t at = kPageTemplate.find(kMarker);
-  out << kPageTemplate.substr(0, at) << safe << kPageTemplate.substr(at + kMarker.size());
+  out << kPageTemplate.substr(0, at);
+  DataWriter w(out);
+  write_machine_data(w, topo, pairs, source);
+  w.flush();
+  out << kPageTemplate.substr(at + kMarker.size());
 }
 
 }  // namespace p2paudit::picture

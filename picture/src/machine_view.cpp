@@ -98,39 +98,42 @@ DrawnTree drawn_tree(const Topology& topo) {
   return tree;
 }
 
+PairExplanations::PairExplanations(Pairs& pairs) : pairs_(pairs) {}
+
+size_t PairExplanations::cell(size_t r, size_t c) {
+  if (r == c) return PairGrid::kSelf;
+  policy::PolicyEvaluator& evaluator = *pairs_.evaluator;
+  size_t provider = pairs_.devices[r].index, client = pairs_.devices[c].index;
+  size_t group = evaluator.decide(provider, client);
+  PairOutcome o = evaluator.index().outcome(provider, client);
+  unsigned whitelist = 0;
+  for (size_t k = 0; k < o.whitelist_check_count; ++k) {
+    const auto& passed = o.whitelist_checks[k].passed;
+    whitelist |= (passed ? (*passed ? 1u : 2u) : 3u) << (2 * k);
+  }
+  Key key{group, o.map_type, o.common_ancestor.has_value(), o.acs_redirecting > 0, o.acs_unreadable > 0,
+          o.through_host_bridge, whitelist, o.p2pdma_distance.has_value()};
+  auto [it, added] = explanation_of_.emplace(key, explanations.size());
+  if (added) {
+    Explanation e;
+    e.map_type = o.map_type;
+    e.action = evaluator.groups()[group].action;
+    e.policy_group = group;
+    e.example = {provider, client};
+    explanations.push_back(e);
+  }
+  ++explanations[it->second].pairs;
+  return it->second;
+}
+
 PairGrid pair_grid(Pairs& pairs) {
   PairGrid grid;
-  policy::PolicyEvaluator& evaluator = *pairs.evaluator;
-  const auto& devices = pairs.devices;
-  // What makes the kernel's reason differ between pairs that share a map type.
-  using Key = std::tuple<size_t, MapType, bool, bool, bool, bool, unsigned, bool>;
-  std::map<Key, size_t> explanation_of;
-  grid.cell.assign(devices.size(), std::vector<size_t>(devices.size(), PairGrid::kSelf));
-  for (size_t r = 0; r < devices.size(); ++r)
-    for (size_t c = 0; c < devices.size(); ++c) {
-      if (r == c) continue;
-      size_t provider = devices[r].index, client = devices[c].index;
-      size_t group = evaluator.decide(provider, client);
-      PairOutcome o = evaluator.index().outcome(provider, client);
-      unsigned whitelist = 0;
-      for (size_t k = 0; k < o.whitelist_check_count; ++k) {
-        const auto& passed = o.whitelist_checks[k].passed;
-        whitelist |= (passed ? (*passed ? 1u : 2u) : 3u) << (2 * k);
-      }
-      Key key{group, o.map_type, o.common_ancestor.has_value(), o.acs_redirecting > 0, o.acs_unreadable > 0,
-              o.through_host_bridge, whitelist, o.p2pdma_distance.has_value()};
-      auto [it, added] = explanation_of.emplace(key, grid.explanations.size());
-      if (added) {
-        Explanation e;
-        e.map_type = o.map_type;
-        e.action = evaluator.groups()[group].action;
-        e.policy_group = group;
-        e.example = {provider, client};
-        grid.explanations.push_back(e);
-      }
-      ++grid.explanations[it->second].pairs;
-      grid.cell[r][c] = it->second;
-    }
+  PairExplanations explain(pairs);
+  const size_t n = pairs.devices.size();
+  grid.cell.assign(n, std::vector<size_t>(n, PairGrid::kSelf));
+  for (size_t r = 0; r < n; ++r)
+    for (size_t c = 0; c < n; ++c) grid.cell[r][c] = explain.cell(r, c);
+  grid.explanations = std::move(explain.explanations);
   return grid;
 }
 

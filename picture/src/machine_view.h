@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "p2paudit/p2pdma.h"
@@ -53,6 +55,22 @@ struct PairGrid {
   std::vector<Explanation> explanations;
 };
 PairGrid pair_grid(Pairs& pairs);
+
+// The grid one cell at a time (row by row, as pair_grid() fills it, gives the same numbers):
+// memory grows with the explanations, not with the pairs.
+class PairExplanations {
+ public:
+  explicit PairExplanations(Pairs& pairs);  // keeps a reference
+  // The explanation of the pair (devices[r], devices[c]); PairGrid::kSelf when r == c.
+  size_t cell(size_t r, size_t c);
+  std::vector<Explanation> explanations;
+
+ private:
+  // What makes the kernel's reason differ between pairs that share a map type.
+  using Key = std::tuple<size_t, MapType, bool, bool, bool, bool, unsigned, bool>;
+  Pairs& pairs_;
+  std::map<Key, size_t> explanation_of_;
+};
 
 // Short names of the devices that matter, by function index ("" for the others).
 std::vector<std::string> short_names(const Topology& topo, const Pairs* pairs);

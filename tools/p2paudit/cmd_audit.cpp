@@ -27,8 +27,8 @@ namespace {
 // --format prom (docs/prometheus.md): the machine's report as node_exporter textfile gauges.
 int print_prometheus(const GlobalOptions& global) {
   AnalysedMachine machine = load_analysed_machine(global, global.no_probe);
-  std::cout << fleet::prometheus_text(machine.analysis(),
-                                      {P2PAUDIT_VERSION, static_cast<std::int64_t>(std::time(nullptr))});
+  fleet::write_prometheus(std::cout, machine.analysis(),
+                          {P2PAUDIT_VERSION, static_cast<std::int64_t>(std::time(nullptr))});
   return kExitOk;
 }
 
@@ -39,7 +39,9 @@ int draw_picture(const GlobalOptions& global) {
   KernelRules kernel = load_kernel_rules(global, topo);
   policy::RuleSet rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
   policy::PolicyEvaluator evaluator(topo, kernel, rules, nullptr);
-  picture::Pairs pairs{&evaluator, matrix_devices(topo, false), fleet::whitelist_candidates(topo, kernel, nullptr)};
+  fleet::WhitelistOptions counted;
+  counted.count_pairs_only = true;  // the HTML page hands each candidate's pairs out one at a time
+  picture::Pairs pairs{&evaluator, matrix_devices(topo, false), fleet::whitelist_candidates(topo, kernel, nullptr, counted)};
   if (global.format == "dot") picture::write_dot(std::cout, topo, &pairs, global.source());
   else picture::write_html(std::cout, topo, &pairs, global.source());
   return kExitOk;

@@ -2,6 +2,9 @@
 // `p2paudit report [-o FILE]`: one machine's report for `aggregate` (docs/fleet.md).
 #include <iostream>
 #include <memory>
+#include <ostream>
+#include <streambuf>
+#include <string_view>
 
 #include "commands.h"
 #include "p2paudit/errors.h"
@@ -21,16 +24,42 @@ struct ReportArgs {
   bool no_probe = false;
 };
 
+// An ostream onto the temporary twin of an OutputFile: the report is written as it is computed.
+class OutputFileBuf : public std::streambuf {
+ public:
+  explicit OutputFileBuf(OutputFile& file) : file_(file) {}
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    file_.write(std::string_view(s, static_cast<size_t>(n)));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    char ch = traits_type::to_char_type(c);
+    file_.write(std::string_view(&ch, 1));
+    return c;
+  }
+
+ private:
+  OutputFile& file_;
+};
+
 int run_report(const GlobalOptions& global, const ReportArgs& args) {
   AnalysedMachine machine = load_analysed_machine(global, args.no_probe || global.no_probe);
-  auto report = fleet::machine_report(machine.analysis(), {P2PAUDIT_VERSION, args.redact});
-  std::string text = json_text(std::move(report)) + "\n";
+  fleet::ReportOptions options{P2PAUDIT_VERSION, args.redact};
   if (args.output.empty() || args.output == "-") {
-    std::cout << text;
+    fleet::write_machine_report(std::cout, machine.analysis(), options);
+    std::cout << "\n";
   } else {
-    OutputFile out(args.output, args.force);
-    out.write(text);
-    out.commit();
+    OutputFile file(args.output, args.force);
+    OutputFileBuf buf(file);
+    std::ostream out(&buf);
+    out.exceptions(std::ios::badbit);  // a failed write throws the OutputFile's InputError
+    fleet::write_machine_report(out, machine.analysis(), options);
+    out << "\n";
+    out.flush();
+    file.commit();
   }
   return kExitOk;
 }

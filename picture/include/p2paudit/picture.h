@@ -20,7 +20,8 @@ namespace p2paudit::picture {
 struct Pairs {
   policy::PolicyEvaluator* evaluator = nullptr;     // decides every ordered pair of `devices`
   std::vector<NamedFunction> devices;               // matrix_devices()
-  std::vector<fleet::WhitelistCandidate> candidates;
+  std::vector<fleet::WhitelistCandidate> candidates;  // with their pairs, or counted (count_pairs_only)
+  const policy::VendorFactsDocument* evidence = nullptr;  // what the candidates were computed with
 };
 
 // `source` names what was read (a sysroot, a snapshot, a dump) in the picture's title.

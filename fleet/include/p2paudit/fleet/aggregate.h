@@ -113,6 +113,10 @@ struct AggregateOptions {
   std::function<void(const SkippedInput&)> skipped;
   // Earlier `--partial` outputs (`aggregate --merge FILE`): the only files read as partial states.
   std::vector<std::string> partials;
+  // Tests only: called with each input's path once it is read, before what it holds is counted,
+  // from the worker reading it; what it throws is that input's failure (std::bad_alloc included).
+  // Empty in the tool.
+  std::function<void(const std::string&)> fail_input;
 };
 
 struct AggregateResult {

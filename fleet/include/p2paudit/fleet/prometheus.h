@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -18,7 +19,9 @@ struct PrometheusOptions {
 };
 
 // The whole text-format document: # HELP and # TYPE before each metric's samples, one sample per
-// line, newline-terminated.
+// line, newline-terminated. write_prometheus() writes it as the pairs are decided (nothing kept
+// per pair); prometheus_text() returns it in one string (small machines, tests).
+void write_prometheus(std::ostream& out, const MachineAnalysis& machine, const PrometheusOptions& options);
 std::string prometheus_text(const MachineAnalysis& machine, const PrometheusOptions& options);
 
 // A label value as the exposition format quotes it (without the quotes): backslash, double quote

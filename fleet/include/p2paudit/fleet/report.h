@@ -4,16 +4,25 @@
 // runtimes said, in one JSON document that `p2paudit aggregate` folds with thousands of others.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/policy/rules.h"
+
+namespace p2paudit::policy {
+class PolicyEvaluator;
+}
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology.h"
 
@@ -44,18 +53,46 @@ struct ReportOptions {
   bool redact = false;  // leave the host name out
 };
 
-// The report document (docs/fleet.md). Pairs are every ordered pair of distinct devices of the
-// default view (matrix_devices(topo, false)).
-nlohmann::ordered_json machine_report(const MachineAnalysis& machine, const ReportOptions& options);
+// The report document (docs/fleet.md), written to `out` as it is computed: the text
+// json_text() prints for it (two-space indentation, hostile strings escaped, no newline at the
+// end). Pairs are every ordered pair of distinct devices of the default view
+// (matrix_devices(topo, false)); they are written one at a time and nothing is kept per pair, so
+// memory does not grow with their number (docs/scale.md).
+void write_machine_report(std::ostream& out, const MachineAnalysis& machine, const ReportOptions& options);
+
+// The report's fields that do not grow with the pairs, in the report's order: schema_version to
+// devices. kernel_verdicts, decisions, candidates and probe follow them.
+nlohmann::ordered_json report_head(const MachineAnalysis& machine, const ReportOptions& options);
+
+// The report's pairs, one at a time: the elements of kernel_verdicts and of decisions (with the
+// pair's vendor.copy_result, "" when none), in the report's order. Each pass decides every pair
+// again; nothing is kept per pair.
+class ReportPairs {
+ public:
+  explicit ReportPairs(const MachineAnalysis& machine);  // keeps a reference: it must outlive this
+  ~ReportPairs();
+  void each_verdict(const std::function<void(const nlohmann::ordered_json&)>& fn);
+  void each_decision(const std::function<void(const nlohmann::ordered_json&, const std::string&)>& fn);
+
+ private:
+  const MachineAnalysis& machine_;
+  std::vector<NamedFunction> devices_;
+  std::unique_ptr<policy::PolicyEvaluator> evaluator_;
+};
+
+// A whitelist candidate's report element without its "pairs"; and one of those pairs.
+nlohmann::ordered_json candidate_head(const Topology& topo, WhitelistCandidate& candidate);
+nlohmann::ordered_json unlocked_pair_json(const Topology& topo, const UnlockedPair& pair);
 
 // "fnv1a64:<16 hex digits>" over the sorted "BDF VVVV:DDDD PARENT" lines of every function: equal
 // trees get equal digests. It groups machines; it is not a security measure.
 std::string topology_digest(const Topology& topo);
 
-// The report of a snapshot or sysroot directory as `p2paudit --sysroot X report --redact` makes it
-// offline: the machine's own kernel release, the given rules, and the runtimes' answers stored by
-// `snapshot --probe` (none otherwise). Throws InputError naming the sysroot when anything is bad.
-nlohmann::ordered_json sysroot_report(const Sysroot& root, const KernelRuleData& kernel_data,
-                                      const policy::RuleSet& rules, const ReportOptions& options);
+// The analysis of a snapshot or sysroot directory as `p2paudit --sysroot X report --redact` makes
+// it offline: the machine's own kernel release, the given rules, and the runtimes' answers stored
+// by `snapshot --probe` (none otherwise), handed to `fn`. Throws InputError naming the sysroot
+// when anything is bad.
+void with_sysroot_analysis(const Sysroot& root, const KernelRuleData& kernel_data, const policy::RuleSet& rules,
+                           const std::function<void(const MachineAnalysis&)>& fn);
 
 }  // namespace p2paudit::fleet

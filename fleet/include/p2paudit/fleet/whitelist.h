@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,7 +42,9 @@ struct WhitelistCandidate {
   std::string name;                         // libpci's name for it
   std::vector<std::string> host_bridges;    // "pci0000:00"... where it is the root device
   bool needs_same_host_bridge = false;      // every unlocked pair shares one host bridge: REQ_SAME_HOST_BRIDGE
-  std::vector<UnlockedPair> pairs;
+  std::vector<UnlockedPair> pairs;           // empty with WhitelistOptions::count_pairs_only
+  size_t pair_count = 0;                    // the pairs it unlocks, kept or not
+  std::map<std::string, size_t> copy_results;  // copy_result ("" none) -> pairs
   CandidateStatus status = CandidateStatus::kNeedsEvidence;
   std::string fixed_in;                     // kFixedIn: "7.2" (and what the entry says there)
   std::vector<std::string> missing;         // what evidence is missing and why it matters
@@ -56,7 +60,16 @@ struct CandidateContext {
 
 struct WhitelistOptions {
   bool all_functions = false;  // every PCI function, not only the devices the matrix shows
+  // Count the pairs (pair_count, copy_results) without keeping them: memory does not grow with
+  // them; for_each_unlocked_pair() hands them out again (report, prom, html, aggregate).
+  bool count_pairs_only = false;
 };
+
+// Every pair a candidate's entry would unlock, one at a time, with that candidate's root-device ID
+// (vendor, device); a pair unlocked by two entries comes once per entry. Nothing is kept.
+void for_each_unlocked_pair(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
+                            const WhitelistOptions& options,
+                            const std::function<void(const UnlockedPair&, uint16_t, uint16_t)>& fn);
 
 // Candidates for this machine, by host-bridge ID. A pair counts only when the entry alone turns
 // its verdict from refused to allowed: not where CONFIG_PCI_P2PDMA is off, the kernel predates
