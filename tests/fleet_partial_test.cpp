@@ -315,7 +315,7 @@ TEST(FleetPartial, ThePartialOfAnyCountedReportReadsBack) {
     SCOPED_TRACE(i);
     json r = base;
     changes[i](r);
-    std::string report = dir / ("r" + std::to_string(i) + ".json"), partial = dir / ("p" + std::to_string(i) + ".json");
+    std::string n = std::to_string(i), report = dir / ("r" + n + ".json"), partial = dir / ("p" + n + ".json");
     write_file(report, r.dump());
     auto direct = tool("aggregate " + shell_quote(report) + " --format json");
     if (json::parse(direct.output)["machines"] == 0) continue;  // refused as a report: nothing to merge

@@ -213,7 +213,7 @@ TEST_P(PrometheusOnMachine, GaugesMatchTheJsonOfTheSameMachine) {
     int ctrl = f["acs_ctrl"];
     std::string bits;
     for (auto [bit, name] : {std::pair{0x04, "RR"}, std::pair{0x08, "CR"}, std::pair{0x20, "EC"}})
-      if (ctrl & bit) bits += (bits.empty() ? "" : ",") + std::string(name);
+      if (ctrl & bit) bits.append(bits.empty() ? "" : ",").append(name);
     if (!bits.empty()) redirecting[f["bdf"]] = bits;
   }
   std::map<std::string, std::string> gauged;

@@ -180,7 +180,9 @@ TEST(TextGate, ColourPassesAndInputEscapesStillDoNot) {
     EXPECT_EQ(r.output.find("\xc2\x9b"), std::string::npos) << command;
     EXPECT_EQ(r.output.find("\x07"), std::string::npos) << command;
     EXPECT_EQ(r.output.find("\r"), std::string::npos) << command;
-    if (command == "matrix") EXPECT_NE(r.output.find("\x1b[0m"), std::string::npos) << "no colour at all:\n" << r.output;
+    if (command == "matrix") {
+      EXPECT_NE(r.output.find("\x1b[0m"), std::string::npos) << "no colour at all:\n" << r.output;
+    }
     // Every ESC left is one of the tool's own colours.
     for (size_t at = 0; (at = r.output.find('\x1b', at)) != std::string::npos; ++at) {
       std::string seq = r.output.substr(at, r.output.find('m', at) - at + 1);
@@ -197,7 +199,7 @@ TEST(TextGate, StreamGateJudgesWholeSequences) {
   std::ostringstream out;
   {
     TextGate gate(out);
-    out << "a\xc3" << "\xa9b\n";                              // é written in two halves
+    out << "a\xc3" << "\xa9" "b\n";                              // é written in two halves
     out << "in: \x1b[2J\x9b\xc2\x9b\x7f\r\a\tend\n";          // the input's controls
     out << own_controls("\x1b[31m") << "red" << own_controls("\x1b[0m") << "\n";
     out << own_controls("\r") << std::flush << "x\n";
@@ -206,7 +208,7 @@ TEST(TextGate, StreamGateJudgesWholeSequences) {
     out << std::string(100000, 'y') << "\xff\n";                 // more than the gate holds
   }
   std::string text = out.str();
-  EXPECT_TRUE(text.starts_with("a\xc3\xa9b\nin: \\x1b[2J\\x9b\\xc2\\x9b\\x7f\\x0d\\x07\tend\n\x1b[31mred\x1b[0m\n\rx\n\\x1b"))
+  EXPECT_TRUE(text.starts_with("a\xc3\xa9" "b\nin: \\x1b[2J\\x9b\\xc2\\x9b\\x7f\\x0d\\x07\tend\n\x1b[31mred\x1b[0m\n\rx\n\\x1b"))
       << escape_text(text.substr(0, 200));
   EXPECT_EQ(gate_breach(text.substr(text.find("\rx\n") + 3)), "");  // after the own controls
   EXPECT_TRUE(text.ends_with(std::string(100000, 'y') + "\\xff\n"));
