@@ -6,6 +6,8 @@
 // known are cut, with a finding; CSV cells are guarded against formula injection.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -166,6 +168,25 @@ TEST(TextGate, EveryTextCommandOnAHostileArchive) {
   s.pack(archive);
   expect_gated(archive);
   std::remove(archive.c_str());
+}
+
+// aggregate's text and CSV and the inputs it skips: the same gate (a progress line, on a terminal
+// only, writes its carriage return through own_controls()). A snapshot's strings reach the host-bridge and CPU
+// lines; a skipped input is named by its file name, which a stranger chose.
+TEST(TextGate, AggregateTextAndItsMessages) {
+  SysrootDir s;
+  build_machine(s, "GenuineIntel", "Xeon" + kHostile);
+  std::string archive = s.str() + ".tar.gz", bad = s.str() + "-\x1b[31mbad\xc2\x9b\n.json";
+  s.pack(archive);
+  { std::ofstream(bad) << "{\"kind\": \"p2paudit-report\"}"; }
+  for (std::string format : {"text", "csv"}) {
+    auto r = test::run_command(tool() + " --color never aggregate --format " + format + " " +
+                               test::shell_quote(archive) + " " + test::shell_quote(bad) + " 2>&1");
+    EXPECT_NE(r.output.find("skipped"), std::string::npos) << format << ":\n" << escape_text(r.output);
+    EXPECT_EQ(gate_breach(r.output), "") << "p2paudit aggregate --format " << format;
+  }
+  std::remove(archive.c_str());
+  std::remove(bad.c_str());
 }
 
 // With colour on, the tool's own escapes reach the terminal and the input's still do not: the

@@ -15,6 +15,7 @@
 #include "p2paudit/fleet/aggregate.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/output_file.h"
+#include "p2paudit/text_style.h"
 
 namespace p2paudit::cli {
 
@@ -44,7 +45,7 @@ int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
   options.skipped = [](const fleet::SkippedInput& s) { print_error(fmt::format("skipped {}: {}", s.input, s.reason)); };
   if (progress_wanted())
     options.progress = [](const fleet::AggregateProgress& p) {
-      std::cerr << fmt::format("\raggregate: {} found, {} read, {} skipped", p.found, p.read, p.skipped)
+      std::cerr << own_controls("\r") << fmt::format("aggregate: {} found, {} read, {} skipped", p.found, p.read, p.skipped)
                 << (p.finished ? "\n" : "") << std::flush;
     };
   // glibc shrinks a worker thread's malloc heap after reading the host's

@@ -82,7 +82,7 @@ std::string machine_header(const GlobalOptions& global, const AnalysedMachine& m
   std::string out = header_line("kernel", fmt::format("{}, CONFIG_PCI_P2PDMA {}", m.kernel.release.text.empty() ? "unknown" : m.kernel.release.text,
                                                       config_text(m.kernel.config_p2pdma)));
   out += header_line("IOMMU", (p.iommu_mode.empty() ? "unknown" : p.iommu_mode) +
-                                 (p.iommu_mode_source.empty() ? "" : " (" + p.iommu_mode_source + ")"));
+                                 (p.iommu_mode_source.empty() ? "" : " — " + p.iommu_mode_source));  // a source may hold parentheses
   // The CPU's hypervisor flag says a VM, not which hypervisor; a dump has no CPU flags at all.
   out += header_line("VM", global.from_dump() ? "unknown (an lspci dump does not say)"
                            : p.hypervisor   ? "yes (CPU hypervisor flag; the host's IOMMU and ACS are not visible)"

@@ -13,9 +13,8 @@ using namespace p2paudit::cli;
 
 int main(int argc, char** argv) {
   // The text gate (text_style.h) on what a command prints: installed once parsing is done, before
-  // any command runs, and kept until main returns, so error messages pass it too. Not on the
-  // outputs of report and aggregate (documents with their own escaping, an aggregate's progress
-  // line) nor on snapshot's archive.
+  // any command runs, and kept until main returns, so error messages pass it too. Not on report's
+  // document (JSON, escaped as it is written) nor on snapshot's archive.
   std::optional<p2paudit::TextGate> gate_out, gate_err;
   GlobalOptions global;
   CLI::App app{"p2paudit: predicts whether PCIe devices can do peer-to-peer DMA, why not, and what to do.\n"
@@ -79,10 +78,8 @@ int main(int argc, char** argv) {
       for (const auto* opt : {dump_cpu, dump_iommu, dump_host_bridge})
         if (opt->count()) throw p2paudit::InputError(opt->get_name() + " describes an lspci dump: it needs --lspci-dump FILE");
     const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name();
-    if (command != "report" && command != "aggregate") {
-      if (global.format == "text" && command != "snapshot") gate_out.emplace(std::cout);
-      gate_err.emplace(std::cerr);
-    }
+    if (global.format == "text" && command != "snapshot" && command != "report") gate_out.emplace(std::cout);
+    gate_err.emplace(std::cerr);
     if ((global.format == "dot" || global.format == "html") && !command.empty() && command != "topology")
       throw p2paudit::InputError("--format " + global.format + " (a picture of the machine) is drawn by the audit "
                                  "(no command) and topology");
