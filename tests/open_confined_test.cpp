@@ -34,19 +34,7 @@ bool have_strace() { return test::run_command("strace -V >/dev/null 2>&1").statu
 
 // A sanitizer's runtime, linked into the tool in such builds, reads /proc/self/maps and more of
 // its own: the promise is checked on the plain build (the README's test command).
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
-#define P2PAUDIT_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define P2PAUDIT_SANITIZED 1
-#endif
-#ifdef P2PAUDIT_SANITIZED
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;
 
 // One directory per test process (ctest runs each case in its own process): the sysroot, the
 // outputs and the private TMPDIR.

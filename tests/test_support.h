@@ -11,6 +11,22 @@
 
 namespace p2paudit::test {
 
+// Built with ASan or UBSan (scripts/ci-sanitizers): the tool under test carries their runtime,
+// which opens files and holds freed memory of its own.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+#define P2PAUDIT_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define P2PAUDIT_SANITIZED 1
+#endif
+#ifdef P2PAUDIT_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 struct CommandResult {
   int status = -1;
   std::string output;  // stdout only; stderr goes to the test log unless redirected in the command
