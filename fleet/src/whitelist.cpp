@@ -31,29 +31,6 @@ constexpr HostBridgeReport kReports[] = {
 
 std::string hex_id(uint16_t vendor, uint16_t device) { return fmt::format("{:04x}:{:04x}", vendor, device); }
 
-// The root devices whose whitelist check failed for a pair refused through the host bridge.
-std::set<std::pair<uint16_t, uint16_t>> failing_roots(const Topology& topo, const PairVerdict& v) {
-  std::set<std::pair<uint16_t, uint16_t>> out;
-  for (const auto& check : v.host_bridges)
-    if (check.passed == false && !check.refused_same_host_bridge && check.root_device) {
-      const Function& root = topo.functions[*check.root_device];
-      out.insert({root.vendor, root.device});
-    }
-  return out;
-}
-
-KernelRules with_entries(const KernelRules& kernel, const std::set<std::pair<uint16_t, uint16_t>>& ids) {
-  KernelRules r = kernel;
-  for (const auto& [vendor, device] : ids) {
-    WhitelistEntry e;
-    e.vendor = vendor;
-    e.device = device;
-    e.origin = "whitelist candidate";
-    r.whitelist.push_back(e);
-  }
-  return r;
-}
-
 // The first release after the analysed one whose table has the entry, "" when none.
 std::string fixed_in(const KernelRules& kernel, uint16_t vendor, uint16_t device) {
   std::optional<KernelRelease> first;
@@ -124,6 +101,15 @@ std::string WhitelistCandidate::id() const { return hex_id(vendor, device); }
 void for_each_unlocked_pair(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
                             const WhitelistOptions& options,
                             const std::function<void(const UnlockedPair&, uint16_t, uint16_t)>& fn) {
+  // A pair that needs two entries is a set's (candidate_sets()), never a single entry's.
+  for_each_unlocked(topo, kernel, evidence, options, [&](const UnlockedPair& pair, const std::vector<NeededEntry>& needed) {
+    if (needed.size() == 1) fn(pair, needed.front().vendor, needed.front().device);
+  });
+}
+
+void for_each_unlocked(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
+                       const WhitelistOptions& options,
+                       const std::function<void(const UnlockedPair&, const std::vector<NeededEntry>&)>& fn) {
   // Where the kernel has no P2PDMA, or no table, an entry changes nothing.
   if (!kernel.p2pdma || !kernel.whitelist_table || kernel.config_p2pdma == Known::kNo) return;
   std::vector<size_t> devices;
@@ -134,11 +120,9 @@ void for_each_unlocked_pair(const Topology& topo, const KernelRules& kernel, con
       if (p == c) continue;
       PairVerdict v = pci_p2pdma_distance(topo, kernel, p, c);
       if (!v.p2pdma_distance || *v.p2pdma_distance >= 0 || !v.through_host_bridge) continue;
-      auto roots = failing_roots(topo, v);
-      if (roots.empty()) continue;
-      // Only where the entries alone turn the refusal into THRU_HOST_BRIDGE.
-      PairVerdict after = pci_p2pdma_distance(topo, with_entries(kernel, roots), p, c);
-      if (!after.p2pdma_distance || *after.p2pdma_distance < 0) continue;
+      // Only where added entries alone turn the refusal into THRU_HOST_BRIDGE (candidate_sets.cpp).
+      auto needed = entries_needed(topo, kernel, v);
+      if (needed.empty()) continue;
       UnlockedPair pair;
       pair.provider = p, pair.client = c;
       pair.same_host_bridge = topo.functions[p].host_bridge == topo.functions[c].host_bridge;
@@ -159,7 +143,7 @@ void for_each_unlocked_pair(const Topology& topo, const KernelRules& kernel, con
         if (const auto* g = facts.get("vendor.copy_staged_gbps"); g && !pair.copy_result.empty())
           pair.staged_gbps = std::get<double>(*g);
       }
-      for (const auto& id : roots) fn(pair, id.first, id.second);
+      fn(pair, needed);
     }
 }
 

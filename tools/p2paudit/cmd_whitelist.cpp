@@ -37,19 +37,44 @@ std::string pair_names(const Topology& topo, const std::vector<NamedFunction>& n
   return fmt::format("{} -> {}", name(p.provider), name(p.client));
 }
 
+// Sets of entries (docs/whitelist.md, "Sets of entries"): pairs no single entry unlocks.
+void print_sets(const Topology& topo, const std::vector<NamedFunction>& named, const std::vector<fleet::CandidateSet>& sets) {
+  if (sets.empty()) return;
+  std::cout << "\nSets of entries: pairs across host bridges that each need every entry of a set\n";
+  for (const auto& s : sets) {
+    std::cout << fmt::format("\nset {}: {}{}\n", s.id(), to_string(s.status),
+                             s.status == fleet::CandidateStatus::kFixedIn ? " " + s.fixed_in : "");
+    for (size_t i = 0; i < s.entries.size(); ++i)
+      std::cout << fmt::format("  {} {} [{}]\n", s.entries[i].id(), i < s.names.size() ? escape_line(s.names[i]) : "",
+                               i < s.host_bridges.size() ? fmt::format("{}", fmt::join(s.host_bridges[i], ", ")) : "");
+    std::vector<std::string> pairs;
+    for (const auto& p : s.pairs)
+      pairs.push_back(pair_names(topo, named, p) + (p.copy_result.empty() ? "" : " (copy " + escape_line(p.copy_result) + ")"));
+    std::cout << fmt::format("  unlocks {} pair(s), only with every entry: {}\n", s.pairs.size(), fmt::join(pairs, ", "));
+    std::cout << "  the pairs span host bridges: no entry of the set may carry REQ_SAME_HOST_BRIDGE\n";
+    for (const auto& m : s.missing) std::cout << "  missing: " << m << "\n";
+    if (s.status == fleet::CandidateStatus::kFixedIn) {
+      std::cout << fmt::format("  Linux {} and later have every entry: upgrade rather than submit\n", s.fixed_in);
+      continue;
+    }
+    std::cout << "  for drivers/pci/p2pdma.c, pci_p2pdma_whitelist[]:\n" << fleet::kernel_table_lines(s) << "\n";
+  }
+}
+
 void print_text(const Topology& topo, const KernelRules& kernel, const fleet::CandidateContext& context,
-                const std::vector<fleet::WhitelistCandidate>& candidates, const WhitelistArgs& args) {
+                const std::vector<fleet::WhitelistCandidate>& candidates, const std::vector<fleet::CandidateSet>& sets,
+                const WhitelistArgs& args) {
   std::cout << fmt::format("Whitelist candidates: Linux {}, {} family {} model {}, IOMMU {}\n",
                            escape_line(context.kernel_release),
                            context.cpu_vendor.empty() ? "CPU unknown" : escape_line(context.cpu_vendor),
                            context.cpu_family ? std::to_string(*context.cpu_family) : "?",
                            context.cpu_model ? std::to_string(*context.cpu_model) : "?", escape_line(context.iommu_mode));
   for (const auto& note : kernel.notes) std::cout << "note: " << note << "\n";
-  if (candidates.empty()) {
+  auto named = matrix_devices(topo, true);
+  if (candidates.empty() && sets.empty()) {
     std::cout << "\nnone: no pair here is refused only because a host bridge is missing from the whitelist\n";
     return;
   }
-  auto named = matrix_devices(topo, true);
   for (const auto& c : candidates) {
     std::cout << fmt::format("\n{} {} [{}]: {}{}\n", c.id(), escape_line(c.name), fmt::join(c.host_bridges, ", "), to_string(c.status),
                              c.status == fleet::CandidateStatus::kFixedIn ? " " + c.fixed_in : "");
@@ -76,7 +101,8 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
       std::cout << fleet::commit_message(topo, context, c) << "\n";
     }
   }
-  if (!args.commit_message) std::cout << "\n--commit-message drafts the patch description with the evidence.\n";
+  print_sets(topo, named, sets);
+  if (!args.commit_message && !candidates.empty()) std::cout << "\n--commit-message drafts the patch description with the evidence.\n";
 }
 
 int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
@@ -94,6 +120,7 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
   for (size_t i = read_findings; i < topo.findings.size(); ++i)  // answers that did not bind to the tree
     kernel.notes.push_back(fmt::format("{}: {}", topo.findings[i].path, topo.findings[i].message));
   auto candidates = fleet::whitelist_candidates(topo, kernel, evidence ? &*evidence : nullptr, {args.all});
+  auto sets = fleet::candidate_sets(topo, kernel, evidence ? &*evidence : nullptr, {args.all});
   auto context = fleet::candidate_context(topo, kernel);
   if (global.format == "json") {
     nlohmann::ordered_json j;
@@ -112,9 +139,11 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
       cj["commit_message"] = fleet::commit_message(topo, context, c);
       j["candidates"].push_back(std::move(cj));
     }
+    j["candidate_sets"] = nlohmann::ordered_json::array();
+    for (const auto& s : sets) j["candidate_sets"].push_back(fleet::candidate_set_json(topo, s));
     std::cout << json_text(j) << "\n";
   } else {
-    print_text(topo, kernel, context, candidates, args);
+    print_text(topo, kernel, context, candidates, sets, args);
   }
   return kExitOk;
 }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma.h"
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/topology.h"
 
@@ -86,5 +87,60 @@ std::string kernel_table_line(const WhitelistCandidate& c);
 std::string commit_message(const Topology& topo, const CandidateContext& context, const WhitelistCandidate& c);
 
 nlohmann::ordered_json candidate_json(const Topology& topo, const WhitelistCandidate& c);
+
+// ---- Candidate sets (candidate_sets.cpp; docs/whitelist.md "Sets of entries") ----
+// A pair whose provider and client sit under two host bridges that are both missing from the table
+// needs both entries: host_bridge_whitelist() checks the provider's host bridge, then the client's,
+// each without REQ_SAME_HOST_BRIDGE. Such a pair is unlocked by no single entry; it belongs to the
+// set of the two.
+
+// One entry a refused pair needs, with the flag that is enough for it.
+struct NeededEntry {
+  uint16_t vendor = 0, device = 0;   // the root device's ID, as the kernel matches it
+  bool same_host_bridge_ok = false;  // REQ_SAME_HOST_BRIDGE is enough: the pair shares one host bridge
+  std::string id() const;            // "8086:29c0"
+  auto operator<=>(const NeededEntry&) const = default;
+};
+
+// The entries the kernel needs added to allow a pair it refuses through the host bridge (`refused`,
+// from pci_p2pdma_distance()): one or two IDs, sorted. Empty where no added entry can allow it:
+// refused for another reason, an unknown verdict, no root device, or an entry already present with
+// REQ_SAME_HOST_BRIDGE for two host bridges (the kernel stops at the first match). The kernel checks
+// the second host bridge only when the first passes, so the pair is evaluated again with each
+// failing root added: O(depth), at most three evaluations. The answer is checked, never assumed.
+std::vector<NeededEntry> entries_needed(const Topology& topo, const KernelRules& kernel, const PairVerdict& refused);
+
+// The rules of a kernel booted with `entries` appended to its table (REQ_SAME_HOST_BRIDGE where
+// same_host_bridge_ok), as `--assume-whitelisted` adds them.
+KernelRules with_whitelist_entries(const KernelRules& kernel, const std::vector<NeededEntry>& entries);
+
+// Every pair that entries_needed() can unlock, with the entries it needs: one entry (a single
+// candidate's pair) or several (a set's). Nothing is kept.
+void for_each_unlocked(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
+                       const WhitelistOptions& options,
+                       const std::function<void(const UnlockedPair&, const std::vector<NeededEntry>&)>& fn);
+
+// A set of entries that must all be added: the pairs it lists need every one of them (a pair
+// unlocked by one entry is its single candidate's, never a set's). Each entry carries no
+// REQ_SAME_HOST_BRIDGE: its pairs cross host bridges.
+struct CandidateSet {
+  std::vector<NeededEntry> entries;               // two or more, sorted
+  std::vector<std::string> names;                 // libpci's name of each entry's root device ("" unknown)
+  std::vector<std::vector<std::string>> host_bridges;  // per entry: "pci0000:00"... where it is root
+  std::vector<UnlockedPair> pairs;                // empty with WhitelistOptions::count_pairs_only
+  size_t pair_count = 0;
+  std::map<std::string, size_t> copy_results;     // copy_result ("" none) -> pairs
+  CandidateStatus status = CandidateStatus::kNeedsEvidence;
+  std::string fixed_in;                           // kFixedIn: the first release with every entry
+  std::vector<std::string> missing;
+  std::string id() const;                         // "1b36:000c+8086:29c0"
+};
+
+std::vector<CandidateSet> candidate_sets(const Topology& topo, const KernelRules& kernel,
+                                         const policy::VendorFactsDocument* evidence, const WhitelistOptions& options = {});
+// The table lines of every entry of the set, in the kernel's style, each after a comment line.
+std::string kernel_table_lines(const CandidateSet& s);
+nlohmann::ordered_json candidate_set_json(const Topology& topo, const CandidateSet& s);
+// ---- end of candidate sets ----
 
 }  // namespace p2paudit::fleet
