@@ -203,9 +203,40 @@ void write_machine_data(DataWriter& w, const Topology& topo, Pairs* pairs, const
       w.raw("]}");
     }
     w.raw("]");
+    // Sets of entries (docs/whitelist.md): pairs no single entry unlocks, each set's pairs handed
+    // out one at a time as the candidates' are.
+    fleet::WhitelistOptions counted;
+    counted.count_pairs_only = true;
+    const KernelRules& rules = pairs->evaluator->index().rules();
+    w.key("candidate_sets");
+    w.raw("[");
+    bool first_set = true;
+    for (const auto& s : fleet::candidate_sets(topo, rules, pairs->evidence, counted)) {
+      Json head = fleet::candidate_set_json(topo, s);
+      head.erase("pairs");
+      escape_json_strings(head);
+      std::string text = head.dump();
+      text.pop_back();  // "}": its pairs follow
+      w.raw(first_set ? "" : ",");
+      first_set = false;
+      w.raw(text);
+      w.key("pairs");
+      w.raw("[");
+      bool first = true;
+      fleet::for_each_unlocked(topo, rules, pairs->evidence, counted,
+                               [&](const fleet::UnlockedPair& p, const std::vector<fleet::NeededEntry>& needed) {
+                                 if (needed != s.entries) return;
+                                 w.raw(first ? "" : ",");
+                                 first = false;
+                                 w.value(fleet::unlocked_pair_json(topo, p));
+                               });
+      w.raw("]}");
+    }
+    w.raw("]");
   } else {
     w.member("pairs", nullptr);
     w.member("candidates", nullptr);
+    w.member("candidate_sets", nullptr);
   }
   w.member("notes", std::move(notes));
   w.raw("}");
