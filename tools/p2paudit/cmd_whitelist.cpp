@@ -38,7 +38,8 @@ std::string pair_names(const Topology& topo, const std::vector<NamedFunction>& n
 }
 
 // Sets of entries (docs/whitelist.md, "Sets of entries"): pairs no single entry unlocks.
-void print_sets(const Topology& topo, const std::vector<NamedFunction>& named, const std::vector<fleet::CandidateSet>& sets) {
+void print_sets(const Topology& topo, const std::vector<NamedFunction>& named, const std::vector<fleet::WhitelistCandidate>& candidates,
+                const std::vector<fleet::CandidateSet>& sets) {
   if (sets.empty()) return;
   std::cout << "\nSets of entries: pairs across host bridges that each need every entry of a set\n";
   for (const auto& s : sets) {
@@ -52,6 +53,11 @@ void print_sets(const Topology& topo, const std::vector<NamedFunction>& named, c
       pairs.push_back(pair_names(topo, named, p) + (p.copy_result.empty() ? "" : " (copy " + escape_line(p.copy_result) + ")"));
     std::cout << fmt::format("  unlocks {} pair(s), only with every entry: {}\n", s.pairs.size(), fmt::join(pairs, ", "));
     std::cout << "  the pairs span host bridges: no entry of the set may carry REQ_SAME_HOST_BRIDGE\n";
+    // The kernel stops at the first entry that matches: one line per ID, the one without the flag.
+    for (const auto& e : s.entries)
+      for (const auto& c : candidates)
+        if (c.vendor == e.vendor && c.device == e.device && c.needs_same_host_bridge)
+          std::cout << fmt::format("  {} is also a single candidate: its line without REQ_SAME_HOST_BRIDGE serves both\n", e.id());
     for (const auto& m : s.missing) std::cout << "  missing: " << m << "\n";
     if (s.status == fleet::CandidateStatus::kFixedIn) {
       std::cout << fmt::format("  Linux {} and later have every entry: upgrade rather than submit\n", s.fixed_in);
@@ -101,7 +107,7 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
       std::cout << fleet::commit_message(topo, context, c) << "\n";
     }
   }
-  print_sets(topo, named, sets);
+  print_sets(topo, named, candidates, sets);
   if (!args.commit_message && !candidates.empty()) std::cout << "\n--commit-message drafts the patch description with the evidence.\n";
 }
 
