@@ -19,6 +19,7 @@
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
+#include "synthetic_tree.h"
 #include "test_support.h"
 
 namespace p2paudit::fleet {
@@ -209,6 +210,65 @@ TEST(CandidateSets, CrossHostBridgePairsOfTheCapturesNeedTwoEntries) {
     cases += kernel_allowed > 0;
   }
   EXPECT_GT(cases, 0u) << "no capture exercises a pair that needs two entries";
+}
+
+// Two host bridges, one NVMe under a root port of each; the root devices' IDs as given.
+test::Tree two_host_bridges(uint16_t root_a, uint16_t root_b) {
+  test::Tree tree;
+  tree.t.functions[tree.host_dev(0x8086, root_a)].class_code = 0x060000;
+  tree.rp("00:01.0");
+  tree.describe(tree.add("01:00.0", "00:01.0", 0x144d, 0xa80a, PcieType::kEndpoint), 0x010802, "nvme");
+  tree.t.functions[tree.host_dev(0x8086, root_b, "pci0000:80", "80:00.0")].class_code = 0x060000;
+  tree.rp("80:01.0", std::nullopt, "pci0000:80");
+  tree.describe(tree.add("81:00.0", "80:01.0", 0x144d, 0xa80a, PcieType::kEndpoint, std::nullopt, "pci0000:80"),
+                0x010802, "nvme");
+  return tree;
+}
+
+KernelRules rules_6_8(const Topology& topo) {
+  Platform platform = topo.platform;
+  platform.kernel_release = "6.8.0";
+  return load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", platform, {});
+}
+
+// The class, on trees built in code: two missing roots make a set (each entry without
+// REQ_SAME_HOST_BRIDGE, neither a single candidate); one ID rooting both host bridges is a single
+// entry; a root already in the table with REQ_SAME_HOST_BRIDGE leaves nothing an addition fixes.
+TEST(CandidateSets, TwoHostBridgesOnTreesBuiltInCode) {
+  auto both_missing = two_host_bridges(0xa001, 0xa002);
+  KernelRules rules = rules_6_8(both_missing.t);
+  EXPECT_TRUE(whitelist_candidates(both_missing.t, rules, nullptr).empty());
+  auto sets = candidate_sets(both_missing.t, rules, nullptr);
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_EQ(sets[0].id(), "8086:a001+8086:a002");
+  EXPECT_EQ(sets[0].pair_count, 2u);  // both directions
+  for (const auto& e : sets[0].entries) EXPECT_FALSE(e.same_host_bridge_ok);
+  EXPECT_EQ(sets[0].host_bridges, (std::vector<std::vector<std::string>>{{"pci0000:00"}, {"pci0000:80"}}));
+  std::string lines = kernel_table_lines(sets[0]);
+  EXPECT_NE(lines.find("{PCI_VENDOR_ID_INTEL, 0xa001, 0},"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("{PCI_VENDOR_ID_INTEL, 0xa002, 0},"), std::string::npos) << lines;
+  // With both entries nothing is left; with one, the other is a single candidate without the flag.
+  EXPECT_TRUE(candidate_sets(both_missing.t, with_whitelist_entries(rules, sets[0].entries), nullptr).empty());
+  auto half = whitelist_candidates(both_missing.t, with_whitelist_entries(rules, {sets[0].entries[0]}), nullptr);
+  ASSERT_EQ(half.size(), 1u);
+  EXPECT_EQ(half[0].id(), "8086:a002");
+  EXPECT_FALSE(half[0].needs_same_host_bridge);
+
+  auto one_id = two_host_bridges(0xa001, 0xa001);
+  auto single = whitelist_candidates(one_id.t, rules_6_8(one_id.t), nullptr);
+  ASSERT_EQ(single.size(), 1u);
+  EXPECT_EQ(single[0].pair_count, 2u);
+  EXPECT_FALSE(single[0].needs_same_host_bridge);
+  EXPECT_TRUE(candidate_sets(one_id.t, rules_6_8(one_id.t), nullptr).empty());
+
+  // 8086:2f00 is in the table with REQ_SAME_HOST_BRIDGE: across host bridges the kernel stops there.
+  auto flagged = two_host_bridges(0xa001, 0x2f00);
+  KernelRules flagged_rules = rules_6_8(flagged.t);
+  ASSERT_TRUE(std::any_of(flagged_rules.whitelist.begin(), flagged_rules.whitelist.end(), [](const WhitelistEntry& e) {
+    return e.id() == "8086:2f00" && e.same_host_bridge;
+  }));
+  EXPECT_TRUE(whitelist_candidates(flagged.t, flagged_rules, nullptr).empty());
+  EXPECT_TRUE(candidate_sets(flagged.t, flagged_rules, nullptr).empty());
 }
 
 // The CLI shows the sets in text and JSON (docs/whitelist.md).
