@@ -297,6 +297,21 @@ TEST(CandidateSets, TextAndJson) {
       for (const auto& e : s.entries)
         EXPECT_NE(r.output.find(fmt::format("0x{:04x}, 0}},", e.device)), std::string::npos) << name;
     }
+    // The HTML picture (default view) carries the default view's sets, each with its pairs.
+    r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(sysroot) + " --format html");
+    ASSERT_EQ(r.status, 0) << name;
+    auto shown = candidate_sets(b.topo, b.stock, nullptr);
+    EXPECT_NE(r.output.find(shown.empty() ? "\"candidate_sets\":[]" : "\"candidate_sets\":[{"), std::string::npos) << name;
+    for (const auto& s : shown) {
+      size_t at = r.output.find("{\"id\":\"" + s.id() + "\"");
+      ASSERT_NE(at, std::string::npos) << name << ": set " << s.id();
+      size_t end = r.output.find("]}", r.output.find("\"pairs\":[", at));
+      ASSERT_NE(end, std::string::npos);
+      std::string listed = r.output.substr(at, end - at);
+      size_t providers = 0;
+      for (size_t k = 0; (k = listed.find("\"provider\":", k)) != std::string::npos; ++k) ++providers;
+      EXPECT_EQ(providers, s.pair_count) << name << ": set " << s.id();
+    }
   }
 }
 
