@@ -67,7 +67,7 @@ struct WhitelistOptions {
 };
 
 // Every pair a candidate's entry would unlock, one at a time, with that candidate's root-device ID
-// (vendor, device); a pair unlocked by two entries comes once per entry. Nothing is kept.
+// (vendor, device); a pair that needs two entries is a set's (candidate_sets()), not here. Nothing is kept.
 void for_each_unlocked_pair(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
                             const WhitelistOptions& options,
                             const std::function<void(const UnlockedPair&, uint16_t, uint16_t)>& fn);
