@@ -361,13 +361,17 @@ struct Outcome {
 // Merges the inputs' states in the order they were found, whichever worker finishes first: of a
 // machine given twice, the first found is counted (merge_new_machines) and the other skipped as a
 // duplicate, the same with any --jobs. States that finished early wait here (one machine's counts
-// each, not its pairs).
+// each, not its pairs), at most `window` of them: a worker that ran that far ahead of a slow input
+// waits for it (the slow input's own worker never waits, so this cannot deadlock).
 class OrderedMerge {
  public:
-  OrderedMerge(AggregateState& state, Progress& progress) : state_(state), progress_(progress) {}
+  OrderedMerge(AggregateState& state, Progress& progress, std::uint64_t window)
+      : state_(state), progress_(progress), window_(window) {}
   void done(std::uint64_t seq, Outcome outcome) {
-    std::lock_guard lock(mutex_);
-    waiting_.emplace(seq, std::move(outcome));
+    std::unique_lock lock(mutex_);
+    caught_up_.wait(lock, [&] { return seq < next_ + window_; });
+    waiting_.try_emplace(seq, std::move(outcome));
+    std::uint64_t before = next_;
     for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_; it = waiting_.erase(it), ++next_) {
       Outcome& o = it->second;
       std::optional<std::string> duplicate;
@@ -379,13 +383,16 @@ class OrderedMerge {
       state_.skipped.push_back({escape_text(o.path), duplicate ? *duplicate : std::move(o.reason)});
       progress_.skipped(state_.skipped.back());
     }
+    if (next_ != before) caught_up_.notify_all();
   }
   std::uint64_t read() const { return read_; }
 
  private:
   AggregateState& state_;
   Progress& progress_;
+  std::uint64_t window_;
   std::mutex mutex_;
+  std::condition_variable caught_up_;
   std::map<std::uint64_t, Outcome> waiting_;
   std::uint64_t next_ = 0, read_ = 0;
 };
@@ -435,7 +442,7 @@ AggregateResult aggregate(const std::vector<std::string>& inputs, const Aggregat
   Progress progress(options);
   InputQueue queue(4 * size_t{jobs});
   AggregateResult result;
-  OrderedMerge merged(result.state, progress);
+  OrderedMerge merged(result.state, progress, 64 * std::uint64_t{jobs});
   std::vector<SkippedInput> walk_skipped;
   std::vector<std::thread> workers;
   for (unsigned w = 0; w < jobs; ++w)
