@@ -4,7 +4,9 @@
 //
 // The state is a commutative monoid: counters and maps of counters, merged by adding. A `--partial`
 // output is the state itself, so folding partial outputs (and raw inputs) in any grouping and any
-// order gives the answer of one run over all the inputs. No report is kept once it is counted.
+// order gives the answer of one run over all the inputs. No report is kept once it is counted; each
+// machine's name is (docs/fleet.md "Machines"), so that one given twice is counted once: aggregate()
+// merges the inputs in the order found, through merge_new_machines().
 #pragma once
 
 #include <cstdint>
