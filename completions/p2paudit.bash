@@ -119,7 +119,7 @@ _p2paudit() {
   COMPREPLY=()
   case $prev in
     --format)
-      if [[ $command == aggregate ]]; then _p2paudit_words 'text json csv'
+      if [[ $command == aggregate ]]; then _p2paudit_words 'text json csv csv-wide'
       else _p2paudit_words 'text json env dot html prom'; fi ;;
     --color) _p2paudit_words 'auto always never' ;;
     --dump-iommu) _p2paudit_words 'off passthrough translated' ;;

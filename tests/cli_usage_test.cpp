@@ -297,7 +297,7 @@ TEST(BashCompletion, CompletesCommandsAndFormats) {
   EXPECT_EQ(joined(bash_complete("p2paudit ")), joined(usage_commands()));
   EXPECT_EQ(joined(bash_complete("p2paudit --format ")), "dot env html json prom text");
   EXPECT_EQ(joined(bash_complete("p2paudit --format=j")), "json");
-  EXPECT_EQ(joined(bash_complete("p2paudit aggregate --format ")), "csv json text");
+  EXPECT_EQ(joined(bash_complete("p2paudit aggregate --format ")), "csv csv-wide json text");
   EXPECT_EQ(joined(bash_complete("p2paudit check --require ")), "host_staged peer");
   EXPECT_EQ(joined(bash_complete("p2paudit rules ")), "facts lint");
 }

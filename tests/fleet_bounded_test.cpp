@@ -67,6 +67,20 @@ nlohmann::ordered_json counts(const fleet::AggregateResult& r) {
   return j;
 }
 
+// The counts without the machines' names: a snapshot and its redacted report name the machine by
+// each input's own id (docs/fleet.md "Machines"); its topology digest is the same.
+nlohmann::ordered_json unnamed(const fleet::AggregateResult& r) {
+  auto j = counts(r);
+  EXPECT_EQ(j["machine_list"].size(), 1u);
+  for (auto& m : j["machine_list"]) m.erase("name"), m.erase("input");
+  for (auto& [id, s] : j["host_bridge_ids"].items())
+    for (const char* list : {"refused_on", "candidate_on", "corrupt_on", "failed_on"})
+      for (auto& m : s[list]) m.erase("name");
+  for (auto& [rule, d] : j["decisions"].items())
+    for (auto& m : d["on"]) m.erase("name");
+  return j;
+}
+
 TEST(AggregateBounded, OutOfMemoryInOneInputIsThatInputsError) {
   auto inputs = three_fixtures();
   const std::string failing = inputs[1];
@@ -141,7 +155,7 @@ TEST(AggregateBounded, SnapshotFoldedPairByPairCountsAsItsReport) {
     auto from_report = fleet::aggregate({report.string()}, options());
     ASSERT_EQ(from_snapshot.inputs_read, 1u) << sysroots[i];
     ASSERT_EQ(from_report.inputs_read, 1u) << sysroots[i];
-    EXPECT_EQ(counts(from_snapshot), counts(from_report)) << sysroots[i];
+    EXPECT_EQ(unnamed(from_snapshot), unnamed(from_report)) << sysroots[i];
   }
   EXPECT_GT(with_candidates, 2u);
 }

@@ -314,6 +314,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"whitelist_json", "--sysroot {S} --format json whitelist --all", ""},
         Case{"report", "--sysroot {S} report", ""}, Case{"report_out", "--sysroot {S} report -o {O}/report.json", "report.json"},
         Case{"aggregate", "aggregate {S}", ""}, Case{"aggregate_csv", "aggregate --format csv {S}", ""},
+        Case{"aggregate_csv_wide", "aggregate --format csv-wide {S}", ""},
         Case{"aggregate_out", "aggregate --format json -o {O}/fleet.json {S}", "fleet.json"},
         Case{"rules_lint", "rules lint {R}/policy/default.yaml", ""}, Case{"rules_facts", "rules facts", ""},
         Case{"rules_facts_json", "rules facts --format json", ""},

@@ -179,7 +179,7 @@ TEST(TextGate, AggregateTextAndItsMessages) {
   std::string archive = s.str() + ".tar.gz", bad = s.str() + "-\x1b[31mbad\xc2\x9b\n.json";
   s.pack(archive);
   { std::ofstream(bad) << "{\"kind\": \"p2paudit-report\"}"; }
-  for (std::string format : {"text", "csv"}) {
+  for (std::string format : {"text", "csv", "csv-wide"}) {
     auto r = test::run_command(tool() + " --color never aggregate --format " + format + " " +
                                test::shell_quote(archive) + " " + test::shell_quote(bad) + " 2>&1");
     EXPECT_NE(r.output.find("skipped"), std::string::npos) << format << ":\n" << escape_text(r.output);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// `aggregate`: finding the inputs, and a pool of workers that each fold what they read into a state
-// of their own; the states are merged at the end (the merge is commutative, so which worker read
-// which input does not change the answer).
+// `aggregate`: finding the inputs, and a pool of workers that each read one input into a state of
+// its own; those states are merged in the order the inputs were found (whatever worker finished
+// first), so that of one machine given twice the first found is counted and the other listed as a
+// duplicate, the same with any --jobs.
 #include <sched.h>
 #include <sys/stat.h>
 
@@ -12,6 +13,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <new>
@@ -44,6 +46,7 @@ enum class InputKind { kUnknown, kSnapshot, kSysrootDirectory, kJson, kPartial /
 struct Input {
   std::string path;
   InputKind kind = InputKind::kUnknown;
+  std::uint64_t seq = 0;  // the order it was found in
 };
 
 // Hands inputs from the walk to the workers; bounded, so the walk never runs far ahead.
@@ -132,7 +135,8 @@ std::string reason_of(const std::string& message, const std::string& input) {
 
 class Walk {
  public:
-  Walk(InputQueue& queue, AggregateState& state, Progress& progress) : queue_(queue), state_(state), progress_(progress) {}
+  Walk(InputQueue& queue, std::vector<SkippedInput>& skipped, Progress& progress)
+      : queue_(queue), skipped_(skipped), progress_(progress) {}
 
   // An input named on the command line: followed if it is a link (the user named it).
   void named(const std::string& path) {
@@ -190,17 +194,19 @@ class Walk {
 
   void found(Input in) {
     progress_.found();
+    in.seq = seq_++;
     queue_.push(std::move(in));
   }
   void skip(const std::string& path, const std::string& reason) {
-    state_.skipped.push_back({escape_text(path), reason});
-    progress_.skipped(state_.skipped.back());
+    skipped_.push_back({escape_text(path), reason});
+    progress_.skipped(skipped_.back());
   }
 
   InputQueue& queue_;
-  AggregateState& state_;
+  std::vector<SkippedInput>& skipped_;
   Progress& progress_;
   std::uint64_t entries_ = 0;
+  std::uint64_t seq_ = 0;
 };
 
 struct Analysis {
@@ -222,9 +228,11 @@ InputKind sniff(const std::string& text) {
 // representative pair of each kind (the same reader and the same checks as a report file), and the
 // other pairs of that kind are added as counts. Memory grows with the kinds (rules, host-bridge
 // IDs, copy results), never with the pairs.
-AggregateState fold_machine(const MachineAnalysis& machine, const std::string& tool_version, const std::string& origin) {
+AggregateState fold_machine(const MachineAnalysis& machine, const std::string& tool_version, const std::string& origin,
+                            const std::string& input_id) {
   using ordered_json = nlohmann::ordered_json;
-  ordered_json report = report_head(machine, {tool_version, true});
+  // With the host name: it names the machine (docs/fleet.md, "Machines"); nothing else is kept.
+  ordered_json report = report_head(machine, {tool_version, false});
 
   // kernel_verdicts: refused ones by their refused_at list; the others count nothing.
   std::map<std::vector<std::string>, std::pair<ordered_json, std::uint64_t>> refused;
@@ -278,7 +286,7 @@ AggregateState fold_machine(const MachineAnalysis& machine, const std::string& t
 
   // Through the same reader as a report file, so a snapshot and its report count the same.
   AggregateState one;
-  one.add_report(json(std::move(report)), origin);
+  one.add_report(json(std::move(report)), origin, input_id);
   // The other pairs of each kind, counted under the keys add_report() chose (one kernel).
   AggregateState more;
   std::string kernel = one.kernels.begin()->first;
@@ -301,6 +309,22 @@ AggregateState fold_machine(const MachineAnalysis& machine, const std::string& t
   return one;
 }
 
+// An input's own id, naming a machine whose input has no host name: FNV-1a 64 of a snapshot's
+// bytes (read in blocks, nothing kept), of a sysroot directory's absolute path.
+std::string input_id(const std::string& path, bool directory) {
+  std::error_code ec;
+  if (directory) return fnv1a64("sysroot:" + fs::absolute(path, ec).lexically_normal().string());
+  std::ifstream in(path, std::ios::binary);
+  std::uint64_t hash = 0xcbf29ce484222325u;
+  std::vector<char> block(1 << 16);
+  while (in) {
+    in.read(block.data(), static_cast<std::streamsize>(block.size()));
+    for (std::streamsize i = 0; i < in.gcount(); ++i) hash = (hash ^ static_cast<unsigned char>(block[i])) * 0x100000001b3u;
+  }
+  if (in.bad()) throw InputError(fmt::format("{}: cannot be read again to name the machine", escape_text(path)));
+  return fmt::format("fnv1a64:{:016x}", hash);
+}
+
 // Reads one input into a state of its own: a report's or partial's counts, or a sysroot's.
 AggregateState read_input(const Input& in, const Analysis& analysis) {
   AggregateState one;
@@ -312,29 +336,75 @@ AggregateState read_input(const Input& in, const Analysis& analysis) {
   }
   if (kind == InputKind::kJson || kind == InputKind::kPartial) {
     json doc = parse_fleet_json(text, in.path);
+    std::string id = fnv1a64(text);
     text.clear();
-    one.add_document(doc, in.path, kind == InputKind::kPartial);  // a partial only with --merge
+    one.add_document(doc, in.path, kind == InputKind::kPartial, id);  // a partial only with --merge
     return one;
   }
   Sysroot root = Sysroot::open(in.path);
   with_sysroot_analysis(root, analysis.kernel_data, analysis.rules, [&](const MachineAnalysis& machine) {
-    one = fold_machine(machine, analysis.tool_version, in.path);
+    std::string id = machine.topo.platform.hostname.empty()
+                         ? input_id(in.path, kind == InputKind::kSysrootDirectory)
+                         : std::string();
+    one = fold_machine(machine, analysis.tool_version, in.path, id);
   });
   return one;
 }
 
-// Folds one input into `state`; true when it was counted, false when it was skipped (and listed).
-// The input is read into a state of its own and merged only once it is complete: an input that
-// fails half-way (bad data, out of memory) adds nothing but its line in `skipped`.
-bool fold(const Input& in, const Analysis& analysis, const AggregateOptions& options, AggregateState& state,
-          Progress& progress) {
+// One input read: its state, or why it was skipped.
+struct Outcome {
+  std::string path;
+  std::optional<AggregateState> state;
+  std::string reason;
+};
+
+// Merges the inputs' states in the order they were found, whichever worker finishes first: of a
+// machine given twice, the first found is counted (merge_new_machines) and the other skipped as a
+// duplicate, the same with any --jobs. States that finished early wait here (one machine's counts
+// each, not its pairs), at most `window` of them: a worker that ran that far ahead of a slow input
+// waits for it (the slow input's own worker never waits, so this cannot deadlock).
+class OrderedMerge {
+ public:
+  OrderedMerge(AggregateState& state, Progress& progress, std::uint64_t window)
+      : state_(state), progress_(progress), window_(window) {}
+  void done(std::uint64_t seq, Outcome outcome) {
+    std::unique_lock lock(mutex_);
+    caught_up_.wait(lock, [&] { return seq < next_ + window_; });
+    waiting_.try_emplace(seq, std::move(outcome));
+    std::uint64_t before = next_;
+    for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_; it = waiting_.erase(it), ++next_) {
+      Outcome& o = it->second;
+      std::optional<std::string> duplicate;
+      if (o.state && !(duplicate = state_.merge_new_machines(*o.state))) {
+        ++read_;
+        progress_.read();
+        continue;
+      }
+      state_.skipped.push_back({escape_text(o.path), duplicate ? *duplicate : std::move(o.reason)});
+      progress_.skipped(state_.skipped.back());
+    }
+    if (next_ != before) caught_up_.notify_all();
+  }
+  std::uint64_t read() const { return read_; }
+
+ private:
+  AggregateState& state_;
+  Progress& progress_;
+  std::uint64_t window_;
+  std::mutex mutex_;
+  std::condition_variable caught_up_;
+  std::map<std::uint64_t, Outcome> waiting_;
+  std::uint64_t next_ = 0, read_ = 0;
+};
+
+// Reads one input into a state of its own, complete or not at all: an input that fails half-way
+// (bad data, out of memory) adds nothing but its line in `skipped`.
+Outcome fold(const Input& in, const Analysis& analysis, const AggregateOptions& options) {
   std::string reason;
   try {
     AggregateState one = read_input(in, analysis);
     if (options.fail_input) options.fail_input(in.path);
-    state.merge(one);
-    progress.read();
-    return true;
+    return {in.path, std::move(one), ""};
   } catch (const InputError& e) {
     reason = reason_of(e.what(), in.path);
   } catch (const std::bad_alloc&) {
@@ -343,9 +413,7 @@ bool fold(const Input& in, const Analysis& analysis, const AggregateOptions& opt
     // Never fatal: an input that trips anything else is still one bad input among thousands.
     reason = std::string("cannot be read: ") + escape_text(e.what());
   }
-  state.skipped.push_back({escape_text(in.path), std::move(reason)});
-  progress.skipped(state.skipped.back());
-  return false;
+  return {in.path, std::nullopt, std::move(reason)};
 }
 
 // The CPUs this process may run on, from its affinity mask: unlike hardware_concurrency(), which
@@ -373,32 +441,32 @@ AggregateResult aggregate(const std::vector<std::string>& inputs, const Aggregat
 
   Progress progress(options);
   InputQueue queue(4 * size_t{jobs});
-  std::vector<AggregateState> states(jobs);
-  std::vector<std::uint64_t> read(jobs, 0);
+  AggregateResult result;
+  OrderedMerge merged(result.state, progress, 64 * std::uint64_t{jobs});
+  std::vector<SkippedInput> walk_skipped;
   std::vector<std::thread> workers;
   for (unsigned w = 0; w < jobs; ++w)
-    workers.emplace_back([&, w] {
+    workers.emplace_back([&] {
       while (auto in = queue.pop()) {
         try {
-          read[w] += fold(*in, analysis, options, states[w], progress);
+          merged.done(in->seq, fold(*in, analysis, options));
         } catch (...) {
           // Only when even naming the skipped input failed (memory still short): an exception
           // leaving a thread would end the whole run, so the input is dropped with what can be said.
           try {
-            states[w].skipped.push_back({escape_text(in->path), "cannot be read: out of memory"});
+            merged.done(in->seq, {in->path, std::nullopt, "cannot be read: out of memory"});
           } catch (...) {
           }
         }
       }
     });
 
-  AggregateResult result;
   auto stop_workers = [&] {
     queue.close();
     for (auto& t : workers) t.join();
   };
   try {
-    Walk walk(queue, result.state, progress);
+    Walk walk(queue, walk_skipped, progress);
     for (const auto& path : inputs) walk.named(path);
     for (const auto& path : options.partials) walk.partial(path);
   } catch (...) {
@@ -406,10 +474,8 @@ AggregateResult aggregate(const std::vector<std::string>& inputs, const Aggregat
     throw;
   }
   stop_workers();
-  for (unsigned w = 0; w < jobs; ++w) {
-    result.state.merge(states[w]);
-    result.inputs_read += read[w];
-  }
+  result.state.skipped.insert(result.state.skipped.end(), walk_skipped.begin(), walk_skipped.end());
+  result.inputs_read = merged.read();
   progress.finish();
   return result;
 }

@@ -169,6 +169,14 @@ void keep_smallest_name(std::string& name, const std::string& other) {
   if (!other.empty() && (name.empty() || other < name)) name = other;
 }
 
+bool is_digest(const std::string& s) {
+  static const std::regex pattern("fnv1a64:[0-9a-f]{16}");
+  return s.size() == 24 && std::regex_match(s, pattern);
+}
+
+// How many names the text shows per finding before "and N more" (JSON and CSV name them all).
+constexpr size_t kTextNames = 8;
+
 // "Intel(R) Xeon(R) Gold 6430", else "GenuineIntel family 6 model 143", else "unknown".
 std::string cpu_label(const Checker& c, const json& machine) {
   // The numbers are checked whether or not the name makes them unneeded.
@@ -240,6 +248,10 @@ void HostBridgeIdStats::merge(const HostBridgeIdStats& o) {
   add(failed_copies, o.failed_copies);
   add(statuses, o.statuses);
   add(fixed_in, o.fixed_in);
+  refused_on.insert(o.refused_on.begin(), o.refused_on.end());
+  candidate_on.insert(o.candidate_on.begin(), o.candidate_on.end());
+  corrupt_on.insert(o.corrupt_on.begin(), o.corrupt_on.end());
+  failed_on.insert(o.failed_on.begin(), o.failed_on.end());
 }
 
 std::string HostBridgeIdStats::status() const {
@@ -262,21 +274,50 @@ void AggregateState::merge(const AggregateState& o) {
   for (const auto& [rule, d] : o.decisions) {
     auto& mine = decisions[rule];
     add(mine.peer, d.peer), add(mine.host_staged, d.host_staged), add(mine.deny, d.deny);
+    mine.on.insert(d.on.begin(), d.on.end());
   }
   skipped.insert(skipped.end(), o.skipped.begin(), o.skipped.end());
+  for (const auto& [key, input] : o.machine_list) {
+    auto [it, added] = machine_list.try_emplace(key, input);
+    if (!added && input < it->second) it->second = input;  // the same whatever the order
+  }
 }
 
-void AggregateState::add_report(const json& report, const std::string& origin) {
+std::optional<std::string> AggregateState::merge_new_machines(const AggregateState& more) {
+  for (const auto& [key, input] : more.machine_list)
+    if (auto it = machine_list.find(key); it != machine_list.end())
+      return fmt::format("the same machine as {} (named {}, topology digest {}), counted once{}", it->second,
+                         key.name, key.topology_digest,
+                         more.machines > 1 ? ": a partial's counts cannot be split, so none of this one's is merged" : "");
+  merge(more);
+  return std::nullopt;
+}
+
+std::string fnv1a64(std::string_view bytes) {
+  std::uint64_t hash = 0xcbf29ce484222325u;
+  for (unsigned char ch : bytes) hash = (hash ^ ch) * 0x100000001b3u;
+  return fmt::format("fnv1a64:{:016x}", hash);
+}
+
+void AggregateState::add_report(const json& report, const std::string& origin, const std::string& input_id) {
   Checker c(origin);
   c.header(report, kReportKind);
   const json& machine = c.object(report, "machine", "");
   std::string cpu = cpu_label(c, machine);
+  // The machine's name (docs/fleet.md, "Machines"): its host name, else the input's own id.
+  MachineKey key;
+  key.topology_digest = c.text(c.field(report, "topology_digest", ""), "topology_digest", 64);
+  if (!is_digest(key.topology_digest)) c.fail("topology_digest", "expected fnv1a64: and 16 lower-case hex digits");
+  if (machine.contains("hostname"))
+    key.name = c.text(machine["hostname"], "machine.hostname", kMaxNameBytes, true);
+  if (key.name.empty()) key.name = input_id.empty() ? key.topology_digest : "input:" + input_id.substr(input_id.find(':') + 1);
   std::string kernel = c.text(c.field(c.object(report, "kernel_rules", ""), "release", "kernel_rules"),
                               "kernel_rules.release", kMaxReleaseBytes);
   if (kernel.empty()) kernel = "unknown";
 
   AggregateState one;
   one.machines = 1;
+  one.machine_list[key] = c.bounded(origin, "the input's name", kMaxInputBytes);
   KernelStats& k = one.kernels[kernel];
   k.machines = 1;
   std::map<std::string, HostBridgeIdStats> ids;
@@ -296,8 +337,11 @@ void AggregateState::add_report(const json& report, const std::string& origin) {
       continue;
     add(k.refused_pairs, 1);
     const json& refused_at = c.array(verdicts[i], "refused_at", where);
-    for (size_t r = 0; r < refused_at.size(); ++r)
-      add(ids[c.pci_id(refused_at[r], fmt::format("{}.refused_at[{}]", where, r))].refused_pairs, 1);
+    for (size_t r = 0; r < refused_at.size(); ++r) {
+      auto& s = ids[c.pci_id(refused_at[r], fmt::format("{}.refused_at[{}]", where, r))];
+      add(s.refused_pairs, 1);
+      s.refused_on.insert(key);
+    }
   }
   const json& decisions_json = c.array(report, "decisions", "");
   for (size_t i = 0; i < decisions_json.size(); ++i) {
@@ -308,6 +352,7 @@ void AggregateState::add_report(const json& report, const std::string& origin) {
     auto& d = one.decisions[rule];
     std::string action = c.one_of(c.field(decisions_json[i], "decision", where), where + ".decision", {"peer", "host_staged", "deny"});
     add(action == "peer" ? d.peer : action == "deny" ? d.deny : d.host_staged, 1);
+    d.on.insert(key);
   }
   // A machine lists each host-bridge ID once, with one status that agrees with its own evidence
   // (whitelist_candidates()): what a partial's counts are checked against holds for reports too.
@@ -321,6 +366,7 @@ void AggregateState::add_report(const json& report, const std::string& origin) {
     auto& s = ids[id];
     keep_smallest_name(s.name, c.text(c.field(cand, "name", where), where + ".name", kMaxNameBytes, true));
     s.candidate_machines = 1;
+    s.candidate_on.insert(key);
     std::string status = c.one_of(c.field(cand, "status", where), where + ".status",
                                   {kStatuses[0], kStatuses[1], kStatuses[2], kStatuses[3]});
     s.statuses[status] = 1;
@@ -336,8 +382,8 @@ void AggregateState::add_report(const json& report, const std::string& origin) {
       if (result.is_null()) continue;
       std::string r = c.one_of(result, pw + ".copy_result", {"verified", "corrupt", "failed", "not_run"});
       if (r == "verified") add(s.verified_copies, 1);
-      if (r == "corrupt") add(s.corrupt_copies, 1);
-      if (r == "failed") add(s.failed_copies, 1);
+      if (r == "corrupt") add(s.corrupt_copies, 1), s.corrupt_on.insert(key);
+      if (r == "failed") add(s.failed_copies, 1), s.failed_on.insert(key);
     }
     if (status == "ready to submit" && s.verified_copies == 0)
       c.fail(where + ".status", "\"ready to submit\" with no verified copy among its pairs");
@@ -362,6 +408,43 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
   one.machines = c.count(doc, "machines", "", kMaxPartialMachines, "the machines one partial may claim");
   std::uint64_t all_pairs = pairs_of(one.machines);
   const std::string of_machines = fmt::format("the {} machines of \"machines\"", one.machines);
+
+  // The machines named (docs/fleet.md, "Machines"): no more than it counts, each once; the lists
+  // of each finding name only those, each once, and no more than the finding counts. A partial of
+  // an older tool has none of them: its machines are counted, not named.
+  auto machine_key = [&](const json& e, const std::string& where) {
+    MachineKey key{c.text(c.field(e, "name", where), where + ".name", kMaxNameBytes),
+                   c.text(c.field(e, "topology_digest", where), where + ".topology_digest", 64)};
+    if (key.name.empty()) c.fail(where + ".name", "expected a name of at least one byte");
+    if (!is_digest(key.topology_digest)) c.fail(where + ".topology_digest", "expected fnv1a64: and 16 lower-case hex digits");
+    return key;
+  };
+  if (doc.contains("machine_list")) {
+    const json& list = c.array(doc, "machine_list", "");
+    if (list.size() > one.machines)
+      c.fail("machine_list", fmt::format("names {} machines, more than {}", list.size(), of_machines));
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string where = at("machine_list", i);
+      MachineKey key = machine_key(list[i], where);
+      std::string input = c.text(c.field(list[i], "input", where), where + ".input", kMaxInputBytes);
+      if (!one.machine_list.emplace(std::move(key), std::move(input)).second) c.fail(where, "a machine named twice");
+    }
+  }
+  auto names = [&](const json& object, const char* key, const std::string& where, std::uint64_t max,
+                   std::string_view of) {
+    MachineSet out;
+    if (!object.is_object() || !object.contains(key)) return out;
+    std::string at_key = Checker::join(where, key);
+    const json& list = c.array(object, key, where);
+    if (list.size() > max) c.fail(at_key, fmt::format("names {} machines, more than {}", list.size(), of));
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::string w = fmt::format("{}[{}]", at_key, i);
+      MachineKey m = machine_key(list[i], w);
+      if (!one.machine_list.count(m)) c.fail(w, "a machine that machine_list does not name");
+      if (!out.insert(std::move(m)).second) c.fail(w, "a machine named twice");
+    }
+    return out;
+  };
 
   for (const auto& [release, j] : c.object(doc, "kernels", "").items()) {
     std::string where = "kernels." + escape_text(release.substr(0, kMaxReleaseBytes + 1));
@@ -420,6 +503,14 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
     const std::string of_fixed = fmt::format("the {} machines \"fixed in\" of {}", fixed, in("statuses"));
     s.fixed_in = c.counts(j, "fixed_in", where, kMaxReleaseBytes, fixed, of_fixed);
     c.adds_up(s.fixed_in, fixed, in("fixed_in"), of_fixed);
+    // Each named machine counts in the finding it is named for.
+    s.refused_on = names(j, "refused_on", where, std::min(s.machines, s.refused_pairs),
+                         fmt::format("the {} machines or {} refused pairs of {}", s.machines, s.refused_pairs, where));
+    s.candidate_on = names(j, "candidate_on", where, s.candidate_machines, of_candidates);
+    s.corrupt_on = names(j, "corrupt_on", where, std::min(s.candidate_machines, s.corrupt_copies),
+                         fmt::format("its candidate machines or {} corrupt copies", s.corrupt_copies));
+    s.failed_on = names(j, "failed_on", where, std::min(s.candidate_machines, s.failed_copies),
+                        fmt::format("its candidate machines or {} failed copies", s.failed_copies));
     one.host_bridge_ids[id] = std::move(s);
   }
 
@@ -434,6 +525,10 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
     d.deny = c.count(j, "deny", where, all_pairs, of_all);
     add(decided, d.peer), add(decided, d.host_staged), add(decided, d.deny);
     if (decided > all_pairs) c.fail(where, fmt::format("more decisions than the pairs of all its machines ({})", all_pairs));
+    std::uint64_t rule_pairs = 0;
+    add(rule_pairs, d.peer), add(rule_pairs, d.host_staged), add(rule_pairs, d.deny);
+    d.on = names(j, "on", where, std::min(one.machines, rule_pairs),
+                 fmt::format("the machines or the {} pairs it decided", rule_pairs));
   }
   const json& skipped_json = c.array(doc, "skipped", "");
   for (size_t i = 0; i < skipped_json.size(); ++i) {
@@ -444,7 +539,8 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
   merge(one);
 }
 
-void AggregateState::add_document(const json& doc, const std::string& origin, bool as_partial) {
+void AggregateState::add_document(const json& doc, const std::string& origin, bool as_partial,
+                                  const std::string& input_id) {
   json kind = doc.is_object() && doc.contains("kind") ? doc["kind"] : json();
   bool says_partial = kind == std::string(kPartialKind);
   if (as_partial) {
@@ -458,7 +554,7 @@ void AggregateState::add_document(const json& doc, const std::string& origin, bo
                                  "(a partial stands for many machines): name it with --merge to merge it",
                                  escape_text(origin)));
   } else if (kind == std::string(kReportKind)) {
-    add_report(doc, origin);
+    add_report(doc, origin, input_id);
   } else {
     throw InputError(fmt::format("{}: neither a p2paudit report nor an `aggregate --partial` output (\"kind\")",
                                  escape_text(origin)));
@@ -468,6 +564,28 @@ void AggregateState::add_document(const json& doc, const std::string& origin, bo
 json parse_fleet_json(std::string_view text, const std::string& origin) {
   return parse_input_json(text, origin, {16, 4u << 20, "JSON"});
 }
+
+namespace {
+
+ordered_json names_json(const MachineSet& set) {
+  ordered_json out = ordered_json::array();
+  for (const auto& m : set) out.push_back({{"name", m.name}, {"topology_digest", m.topology_digest}});
+  return out;
+}
+
+// "a, b, c and 312 more" (names only; the JSON has each one's topology digest too).
+std::string names_text(const MachineSet& set) {
+  std::string out;
+  size_t shown = 0;
+  for (const auto& m : set) {
+    if (shown == kTextNames) break;
+    out += (shown++ ? ", " : "") + m.name;
+  }
+  if (set.size() > shown) out += fmt::format(" and {} more", set.size() - shown);
+  return out;
+}
+
+}  // namespace
 
 ordered_json AggregateState::to_json(bool partial, const std::string& tool_version) const {
   ordered_json j;
@@ -491,6 +609,10 @@ ordered_json AggregateState::to_json(bool partial, const std::string& tool_versi
     e["failed_copies"] = s.failed_copies;
     e["statuses"] = s.statuses;
     e["fixed_in"] = s.fixed_in;
+    e["refused_on"] = names_json(s.refused_on);
+    e["candidate_on"] = names_json(s.candidate_on);
+    e["corrupt_on"] = names_json(s.corrupt_on);
+    e["failed_on"] = names_json(s.failed_on);
     ids[id] = std::move(e);
   }
   j["host_bridge_ids"] = std::move(ids);
@@ -499,13 +621,17 @@ ordered_json AggregateState::to_json(bool partial, const std::string& tool_versi
   j["kernels"] = std::move(kernels_json);
   ordered_json decisions_json = ordered_json::object();
   for (const auto& [rule, d] : decisions)
-    decisions_json[rule] = {{"peer", d.peer}, {"host_staged", d.host_staged}, {"deny", d.deny}};
+    decisions_json[rule] = {{"peer", d.peer}, {"host_staged", d.host_staged}, {"deny", d.deny}, {"on", names_json(d.on)}};
   j["decisions"] = std::move(decisions_json);
   auto sorted = skipped;
   std::sort(sorted.begin(), sorted.end());
   ordered_json skipped_json = ordered_json::array();
   for (const auto& s : sorted) skipped_json.push_back({{"input", s.input}, {"reason", s.reason}});
   j["skipped"] = std::move(skipped_json);
+  ordered_json machines_json = ordered_json::array();
+  for (const auto& [key, input] : machine_list)
+    machines_json.push_back({{"name", key.name}, {"topology_digest", key.topology_digest}, {"input", input}});
+  j["machine_list"] = std::move(machines_json);
   return j;
 }
 
@@ -521,6 +647,10 @@ std::string AggregateState::to_text() const {
     out += fmt::format("    copies on those pairs: {} verified, {} corrupt, {} failed\n", s.verified_copies,
                        s.corrupt_copies, s.failed_copies);
     if (!s.statuses.empty()) out += "    machines' own status: " + counts_text(s.statuses) + "\n";
+    if (!s.candidate_on.empty()) out += "    candidate on: " + names_text(s.candidate_on) + "\n";
+    if (!s.refused_on.empty()) out += "    pairs refused here on: " + names_text(s.refused_on) + "\n";
+    if (!s.corrupt_on.empty()) out += "    corrupt copies on: " + names_text(s.corrupt_on) + "\n";
+    if (!s.failed_on.empty()) out += "    failed copies on: " + names_text(s.failed_on) + "\n";
     out += "    CPU models: " + counts_text(s.cpu_models) + "\n";
     out += "    kernels: " + counts_text(s.kernels) + "\n";
   }
@@ -530,8 +660,10 @@ std::string AggregateState::to_text() const {
     out += fmt::format("  {:<28} machines {:>6}  refused pairs {:>8}\n", release, k.machines, k.refused_pairs);
   out += "\nDecisions by rule (peer / host_staged / deny):\n";
   if (decisions.empty()) out += "  none\n";
-  for (const auto& [rule, d] : decisions)
+  for (const auto& [rule, d] : decisions) {
     out += fmt::format("  {:<40} {} / {} / {}\n", rule, d.peer, d.host_staged, d.deny);
+    if (!d.on.empty()) out += "    on: " + names_text(d.on) + "\n";
+  }
   if (!skipped.empty()) {
     auto sorted = skipped;
     std::sort(sorted.begin(), sorted.end());
@@ -566,6 +698,12 @@ std::string AggregateState::to_csv() const {
                                         {"statuses", &s.statuses},
                                         {"fixed_in", &s.fixed_in}})
       for (const auto& [item, n] : *counts) row("host_bridge_id", id, field, item, number(n));
+    // The machines behind each finding: item the machine's name, value its topology digest.
+    for (const auto& [field, set] : {std::pair<const char*, const MachineSet*>{"refused_on", &s.refused_on},
+                                     {"candidate_on", &s.candidate_on},
+                                     {"corrupt_on", &s.corrupt_on},
+                                     {"failed_on", &s.failed_on}})
+      for (const auto& m : *set) row("host_bridge_id", id, field, m.name, m.topology_digest);
   }
   for (const auto& [release, k] : kernels) {
     row("kernel", release, "machines", "", number(k.machines));
@@ -575,10 +713,37 @@ std::string AggregateState::to_csv() const {
     row("decision", rule, "peer", "", number(d.peer));
     row("decision", rule, "host_staged", "", number(d.host_staged));
     row("decision", rule, "deny", "", number(d.deny));
+    for (const auto& m : d.on) row("decision", rule, "on", m.name, m.topology_digest);
   }
+  for (const auto& [key, input] : machine_list) row("machine", key.name, "topology_digest", input, key.topology_digest);
   auto sorted = skipped;
   std::sort(sorted.begin(), sorted.end());
   for (const auto& s : sorted) row("skipped", s.input, "reason", "", s.reason);
+  return out;
+}
+
+std::string AggregateState::to_csv_wide() const {
+  // Columns: the machine, then each finding in a fixed order (sorted within each kind); a cell is
+  // "1" where the machine has the finding. Rows: the named machines, sorted.
+  std::vector<std::pair<std::string, const MachineSet*>> columns;
+  for (const auto& [id, s] : host_bridge_ids)
+    if (!s.candidate_on.empty()) columns.emplace_back("candidate:" + id, &s.candidate_on);
+  for (const auto& [id, s] : host_bridge_ids)
+    if (!s.refused_on.empty()) columns.emplace_back("refused_at:" + id, &s.refused_on);
+  for (const auto& [id, s] : host_bridge_ids)
+    if (!s.corrupt_on.empty()) columns.emplace_back("corrupt_copy:" + id, &s.corrupt_on);
+  for (const auto& [id, s] : host_bridge_ids)
+    if (!s.failed_on.empty()) columns.emplace_back("failed_copy:" + id, &s.failed_on);
+  for (const auto& [rule, d] : decisions)
+    if (!d.on.empty()) columns.emplace_back("rule:" + rule, &d.on);
+  std::string out = "machine,topology_digest,input";
+  for (const auto& [name, set] : columns) out += "," + csv_cell(name);
+  out += "\n";
+  for (const auto& [key, input] : machine_list) {
+    out += csv_cell(key.name) + "," + csv_cell(key.topology_digest) + "," + csv_cell(input);
+    for (const auto& [name, set] : columns) out += set->count(key) ? ",1" : ",";
+    out += "\n";
+  }
   return out;
 }
 

@@ -25,7 +25,7 @@ struct AggregateArgs {
   std::vector<std::string> inputs;
   std::vector<std::string> merge;  // --merge: earlier --partial outputs, the only files read as partials
   bool partial = false;
-  std::string format;     // text | json | csv; "" takes the global --format
+  std::string format;     // text | json | csv | csv-wide; "" takes the global --format
   unsigned jobs = 0;      // 0: one per hardware thread
   std::string output;     // "" or "-": stdout
   bool force = false;
@@ -58,9 +58,10 @@ int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
                                  "split the inputs into several --partial runs", result.state.machines,
                                  fleet::kMaxPartialMachines));
 
-  std::string text = format == "csv"    ? result.state.to_csv()
-                     : format == "json" ? json_text(result.state.to_json(args.partial, P2PAUDIT_VERSION)) + "\n"
-                                        : result.state.to_text();
+  std::string text = format == "csv"        ? result.state.to_csv()
+                     : format == "csv-wide" ? result.state.to_csv_wide()
+                     : format == "json"     ? json_text(result.state.to_json(args.partial, P2PAUDIT_VERSION)) + "\n"
+                                            : result.state.to_text();
   if (args.output.empty() || args.output == "-") {
     std::cout << text;
   } else {
@@ -87,7 +88,7 @@ void add_aggregate_command(CLI::App& app, const GlobalOptions& global, int* stat
       ->type_name("P")
       ->allow_extra_args(false);
   cmd->add_flag("--partial", args->partial, "Write the mergeable state (JSON) for a later aggregate --merge");
-  cmd->add_option("--format", args->format, "Output format")->check(CLI::IsMember({"text", "json", "csv"}));
+  cmd->add_option("--format", args->format, "Output format")->check(CLI::IsMember({"text", "json", "csv", "csv-wide"}));
   cmd->add_option("--jobs", args->jobs, "Worker threads (default: one per hardware thread)")->check(CLI::Range(1, 1024));
   cmd->add_option("-o,--output", args->output, "Write to FILE (atomically; an existing FILE is kept unless --force)");
   cmd->add_flag("--force", args->force, "Replace the output file if it exists (never through a symlink)");

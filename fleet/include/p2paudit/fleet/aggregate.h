@@ -4,12 +4,16 @@
 //
 // The state is a commutative monoid: counters and maps of counters, merged by adding. A `--partial`
 // output is the state itself, so folding partial outputs (and raw inputs) in any grouping and any
-// order gives the answer of one run over all the inputs. No report is kept once it is counted.
+// order gives the answer of one run over all the inputs. No report is kept once it is counted; each
+// machine's name is (docs/fleet.md "Machines"), so that one given twice is counted once: aggregate()
+// merges the inputs in the order found, through merge_new_machines().
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +34,18 @@ inline constexpr std::uint64_t kMaxPairsPerMachine = std::uint64_t{4} << 20;
 
 using Counts = std::map<std::string, std::uint64_t>;
 
+// One machine as the fleet names it (docs/fleet.md, "Machines"): its host name, or, when the input
+// has none (a `report --redact`, a snapshot without one), "input:" and the FNV-1a 64 of the
+// input's bytes (report JSON, snapshot archive; a sysroot directory: its absolute path); with the
+// topology digest. Two inputs with the same name and digest are one machine, counted once.
+struct MachineKey {
+  std::string name, topology_digest;
+  auto operator<=>(const MachineKey&) const = default;
+};
+using MachineSet = std::set<MachineKey>;
+// "fnv1a64:" and 16 lower-case hex digits of FNV-1a 64 over `bytes` (as topology_digest()).
+std::string fnv1a64(std::string_view bytes);
+
 // One host-bridge ID ("8086:4c43": the vendor and device of the first device on its root bus).
 struct HostBridgeIdStats {
   std::string name;                         // the device's name (the smallest seen, for determinism)
@@ -41,6 +57,10 @@ struct HostBridgeIdStats {
   std::uint64_t verified_copies = 0, corrupt_copies = 0, failed_copies = 0;  // on those pairs
   Counts statuses;                          // each candidate machine's own status
   Counts fixed_in;                          // release -> machines saying that release has the entry
+  // The machines behind each finding (named ones only: a partial from an older tool names none).
+  MachineSet refused_on;                    // machines with a pair refused at this ID's check
+  MachineSet candidate_on;                  // machines where it is a candidate
+  MachineSet corrupt_on, failed_on;         // machines with a corrupt / failed copy on its pairs
 
   void merge(const HostBridgeIdStats& other);
   // rejected (any corrupt copy), else "fixed in X" (every candidate machine says so), else ready
@@ -54,6 +74,7 @@ struct KernelStats {
 
 struct DecisionCounts {
   std::uint64_t peer = 0, host_staged = 0, deny = 0;
+  MachineSet on;                            // machines with a pair this rule decided
 };
 
 struct SkippedInput {
@@ -67,6 +88,8 @@ struct AggregateState {
   std::map<std::string, KernelStats> kernels;           // by the release whose rules decided
   std::map<std::string, DecisionCounts> decisions;      // by deciding rule (kNoRuleKey: none)
   std::vector<SkippedInput> skipped;                    // sorted when rendered
+  // Every named machine counted, with the input it was read from (escaped). At most `machines`.
+  std::map<MachineKey, std::string> machine_list;
 
   void merge(const AggregateState& other);
   // A report (`p2paudit report`) or a partial state (`aggregate --partial`), parsed with bounds.
@@ -74,18 +97,28 @@ struct AggregateState {
   // `origin` and the place, and leaves the state as it was. A partial's counts must be ones that
   // reports could have made: at most kMaxPartialMachines machines, every count within the machines
   // (or pairs) it counts, sums that add up (a candidate machine has one status...).
-  void add_report(const nlohmann::json& report, const std::string& origin);
+  // `input_id`: the input's own fingerprint (fnv1a64() of its bytes), naming the machine when the
+  // report has no host name; "" leaves such a machine named by its topology digest alone.
+  void add_report(const nlohmann::json& report, const std::string& origin, const std::string& input_id = "");
   void add_partial(const nlohmann::json& partial, const std::string& origin);
   // A JSON input by its "kind": a report, or a partial only where the user asked for partials
   // (`as_partial`: `aggregate --merge`). A document that says it is a partial is refused as an
   // ordinary input, and anything but a partial is refused with `as_partial`.
-  void add_document(const nlohmann::json& doc, const std::string& origin, bool as_partial);
+  void add_document(const nlohmann::json& doc, const std::string& origin, bool as_partial,
+                    const std::string& input_id = "");
+  // Merges `more` (one input's state) unless a machine it names is already counted here: then
+  // nothing is merged and the reason is returned ("the same machine as INPUT ..."), for the input
+  // to be listed as skipped. The same machine given twice is counted once.
+  std::optional<std::string> merge_new_machines(const AggregateState& more);
 
   // kPartialKind: the state; kAggregateKind: the state with each host-bridge ID's status.
   nlohmann::ordered_json to_json(bool partial, const std::string& tool_version) const;
   std::string to_text() const;
   // One table, columns section,key,field,item,value (docs/fleet.md).
   std::string to_csv() const;
+  // One row per named machine, one column per finding (candidate:ID, refused_at:ID,
+  // corrupt_copy:ID, failed_copy:ID, rule:RULE), "1" where the machine has it (docs/fleet.md).
+  std::string to_csv_wide() const;
 };
 
 // One cell of to_csv(): RFC 4180 quoting, and a cell a spreadsheet would run as a formula kept as text.
