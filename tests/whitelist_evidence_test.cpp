@@ -93,7 +93,7 @@ policy::VendorFactsDocument measured(const test::Tree& tree, const std::string& 
   return std::move(facts.facts);
 }
 
-const WhitelistCandidate& only(const std::vector<WhitelistCandidate>& all) {
+WhitelistCandidate only(const std::vector<WhitelistCandidate>& all) {
   EXPECT_EQ(all.size(), 1u);
   return all.at(0);
 }
@@ -109,7 +109,7 @@ std::string joined(const std::vector<std::string>& lines) {
 TEST(WhitelistEvidence, StoredLevelZeroFailureUnderRefusingKernelIsNoEvidence) {
   auto tree = two_gpus_on_root_ports(0x8086, 0xa700, "Raptor Lake host bridge");
   auto failed = measured(tree, "failed");
-  const auto& c = only(whitelist_candidates(tree.t, rules(tree.t), &failed));
+  const auto c = only(whitelist_candidates(tree.t, rules(tree.t), &failed));
   EXPECT_EQ(c.status, CandidateStatus::kNeedsEvidence);
   EXPECT_EQ(c.failed_copies, 0u);
   EXPECT_EQ(c.measured_not_peer, 2u);
@@ -126,7 +126,7 @@ TEST(WhitelistEvidence, StoredLevelZeroFailureUnderRefusingKernelIsNoEvidence) {
   // The same failure under a kernel booted with the entry (--kernel-rules) went through the host
   // bridge as peer traffic: that one rejects it.
   KernelRules booted = rules(tree.t, {booted_with(0xa700)});
-  const auto& b = only(whitelist_candidates(tree.t, booted, &failed));
+  const auto b = only(whitelist_candidates(tree.t, booted, &failed));
   EXPECT_EQ(b.status, CandidateStatus::kDoNotSubmit);
   EXPECT_EQ(b.failed_copies, 2u);
   EXPECT_EQ(b.status_reason.rfind("rejected: ", 0), 0u) << b.status_reason;
@@ -135,7 +135,7 @@ TEST(WhitelistEvidence, StoredLevelZeroFailureUnderRefusingKernelIsNoEvidence) {
   // And the Xeon E5 v4 host bridge of the issue stays queued upstream, not rejected.
   auto xeon = two_gpus_on_root_ports(0x8086, 0x6f00, "Xeon E7 v4/Xeon E5 v4/Xeon E3 v4/Xeon D DMI2");
   auto xeon_failed = measured(xeon, "failed");
-  const auto& x = only(whitelist_candidates(xeon.t, rules(xeon.t), &xeon_failed));
+  const auto x = only(whitelist_candidates(xeon.t, rules(xeon.t), &xeon_failed));
   EXPECT_EQ(x.status, CandidateStatus::kQueuedUpstream);
   EXPECT_EQ(x.failed_copies, 0u);
 }
@@ -152,7 +152,7 @@ TEST(WhitelistEvidence, ClaimIsShownAsClaimedAndCannotBeReady) {
   WhitelistOptions options;
   options.claimed = &claim;
   for (const auto& kernel : {rules(tree.t), rules(tree.t, {booted_with(0xa700)})}) {
-    const auto& c = only(whitelist_candidates(tree.t, kernel, nullptr, options));
+    const auto c = only(whitelist_candidates(tree.t, kernel, nullptr, options));
     EXPECT_EQ(c.status, CandidateStatus::kNeedsEvidence);
     EXPECT_EQ(c.claimed_copies, 2u);
     EXPECT_TRUE(c.verified.empty());
@@ -171,7 +171,7 @@ TEST(WhitelistEvidence, ClaimIsShownAsClaimedAndCannotBeReady) {
   // Measured, but under the refusing kernel with a P2PDMA runtime: the copy was not peer traffic.
   EXPECT_EQ(only(whitelist_candidates(tree.t, rules(tree.t), &verified)).status, CandidateStatus::kNeedsEvidence);
   // Measured under the kernel booted with the entry, both directions: ready.
-  const auto& ready = only(whitelist_candidates(tree.t, rules(tree.t, {booted_with(0xa700)}), &verified));
+  const auto ready = only(whitelist_candidates(tree.t, rules(tree.t, {booted_with(0xa700)}), &verified));
   EXPECT_EQ(ready.status, CandidateStatus::kReadyToSubmit);
   EXPECT_EQ(ready.verified.size(), 2u);
   EXPECT_TRUE(ready.missing.empty());
@@ -183,7 +183,7 @@ TEST(WhitelistEvidence, ReadyNeedsBothDirections) {
   auto doc = level_zero_document("verified");
   doc["runtimes"][0]["pairs"].erase(1);
   auto facts = probe::runtime_facts(doc, "probe.json", &tree.t);
-  const auto& c = only(whitelist_candidates(tree.t, rules(tree.t, {booted_with(0xa700)}), &facts.facts));
+  const auto c = only(whitelist_candidates(tree.t, rules(tree.t, {booted_with(0xa700)}), &facts.facts));
   EXPECT_EQ(c.verified.size(), 1u);
   EXPECT_EQ(c.status, CandidateStatus::kNeedsEvidence);
   EXPECT_NE(joined(c.missing).find("both directions"), std::string::npos);
@@ -195,7 +195,7 @@ TEST(WhitelistEvidence, RocketLakeIsDoNotSubmitCitingTheReport) {
   auto tree = two_gpus_on_root_ports(0x8086, 0x4c43, "Rocket Lake-S 8c Host Bridge/DRAM Registers");
   for (const auto& kernel : {rules(tree.t), rules(tree.t, {booted_with(0x4c43)})}) {
     auto verified = measured(tree, "verified");
-    const auto& c = only(whitelist_candidates(tree.t, kernel, &verified));
+    const auto c = only(whitelist_candidates(tree.t, kernel, &verified));
     EXPECT_EQ(c.status, CandidateStatus::kDoNotSubmit);
     EXPECT_EQ(std::string(to_string(c.status)), "do not submit");
     EXPECT_EQ(c.status_reason.rfind("rejected: public report of wrong data", 0), 0u) << c.status_reason;
@@ -207,7 +207,7 @@ TEST(WhitelistEvidence, RocketLakeIsDoNotSubmitCitingTheReport) {
 // 8086:6f00 is queued on the pci tree's p2pdma branch: named with its commit, not proposed again.
 TEST(WhitelistEvidence, XeonE5v4IsQueuedUpstreamWithItsCommit) {
   auto tree = two_gpus_on_root_ports(0x8086, 0x6f00, "Xeon E7 v4/Xeon E5 v4/Xeon E3 v4/Xeon D DMI2");
-  const auto& c = only(whitelist_candidates(tree.t, rules(tree.t), nullptr));
+  const auto c = only(whitelist_candidates(tree.t, rules(tree.t), nullptr));
   EXPECT_EQ(c.status, CandidateStatus::kQueuedUpstream);
   ASSERT_TRUE(c.upstream);
   EXPECT_EQ(c.upstream->id, "e7b44579a6b4");
