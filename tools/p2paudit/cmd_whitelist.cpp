@@ -75,6 +75,8 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
       std::cout << fmt::format("  Linux {} and later have the entry: upgrade rather than submit\n", c.fixed_in);
       continue;
     }
+    // Nothing to send: the entry is queued already, or must not be sent (status_reason).
+    if (c.status == fleet::CandidateStatus::kQueuedUpstream || c.status == fleet::CandidateStatus::kDoNotSubmit) continue;
     std::cout << "  for drivers/pci/p2pdma.c, pci_p2pdma_whitelist[]:\n" << fleet::kernel_table_line(c) << "\n";
     if (args.commit_message) {
       std::cout << "  draft commit message:\n\n";
