@@ -261,6 +261,26 @@ TEST(WhitelistEvidence, CommandShowsProvenanceAndUpstream) {
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("proposed upstream: \"p2pdma: Whitelist the QEMU host bridge for x86_64\""), std::string::npos);
   EXPECT_NE(r.output.find("virtual machine: QEMU q35"), std::string::npos);
+
+  // A hand-written file claiming verified copies both ways: printed as claimed, not counted.
+  fs::path dir = fs::temp_directory_path() / fmt_dir();
+  fs::create_directories(dir);
+  std::string facts = (dir / "claims.json").string();
+  std::ofstream(facts) << R"({"schema_version": 1, "pairs": [
+      {"provider": "0000:01:00.0", "client": "0000:02:00.0", "facts": {"vendor.copy_result": "verified"}},
+      {"provider": "0000:02:00.0", "client": "0000:01:00.0", "facts": {"vendor.copy_result": "verified"}}]})";
+  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(sysroot) +
+                        " --format json whitelist --no-probe --vendor-facts " + test::shell_quote(facts));
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output)["candidates"].at(0);
+  EXPECT_EQ(j["status"], "proposed upstream");
+  EXPECT_EQ(j["evidence"]["claimed_copies"], 2);
+  EXPECT_EQ(j["evidence"]["verified_pairs"], 0);
+  for (const auto& p : j["pairs"]) EXPECT_TRUE(p["copy_result"].is_null());
+  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(sysroot) +
+                        " whitelist --no-probe --vendor-facts " + test::shell_quote(facts));
+  EXPECT_NE(r.output.find("nvme0 -> nic0 (copy verified claimed, not counted)"), std::string::npos) << r.output;
+  fs::remove_all(dir);
 }
 
 // upstream.yaml is read as strictly as the other rule files.
