@@ -122,6 +122,10 @@ TEST(WhitelistEvidence, StoredLevelZeroFailureUnderRefusingKernelIsNoEvidence) {
     EXPECT_NE(p.copy_note.find("refuses this pair"), std::string::npos) << p.copy_note;
   }
   EXPECT_NE(joined(c.missing).find("did not cross the host bridge as peer traffic"), std::string::npos) << joined(c.missing);
+  // How the stored copies were run, from the probe document (a snapshot's probe.json).
+  EXPECT_EQ(copy_run_of(nlohmann::json::parse(level_zero_document("failed").dump())),
+            "268435456 bytes, 3 repeat(s), every byte compared");
+  EXPECT_EQ(copy_run_of(nlohmann::json::parse(R"({"copy": {"size_bytes": -1, "repeat": 3}})")), "");
 
   // The same failure under a kernel booted with the entry (--kernel-rules) went through the host
   // bridge as peer traffic: that one rejects it.

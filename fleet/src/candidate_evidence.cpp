@@ -190,6 +190,18 @@ void decide_candidate_status(const Topology& topo, const KernelRules& kernel, Wh
         c.measured_not_peer));
 }
 
+std::string copy_run_of(const nlohmann::json& doc) {
+  if (!doc.is_object() || !doc.contains("copy") || !doc["copy"].is_object()) return "";
+  const auto& copy = doc["copy"];
+  auto whole = [&](const char* key) -> std::optional<std::uint64_t> {
+    if (!copy.contains(key) || !copy[key].is_number_integer() || copy[key].get<std::int64_t>() < 0) return std::nullopt;
+    return copy[key].get<std::uint64_t>();
+  };
+  auto size = whole("size_bytes"), repeat = whole("repeat");
+  if (!size || !repeat || *size > (std::uint64_t{1} << 40) || *repeat > 1000000) return "";
+  return fmt::format("{} bytes, {} repeat(s), every byte compared", *size, *repeat);
+}
+
 std::vector<std::string> evidence_lines(const WhitelistCandidate& c) {
   std::vector<std::string> out;
   if (!c.status_reason.empty()) out.push_back("do not submit: " + c.status_reason);
@@ -206,9 +218,9 @@ std::vector<std::string> evidence_lines(const WhitelistCandidate& c) {
                               "it concerns guests of this hypervisor only",
                               escape_line(c.emulated)));
   out.push_back(fmt::format("evidence: {} measured peer copy(ies) through it ({} verified, {} failed), {} measured "
-                            "without peer traffic, {} claimed",
+                            "without peer traffic, {} claimed{}",
                             c.measured_copies, c.verified.size(), c.failed_copies, c.measured_not_peer,
-                            c.claimed_copies));
+                            c.claimed_copies, c.copy_run.empty() ? "" : "; copies of " + c.copy_run));
   return out;
 }
 
@@ -237,6 +249,7 @@ void add_evidence_json(const Topology& topo, const WhitelistCandidate& c, nlohma
                    {"failed_copies", c.failed_copies},
                    {"measured_not_peer", c.measured_not_peer},
                    {"claimed_copies", c.claimed_copies},
+                   {"copy_run", c.copy_run.empty() ? ordered_json(nullptr) : ordered_json(c.copy_run)},
                    {"copies", std::move(copies)}};
 }
 

@@ -155,6 +155,7 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
   for_each_unlocked_pair(topo, kernel, evidence, options, [&](const UnlockedPair& pair, uint16_t vendor, uint16_t device) {
     WhitelistCandidate& cand = by_id[{vendor, device}];
     cand.vendor = vendor, cand.device = device;
+    cand.copy_run = options.copy_run;
     ++cand.pair_count;
     ++cand.copy_results[pair.copy_result];
     add_pair_evidence(pair, cand);

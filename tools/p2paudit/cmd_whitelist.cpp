@@ -10,10 +10,12 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "p2paudit/errors.h"
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/probe/runtime_facts.h"
 
 namespace p2paudit::cli {
 
@@ -100,6 +102,11 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
     kernel.notes.push_back(fmt::format("{}: {}", topo.findings[i].path, topo.findings[i].message));
   fleet::WhitelistOptions options{args.all};
   options.claimed = claimed ? &*claimed : nullptr;
+  if (stored_probe && runtimes.source == "snapshot") try {
+      options.copy_run = fleet::copy_run_of(probe::parse_probe_document(*stored_probe, "the stored probe"));
+    } catch (const InputError&) {
+      // runtime_evidence() has read it already; nothing more to say about its copies.
+    }
   auto candidates = fleet::whitelist_candidates(topo, kernel, evidence ? &*evidence : nullptr, options);
   auto context = fleet::candidate_context(topo, kernel);
   if (global.format == "json") {

@@ -68,6 +68,7 @@ struct WhitelistCandidate {
   size_t claimed_copies = 0;                // copies a hand-written vendor facts file claims: never counted
   size_t failed_copies = 0;                 // measured peer copies through it that failed or were corrupt
   std::vector<std::pair<size_t, size_t>> verified;  // ordered pairs with a measured verified peer copy
+  std::string copy_run;                     // WhitelistOptions::copy_run
   std::string id() const;                   // "8086:4c43"
 };
 
@@ -85,6 +86,7 @@ struct WhitelistOptions {
   // A hand-written vendor facts file (--vendor-facts): its copy results are shown as claimed and
   // never counted; `evidence` is what was measured (the runtimes' answers, probe --copy).
   const policy::VendorFactsDocument* claimed = nullptr;
+  std::string copy_run;  // how the measured copies were run (copy_run_of), "" unknown
 };
 
 // Every pair a candidate's entry would unlock, one at a time, with that candidate's root-device ID
@@ -119,6 +121,9 @@ void pair_copy_evidence(const Topology& topo, const policy::VendorFactsDocument*
                         const policy::VendorFactsDocument* claimed, UnlockedPair& pair);
 void add_pair_evidence(const UnlockedPair& pair, WhitelistCandidate& c);
 void decide_candidate_status(const Topology& topo, const KernelRules& kernel, WhitelistCandidate& c);
+// How a stored probe document's copies were run: "268435456 bytes, 3 repeat(s), every byte compared";
+// "" when it holds no copy settings.
+std::string copy_run_of(const nlohmann::json& probe_document);
 // The status's reason, the upstream state, the VM note and the evidence counts, one line each (text).
 std::vector<std::string> evidence_lines(const WhitelistCandidate& c);
 // The candidate's evidence, upstream state and VM note as JSON members (candidate_json adds them).
