@@ -248,12 +248,12 @@ void HostBridgeIdStats::merge(const HostBridgeIdStats& o) {
 std::string HostBridgeIdStats::status() const {
   if (candidate_machines == 0) return "not a candidate";
   if (corrupt_copies > 0) return "rejected";
-  // A machine's own "do not submit" (a public report) and upstream's state hold fleet-wide.
-  for (const char* own : {"do not submit", "queued upstream", "proposed upstream"})
-    if (count_of(statuses, own) > 0) return own;
   auto fixed = statuses.find("fixed in");
   if (fixed != statuses.end() && fixed->second >= candidate_machines && !fixed_in.empty())
     return "fixed in " + earliest_release(fixed_in);
+  // A machine's own "do not submit" (a public report) and upstream's state hold fleet-wide.
+  for (const char* own : {"do not submit", "queued upstream", "proposed upstream"})
+    if (count_of(statuses, own) > 0) return own;
   if (verified_copies > 0) return "ready to submit";
   return "needs evidence";
 }
