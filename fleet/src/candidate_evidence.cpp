@@ -48,6 +48,9 @@ SeenCopy seen_copy(const policy::VendorFactsDocument* doc, const Bdf& provider, 
   return out;
 }
 
+// Verified ordered pairs a candidate keeps to judge coverage (a runtime answers for GPUs: far fewer).
+constexpr size_t kMaxVerifiedKept = 65536;
+
 bool is_vm(const Platform& p) { return p.hypervisor || p.firmware_vm == Known::kYes; }
 
 
@@ -125,7 +128,10 @@ void add_pair_evidence(const UnlockedPair& pair, WhitelistCandidate& c) {
       ++c.measured_not_peer;
     } else {
       ++c.measured_copies;
-      if (pair.copy_result == "verified") c.verified.push_back({pair.provider, pair.client});
+      // Kept up to a bound: with count_pairs_only, memory must not grow with the pairs.
+      if (pair.copy_result == "verified") {
+        if (c.verified.size() < kMaxVerifiedKept) c.verified.push_back({pair.provider, pair.client});
+      }
       else ++c.failed_copies;
     }
   }
@@ -142,7 +148,7 @@ void decide_candidate_status(const Topology& topo, const KernelRules& kernel, Wh
     if (e.vendor == c.vendor && e.device == c.device) c.upstream = e;
   if (is_vm(topo.platform)) {
     // A guest's host bridges are its hypervisor's, whatever hardware it runs on.
-    c.emulated = fmt::format("{} emulated by the hypervisor", c.id());
+    c.emulated = "emulated by the hypervisor";
     for (const auto& b : kernel.upstream.emulated)
       if (b.vendor == c.vendor && b.device == c.device) c.emulated = b.name;
   }
@@ -214,7 +220,7 @@ std::vector<std::string> evidence_lines(const WhitelistCandidate& c) {
                                                             : "reply to the proposal with Tested-by and the copies "
                                                               "rather than sending a new patch"));
   if (!c.emulated.empty())
-    out.push_back(fmt::format("virtual machine: {} is the VM's emulated host bridge, not real hardware; an entry for "
+    out.push_back(fmt::format("virtual machine: the VM's emulated host bridge ({}), not real hardware; an entry for "
                               "it concerns guests of this hypervisor only",
                               escape_line(c.emulated)));
   out.push_back(fmt::format("evidence: {} measured peer copy(ies) through it ({} verified, {} failed), {} measured "
