@@ -239,6 +239,75 @@ std::vector<WhitelistEntry> load_whitelist_file(const std::filesystem::path& pat
   return parse_whitelist_file(read_input_file(path.string(), kMaxRuleFileBytes), path.string());
 }
 
+UpstreamData parse_upstream_file(std::string_view text, const std::string& origin) {
+  YamlFile f(text, origin);
+  f.check_keys(f.root(), {"schema", "entries", "reports", "emulated_host_bridges"});
+  check_schema(f);
+  auto list = [&](const char* key) {
+    const YAML::Node n = f.root()[key];
+    if (!n || !n.IsSequence()) f.fail(f.root(), fmt::format("'{}' must be a list", key));
+    return n;
+  };
+  auto https = [&](const YAML::Node& item, const char* key) {
+    auto v = f.scalar(item, key, true);
+    if (!v.starts_with("https://") || v.size() > 512 || v.find_first_of(" <>\"") != std::string::npos)
+      f.fail(item[key], fmt::format("'{}' must be one https:// URL, got {}", key, shown_value(v)));
+    return v;
+  };
+  auto bounded = [&](const YAML::Node& item, const char* key, size_t max) {
+    auto v = f.scalar(item, key, true);
+    if (v.empty() || v.size() > max) f.fail(item[key], fmt::format("'{}' must be 1 to {} bytes", key, max));
+    return v;
+  };
+  UpstreamData out;
+  std::set<std::pair<uint16_t, uint16_t>> seen;
+  for (const auto& item : list("entries")) {
+    f.check_keys(item, {"vendor", "device", "state", "id", "date", "subject", "where", "link"});
+    UpstreamEntry e;
+    e.vendor = f.hex_id(item, "vendor"), e.device = f.hex_id(item, "device");
+    e.state = f.scalar(item, "state", true);
+    if (e.state != "queued" && e.state != "proposed")
+      f.fail(item["state"], fmt::format("'state' must be queued or proposed, got {}", shown_value(e.state)));
+    e.id = bounded(item, "id", 128);
+    e.date = f.scalar(item, "date", true);
+    bool date_ok = e.date.size() == 10 && e.date[4] == '-' && e.date[7] == '-';
+    for (size_t i = 0; date_ok && i < e.date.size(); ++i)
+      date_ok = i == 4 || i == 7 || (e.date[i] >= '0' && e.date[i] <= '9');
+    if (!date_ok) f.fail(item["date"], fmt::format("'date' must be YYYY-MM-DD, got {}", shown_value(e.date)));
+    e.subject = bounded(item, "subject", 200);
+    e.where = bounded(item, "where", 200);
+    e.link = https(item, "link");
+    e.origin = f.where(item);
+    if (!seen.insert({e.vendor, e.device}).second)
+      f.fail(item, fmt::format("duplicate entry {:04x}:{:04x}", e.vendor, e.device));
+    out.entries.push_back(std::move(e));
+  }
+  for (const auto& item : list("reports")) {
+    f.check_keys(item, {"vendor", "device", "verdict", "link", "summary"});
+    UpstreamReport r;
+    r.vendor = f.hex_id(item, "vendor"), r.device = f.hex_id(item, "device");
+    r.verdict = f.scalar(item, "verdict", true);
+    if (r.verdict != "wrong_data")
+      f.fail(item["verdict"], fmt::format("'verdict' must be wrong_data, got {}", shown_value(r.verdict)));
+    r.link = https(item, "link");
+    r.summary = bounded(item, "summary", 400);
+    r.origin = f.where(item);
+    out.reports.push_back(std::move(r));
+  }
+  std::set<std::pair<uint16_t, uint16_t>> emulated;
+  for (const auto& item : list("emulated_host_bridges")) {
+    f.check_keys(item, {"vendor", "device", "name"});
+    EmulatedHostBridge b;
+    b.vendor = f.hex_id(item, "vendor"), b.device = f.hex_id(item, "device");
+    b.name = bounded(item, "name", 120);
+    b.origin = f.where(item);
+    if (!emulated.insert({b.vendor, b.device}).second)
+      f.fail(item, fmt::format("duplicate host bridge {:04x}:{:04x}", b.vendor, b.device));
+    out.emulated.push_back(std::move(b));
+  }
+  return out;
+}
+
 KernelRuleData parse_kernel_rule_data(std::string_view whitelist_text, const std::string& whitelist_origin,
                                       std::string_view eras_text, const std::string& eras_origin) {
   KernelRuleData data;
@@ -272,8 +341,11 @@ KernelRuleData parse_kernel_rule_data(std::string_view whitelist_text, const std
 
 KernelRuleData load_kernel_rule_data(const std::filesystem::path& dir) {
   const std::string whitelist = (dir / "whitelist.yaml").string(), eras = (dir / "eras.yaml").string();
-  return parse_kernel_rule_data(read_input_file(whitelist, kMaxRuleFileBytes), whitelist,
-                                read_input_file(eras, kMaxRuleFileBytes), eras);
+  KernelRuleData data = parse_kernel_rule_data(read_input_file(whitelist, kMaxRuleFileBytes), whitelist,
+                                               read_input_file(eras, kMaxRuleFileBytes), eras);
+  const std::string upstream = (dir / "upstream.yaml").string();
+  data.upstream = parse_upstream_file(read_input_file(upstream, kMaxRuleFileBytes), upstream);
+  return data;
 }
 
 WhitelistEntry parse_assumed_whitelisted(std::string_view spec) {
@@ -401,6 +473,7 @@ KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& plat
   }
   rules.table_entries = rules.whitelist.size();
   rules.all_releases = data.whitelist;
+  rules.upstream = data.upstream;
   rules.rule_files = data.files;
   std::vector<WhitelistEntry> extra;
   for (const auto& file : options.kernel_rules) {

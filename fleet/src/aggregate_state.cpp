@@ -34,7 +34,10 @@ constexpr size_t kMaxVendorBytes = 64;    // a CPUID vendor string is 12 bytes
 constexpr size_t kMaxInputBytes = 16384;
 constexpr size_t kMaxReasonBytes = 16384;
 
-const char* const kStatuses[] = {"ready to submit", "needs evidence", "rejected", "fixed in"};
+// Candidate statuses (whitelist.h, to_string(CandidateStatus)); "rejected" is what reports written
+// before "do not submit" say.
+const char* const kStatuses[] = {"ready to submit", "needs evidence", "rejected",          "fixed in",
+                                 "do not submit",   "queued upstream", "proposed upstream"};
 // CPUID's family (base + extended) and model fit in 16 bits with room to spare.
 constexpr std::int64_t kMaxCpuNumber = 0xffff;
 
@@ -260,6 +263,9 @@ std::string HostBridgeIdStats::status() const {
   auto fixed = statuses.find("fixed in");
   if (fixed != statuses.end() && fixed->second >= candidate_machines && !fixed_in.empty())
     return "fixed in " + earliest_release(fixed_in);
+  // A machine's own "do not submit" (a public report) and upstream's state hold fleet-wide.
+  for (const char* own : {"do not submit", "queued upstream", "proposed upstream"})
+    if (count_of(statuses, own) > 0) return own;
   if (verified_copies > 0) return "ready to submit";
   return "needs evidence";
 }
@@ -368,7 +374,8 @@ void AggregateState::add_report(const json& report, const std::string& origin, c
     s.candidate_machines = 1;
     s.candidate_on.insert(key);
     std::string status = c.one_of(c.field(cand, "status", where), where + ".status",
-                                  {kStatuses[0], kStatuses[1], kStatuses[2], kStatuses[3]});
+                                  {kStatuses[0], kStatuses[1], kStatuses[2], kStatuses[3], kStatuses[4],
+                                   kStatuses[5], kStatuses[6]});
     s.statuses[status] = 1;
     std::string fixed = c.text(c.field(cand, "fixed_in", where), where + ".fixed_in", kMaxReleaseBytes, true);
     if (fixed.empty() != (status != "fixed in"))

@@ -17,18 +17,6 @@ namespace p2paudit::fleet {
 
 namespace {
 
-// A public report about a host bridge, shown with its candidate: forcing an untested host bridge
-// onto the whitelist has produced copies that "succeed" with wrong data.
-struct HostBridgeReport {
-  uint16_t vendor, device;
-  const char* text;
-};
-constexpr HostBridgeReport kReports[] = {
-    {0x8086, 0x4c43,
-     "https://github.com/intel/compute-runtime/issues/935: with 8086:4c43 forced onto the whitelist, Arc Pro B70 "
-     "peer copies between root ports reported success and delivered 100% wrong data"},
-};
-
 std::string hex_id(uint16_t vendor, uint16_t device) { return fmt::format("{:04x}:{:04x}", vendor, device); }
 
 // The first release after the analysed one whose table has the entry, "" when none.
@@ -90,8 +78,10 @@ const char* to_string(CandidateStatus s) {
   switch (s) {
     case CandidateStatus::kReadyToSubmit: return "ready to submit";
     case CandidateStatus::kNeedsEvidence: return "needs evidence";
-    case CandidateStatus::kRejected: return "rejected";
+    case CandidateStatus::kDoNotSubmit: return "do not submit";
     case CandidateStatus::kFixedIn: return "fixed in";
+    case CandidateStatus::kQueuedUpstream: return "queued upstream";
+    case CandidateStatus::kProposedUpstream: return "proposed upstream";
   }
   return "?";
 }
@@ -115,34 +105,28 @@ void for_each_unlocked(const Topology& topo, const KernelRules& kernel, const po
   std::vector<size_t> devices;
   for (const auto& nf : matrix_devices(topo, options.all_functions)) devices.push_back(nf.index);
 
+  // Judged against the released table (and --assume-whitelisted entries): an entry the running
+  // kernel was booted with (--kernel-rules) is still a candidate, and its copies were peer traffic.
+  const KernelRules base = without_booted_entries(kernel);
+  const bool booted = base.whitelist.size() != kernel.whitelist.size();
   for (size_t p : devices)
     for (size_t c : devices) {
       if (p == c) continue;
-      PairVerdict v = pci_p2pdma_distance(topo, kernel, p, c);
+      PairVerdict v = pci_p2pdma_distance(topo, base, p, c);
       if (!v.p2pdma_distance || *v.p2pdma_distance >= 0 || !v.through_host_bridge) continue;
       // Only where added entries alone turn the refusal into THRU_HOST_BRIDGE (candidate_sets.cpp).
-      auto needed = entries_needed(topo, kernel, v);
+      auto needed = entries_needed(topo, base, v);
       if (needed.empty()) continue;
       UnlockedPair pair;
       pair.provider = p, pair.client = c;
       pair.same_host_bridge = topo.functions[p].host_bridge == topo.functions[c].host_bridge;
       for (const auto& t : v.acs_tests)
         if (t.redirect == true) pair.acs_redirect.push_back(topo.functions[t.function].bdf.str());
-      if (evidence) {
-        policy::FactSet facts;
-        evidence->apply(topo.functions[p].bdf, topo.functions[c].bdf, facts);
-        // A copy over NVLink or XGMI never crossed the host bridge: no evidence about it.
-        auto fabric = [&](const char* name) {
-          const auto* v = facts.get(name);
-          return v && std::get<bool>(*v);
-        };
-        if (const auto* r = facts.get("vendor.copy_result");
-            r && std::get<std::string>(*r) != "not_run" && !fabric("vendor.nvlink") && !fabric("vendor.xgmi"))
-          pair.copy_result = std::get<std::string>(*r);
-        if (const auto* g = facts.get("vendor.copy_gbps"); g && !pair.copy_result.empty()) pair.copy_gbps = std::get<double>(*g);
-        if (const auto* g = facts.get("vendor.copy_staged_gbps"); g && !pair.copy_result.empty())
-          pair.staged_gbps = std::get<double>(*g);
+      if (booted) {
+        PairVerdict run = pci_p2pdma_distance(topo, kernel, p, c);
+        pair.run_kernel_allowed = run.p2pdma_distance && *run.p2pdma_distance >= 0;
       }
+      pair_copy_evidence(topo, evidence, options.claimed, pair);
       fn(pair, needed);
     }
 }
@@ -155,8 +139,10 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
   for_each_unlocked_pair(topo, kernel, evidence, options, [&](const UnlockedPair& pair, uint16_t vendor, uint16_t device) {
     WhitelistCandidate& cand = by_id[{vendor, device}];
     cand.vendor = vendor, cand.device = device;
+    cand.copy_run = options.copy_run;
     ++cand.pair_count;
     ++cand.copy_results[pair.copy_result];
+    add_pair_evidence(pair, cand);
     auto [same, added] = all_same_host_bridge.try_emplace({vendor, device}, true);
     same->second = same->second && pair.same_host_bridge;
     if (!options.count_pairs_only) cand.pairs.push_back(pair);
@@ -174,26 +160,8 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
       if (cand.name.empty()) cand.name = topo.functions[*first].device_name;
     }
     cand.needs_same_host_bridge = all_same_host_bridge[entry.first];
-    for (const auto& r : kReports)
-      if (r.vendor == cand.vendor && r.device == cand.device) cand.reports.push_back(r.text);
-    bool verified = cand.copy_results.count("verified") > 0;
-    bool bad = cand.copy_results.count("corrupt") > 0 || cand.copy_results.count("failed") > 0;
     cand.fixed_in = fixed_in(kernel, cand.vendor, cand.device);
-    if (!cand.fixed_in.empty()) {
-      cand.status = CandidateStatus::kFixedIn;
-    } else if (bad) {
-      cand.status = CandidateStatus::kRejected;
-      cand.missing.push_back("a peer copy through this host bridge failed or delivered wrong data: the entry would "
-                             "enable a path that does not work");
-    } else if (verified) {
-      cand.status = CandidateStatus::kReadyToSubmit;
-    } else {
-      cand.status = CandidateStatus::kNeedsEvidence;
-      cand.missing.push_back(
-          "a verified peer copy through this host bridge (`p2paudit snapshot --probe --copy` on a kernel booted with "
-          "the entry, or with a runtime that does not use P2PDMA): an untested host bridge may report success and "
-          "deliver wrong data");
-    }
+    decide_candidate_status(topo, kernel, cand);
     out.push_back(std::move(cand));
   }
   return out;
@@ -277,16 +245,18 @@ nlohmann::ordered_json candidate_json(const Topology& topo, const WhitelistCandi
                      {"acs_redirect", p.acs_redirect},
                      {"copy_result", p.copy_result.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.copy_result)},
                      {"copy_gbps", p.copy_gbps ? nlohmann::ordered_json(*p.copy_gbps) : nlohmann::ordered_json(nullptr)}});
-  return {{"id", c.id()},
-          {"name", c.name},
-          {"host_bridges", c.host_bridges},
-          {"status", to_string(c.status)},
-          {"fixed_in", c.fixed_in.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.fixed_in)},
-          {"needs_same_host_bridge", c.needs_same_host_bridge},
-          {"missing", c.missing},
-          {"reports", c.reports},
-          {"kernel_table_line", kernel_table_line(c)},
-          {"pairs", std::move(pairs)}};
+  nlohmann::ordered_json j = {{"id", c.id()},
+                               {"name", c.name},
+                               {"host_bridges", c.host_bridges},
+                               {"status", to_string(c.status)},
+                               {"fixed_in", c.fixed_in.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.fixed_in)},
+                               {"needs_same_host_bridge", c.needs_same_host_bridge},
+                               {"missing", c.missing},
+                               {"reports", c.reports},
+                               {"kernel_table_line", kernel_table_line(c)}};
+  add_evidence_json(topo, c, j);
+  j["pairs"] = std::move(pairs);
+  return j;
 }
 
 }  // namespace p2paudit::fleet

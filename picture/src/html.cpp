@@ -177,6 +177,8 @@ void write_machine_data(DataWriter& w, const Topology& topo, Pairs* pairs, const
     for (size_t i = 0; i < pairs->candidates.size(); ++i) {
       fleet::WhitelistCandidate& c = pairs->candidates[i];
       Json head = fleet::candidate_head(topo, c);
+      // The page names no address (self-contained): upstream's state without its link.
+      if (head.contains("upstream") && head["upstream"].is_object()) head["upstream"].erase("link");
       escape_json_strings(head);
       std::string text = head.dump();
       text.pop_back();  // "}": its pairs follow

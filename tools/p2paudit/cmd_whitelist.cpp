@@ -10,10 +10,12 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "p2paudit/errors.h"
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/probe/runtime_facts.h"
 
 namespace p2paudit::cli {
 
@@ -86,7 +88,11 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
                              c.status == fleet::CandidateStatus::kFixedIn ? " " + c.fixed_in : "");
     std::vector<std::string> pairs;
     for (const auto& p : c.pairs)
-      pairs.push_back(pair_names(topo, named, p) + (p.copy_result.empty() ? "" : " (copy " + p.copy_result + ")"));
+      pairs.push_back(pair_names(topo, named, p) +
+                      (!p.copy_result.empty()         ? " (copy " + p.copy_result + ")"
+                       : p.seen_copy_result.empty()   ? ""
+                       : p.copy_provenance == "claimed" ? " (copy " + escape_line(p.seen_copy_result) + " claimed, not counted)"
+                                                        : " (copy " + escape_line(p.seen_copy_result) + " without peer traffic, not counted)"));
     std::cout << fmt::format("  unlocks {} pair(s): {}\n", c.pairs.size(), fmt::join(pairs, ", "));
     std::cout << (c.needs_same_host_bridge ? "  every pair shares one host bridge: REQ_SAME_HOST_BRIDGE is enough\n"
                                            : "  pairs span host bridges: the entry needs no REQ_SAME_HOST_BRIDGE\n");
@@ -97,10 +103,13 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
                                fmt::join(redirects, ", "));
     for (const auto& m : c.missing) std::cout << "  missing: " << m << "\n";
     for (const auto& r : c.reports) std::cout << "  report: " << r << "\n";
+    for (const auto& line : fleet::evidence_lines(c)) std::cout << "  " << line << "\n";
     if (c.status == fleet::CandidateStatus::kFixedIn) {
       std::cout << fmt::format("  Linux {} and later have the entry: upgrade rather than submit\n", c.fixed_in);
       continue;
     }
+    // Nothing to send: the entry is queued already, or must not be sent (status_reason).
+    if (c.status == fleet::CandidateStatus::kQueuedUpstream || c.status == fleet::CandidateStatus::kDoNotSubmit) continue;
     std::cout << "  for drivers/pci/p2pdma.c, pci_p2pdma_whitelist[]:\n" << fleet::kernel_table_line(c) << "\n";
     if (args.commit_message) {
       std::cout << "  draft commit message:\n\n";
@@ -118,15 +127,20 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
   const size_t read_findings = topo.findings.size();
   RuntimeEvidence runtimes = runtime_evidence(global, stored_probe, args.no_probe || global.no_probe, topo);
   std::optional<policy::VendorFactsDocument> evidence = std::move(runtimes.facts);
-  if (!args.vendor_facts.empty()) {
-    auto file = load_vendor_facts(args.vendor_facts, topo);
-    if (evidence) evidence->merge(file);
-    else evidence = std::move(file);
-  }
+  // A hand-written file is a claim, kept apart from what was measured (docs/whitelist.md).
+  std::optional<policy::VendorFactsDocument> claimed;
+  if (!args.vendor_facts.empty()) claimed = load_vendor_facts(args.vendor_facts, topo);
   for (size_t i = read_findings; i < topo.findings.size(); ++i)  // answers that did not bind to the tree
     kernel.notes.push_back(fmt::format("{}: {}", topo.findings[i].path, topo.findings[i].message));
-  auto candidates = fleet::whitelist_candidates(topo, kernel, evidence ? &*evidence : nullptr, {args.all});
-  auto sets = fleet::candidate_sets(topo, kernel, evidence ? &*evidence : nullptr, {args.all});
+  fleet::WhitelistOptions options{args.all};
+  options.claimed = claimed ? &*claimed : nullptr;
+  if (stored_probe && runtimes.source == "snapshot") try {
+      options.copy_run = fleet::copy_run_of(probe::parse_probe_document(*stored_probe, "the stored probe"));
+    } catch (const InputError&) {
+      // runtime_evidence() has read it already; nothing more to say about its copies.
+    }
+  auto candidates = fleet::whitelist_candidates(topo, kernel, evidence ? &*evidence : nullptr, options);
+  auto sets = fleet::candidate_sets(topo, kernel, evidence ? &*evidence : nullptr, options);
   auto context = fleet::candidate_context(topo, kernel);
   if (global.format == "json") {
     nlohmann::ordered_json j;

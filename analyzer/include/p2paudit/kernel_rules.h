@@ -73,16 +73,45 @@ inline constexpr std::string_view kRootPortAnyDevfn = "root_port_any_devfn";    
 inline constexpr std::string_view kWhitelistAnyDevice = "whitelist_any_device";  // 7.1
 }  // namespace feature
 
+// rules/kernel/upstream.yaml: what is known about host-bridge IDs beyond the released tables
+// (docs/whitelist.md, "Statuses"): entries queued on a maintainer tree or proposed on the list,
+// public reports about forcing an entry, and the host bridges hypervisors emulate.
+struct UpstreamEntry {
+  uint16_t vendor = 0, device = 0;
+  std::string state;                      // "queued" (on a maintainer's branch) or "proposed" (on the list)
+  std::string id;                         // commit (12+ hex) or the mail's Message-ID
+  std::string date;                       // YYYY-MM-DD
+  std::string subject, where, link;       // the patch's subject, the tree/list, an https:// URL
+  std::string origin;                     // "rules/kernel/upstream.yaml:7:5"
+};
+struct UpstreamReport {
+  uint16_t vendor = 0, device = 0;
+  std::string verdict;                    // "wrong_data": forcing the entry gave corrupt copies
+  std::string link, summary, origin;
+};
+struct EmulatedHostBridge {
+  uint16_t vendor = 0, device = 0;
+  std::string name, origin;               // "QEMU q35 (ICH9 MCH)"
+};
+struct UpstreamData {
+  std::vector<UpstreamEntry> entries;
+  std::vector<UpstreamReport> reports;
+  std::vector<EmulatedHostBridge> emulated;
+};
+// Throws InputError "file:line:column: message"; read as strictly as the other rule files.
+UpstreamData parse_upstream_file(std::string_view text, const std::string& origin);
+
 struct KernelRuleData {
   std::vector<WhitelistEntry> whitelist;  // file order = the kernel's table order
   std::vector<KernelFeature> features;
   KernelRelease newest_known;             // the newest tree the data was read from
   std::vector<std::string> files;         // what was loaded
+  UpstreamData upstream;                  // upstream.yaml (load_kernel_rule_data)
 
   const KernelFeature* find_feature(std::string_view id) const;
 };
 
-// Loads DIR/whitelist.yaml and DIR/eras.yaml; throws InputError "file:line:column: message".
+// Loads DIR/whitelist.yaml, DIR/eras.yaml and DIR/upstream.yaml; throws InputError "file:line:column: message".
 // Rule files are read as strictly as policy files (strict_yaml.h): one document, no duplicate
 // keys, bounded aliases and nesting, UTF-8 only.
 KernelRuleData load_kernel_rule_data(const std::filesystem::path& dir);
@@ -132,6 +161,7 @@ struct KernelRules {
   std::vector<WhitelistEntry> all_releases;  // every release's entries, to say which has one
   std::vector<std::string> rule_files;    // what the rules were loaded from
   std::vector<std::string> notes;
+  UpstreamData upstream;                  // the data's upstream.yaml, for whitelist candidates
 };
 
 struct KernelRuleOptions {

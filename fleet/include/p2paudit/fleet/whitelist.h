@@ -28,15 +28,25 @@ struct UnlockedPair {
   std::vector<std::string> acs_redirect;    // BDFs redirecting on the path ("" list: none)
   std::string copy_result;                  // vendor.copy_result in the evidence ("" none)
   std::optional<double> copy_gbps, staged_gbps;
+  // Provenance (candidate_evidence.cpp, docs/whitelist.md "Evidence"): copy_result above is set only
+  // for a measured copy that crossed the host bridge as peer traffic; what else the evidence said:
+  std::string seen_copy_result;             // the copy result the evidence holds, counted or not ("" none)
+  std::string copy_provenance;              // "measured" (probe --copy), "claimed" (vendor facts file), ""
+  std::string copy_runtime;                 // vendor.copy_runtime ("" unknown)
+  bool run_kernel_allowed = false;          // the kernel of the run (with --kernel-rules entries) allowed it
+  std::string copy_note;                    // why the copy counts for the host bridge or not
 };
 
 enum class CandidateStatus {
-  kReadyToSubmit,   // a verified peer copy through this host bridge is in the evidence
-  kNeedsEvidence,   // no verified copy (missing says what and why)
-  kRejected,        // a copy through it delivered wrong data or failed
-  kFixedIn,         // a later kernel release has the entry (fixed_in)
+  kReadyToSubmit,     // measured peer copies through this host bridge, enough of them (docs/whitelist.md)
+  kNeedsEvidence,     // not enough measured evidence (missing says what and why)
+  kDoNotSubmit,       // status_reason: a measured copy through it failed, or a public report of wrong data
+  kFixedIn,           // a later kernel release has the entry (fixed_in)
+  kQueuedUpstream,    // a maintainer's tree has the entry queued (upstream)
+  kProposedUpstream,  // the entry was proposed on the list (upstream)
 };
-const char* to_string(CandidateStatus s);  // "ready to submit", "needs evidence", "rejected", "fixed in"
+// "ready to submit", "needs evidence", "do not submit", "fixed in", "queued upstream", "proposed upstream"
+const char* to_string(CandidateStatus s);
 
 struct WhitelistCandidate {
   uint16_t vendor = 0, device = 0;          // the host bridge's root device, as the kernel matches it
@@ -50,6 +60,16 @@ struct WhitelistCandidate {
   std::string fixed_in;                     // kFixedIn: "7.2" (and what the entry says there)
   std::vector<std::string> missing;         // what evidence is missing and why it matters
   std::vector<std::string> reports;         // public reports about this host bridge (rules data)
+  // Evidence with provenance and upstream state (candidate_evidence.cpp, docs/whitelist.md).
+  std::string status_reason;                // kDoNotSubmit: "rejected: public report of wrong data (URL)"
+  std::optional<UpstreamEntry> upstream;    // rules/kernel/upstream.yaml: queued or proposed already
+  std::string emulated;                     // in a VM: the emulated host bridge's name ("" not a VM's)
+  size_t measured_copies = 0;               // measured copies that crossed it as peer traffic
+  size_t measured_not_peer = 0;             // measured under a refusing kernel with a P2PDMA runtime: no evidence
+  size_t claimed_copies = 0;                // copies a hand-written vendor facts file claims: never counted
+  size_t failed_copies = 0;                 // measured peer copies through it that failed or were corrupt
+  std::vector<std::pair<size_t, size_t>> verified;  // ordered pairs with a measured verified peer copy
+  std::string copy_run;                     // WhitelistOptions::copy_run
   std::string id() const;                   // "8086:4c43"
 };
 
@@ -64,6 +84,10 @@ struct WhitelistOptions {
   // Count the pairs (pair_count, copy_results) without keeping them: memory does not grow with
   // them; for_each_unlocked_pair() hands them out again (report, prom, html, aggregate).
   bool count_pairs_only = false;
+  // A hand-written vendor facts file (--vendor-facts): its copy results are shown as claimed and
+  // never counted; `evidence` is what was measured (the runtimes' answers, probe --copy).
+  const policy::VendorFactsDocument* claimed = nullptr;
+  std::string copy_run;  // how the measured copies were run (copy_run_of), "" unknown
 };
 
 // Every pair a candidate's entry would unlock, one at a time, with that candidate's root-device ID
@@ -142,5 +166,22 @@ std::vector<CandidateSet> candidate_sets(const Topology& topo, const KernelRules
 std::string kernel_table_lines(const CandidateSet& s);
 nlohmann::ordered_json candidate_set_json(const Topology& topo, const CandidateSet& s);
 // ---- end of candidate sets ----
+// candidate_evidence.cpp: the copy evidence of one unlocked pair with its provenance (set
+// run_kernel_allowed first), what a pair adds to its candidate, and the candidate's status from
+// its evidence, the upstream data and public reports.
+// The kernel a candidate is judged against: `run` without the entries of --kernel-rules files (the
+// running kernel was booted with them; upstream has none), --assume-whitelisted entries kept.
+KernelRules without_booted_entries(const KernelRules& run);
+void pair_copy_evidence(const Topology& topo, const policy::VendorFactsDocument* measured,
+                        const policy::VendorFactsDocument* claimed, UnlockedPair& pair);
+void add_pair_evidence(const UnlockedPair& pair, WhitelistCandidate& c);
+void decide_candidate_status(const Topology& topo, const KernelRules& kernel, WhitelistCandidate& c);
+// How a stored probe document's copies were run: "268435456 bytes, 3 repeat(s), every byte compared";
+// "" when it holds no copy settings.
+std::string copy_run_of(const nlohmann::json& probe_document);
+// The status's reason, the upstream state, the VM note and the evidence counts, one line each (text).
+std::vector<std::string> evidence_lines(const WhitelistCandidate& c);
+// The candidate's evidence, upstream state and VM note as JSON members (candidate_json adds them).
+void add_evidence_json(const Topology& topo, const WhitelistCandidate& c, nlohmann::ordered_json& j);
 
 }  // namespace p2paudit::fleet
