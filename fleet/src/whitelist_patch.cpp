@@ -300,6 +300,7 @@ std::string ident_part(const std::string& s) {
 struct TableEntry {
   size_t line = 0;                  // index into the file's lines
   std::string vendor, device;       // as written: "PCI_VENDOR_ID_INTEL", "0x3c00"
+  std::string vendor_sep, device_sep;
 };
 
 struct Table {
@@ -346,10 +347,10 @@ std::optional<Table> find_table(const std::vector<std::string>& lines) {
     size_t d0 = s.find_first_not_of(" \t", c1 + 1);
     auto c2 = s.find(',', c1 + 1);
     if (d0 == std::string::npos || c2 == std::string::npos) continue;
-    TableEntry e{i, trim(s.substr(1, c1 - 1)), trim(s.substr(d0, c2 - d0))};
-    t.vendor_sep = s.substr(c1 + 1, d0 - c1 - 1);
+    TableEntry e{i, trim(s.substr(1, c1 - 1)), trim(s.substr(d0, c2 - d0)), s.substr(c1 + 1, d0 - c1 - 1), " "};
     size_t f0 = s.find_first_not_of(" \t", c2 + 1);
-    if (f0 != std::string::npos) t.device_sep = s.substr(c2 + 1, f0 - c2 - 1);
+    if (f0 != std::string::npos) e.device_sep = s.substr(c2 + 1, f0 - c2 - 1);
+    t.vendor_sep = e.vendor_sep, t.device_sep = e.device_sep;
     t.entries.push_back(std::move(e));
   }
   return std::nullopt;  // no end of the table: not a table this code understands
@@ -567,8 +568,10 @@ KernelPatch kernel_patch(const PatchInput& in, const WhitelistCandidate& c, cons
   if (!kernel_source.empty()) {
     const std::string path = kernel_source + "/drivers/pci/p2pdma.c";
     std::string text = read_input_file(path, kMaxKernelSourceBytes);
-    if (!is_clean_text(text)) throw InputError(fmt::format("{}: not a text file", path));
     auto lines = split_lines(text);
+    for (size_t i = 0; i < lines.size(); ++i)
+      if (!is_clean_text(lines[i]))  // control bytes or invalid UTF-8: not the kernel's source
+        throw InputError(fmt::format("{}: line {} is not text", path, i + 1));
     auto table = find_table(lines);
     if (!table) throw InputError(fmt::format("{}: no pci_p2pdma_whitelist[] table (a kernel before 5.2?)", path));
     std::string dev_hex = fmt::format("0x{:04x}", c.device);
@@ -593,7 +596,10 @@ KernelPatch kernel_patch(const PatchInput& in, const WhitelistCandidate& c, cons
           if (at > 0 && trim(lines[at - 1]).rfind("/*", 0) == 0) --at;
           break;
         }
+    // Spaced as the table's last entry of the same vendor (the Intel lines use a tab), else its last.
     TableStyle style{table->vendor_sep, table->device_sep, table->bool_flags};
+    for (const auto& e : table->entries)
+      if (e.vendor == vendor_text) style.vendor_sep = e.vendor_sep, style.device_sep = e.device_sep;
     auto insert = split_lines(kernel_table_line(c, platform, &style));
     added = insert.size();
     // A hunk with three lines of context either side, as `git diff` writes it.
