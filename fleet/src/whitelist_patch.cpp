@@ -408,15 +408,15 @@ std::string platform_name(const Topology& topo, const CandidateContext& context,
   return fmt::format("{:04x}:{:04x}", c.vendor, c.device);  // neither pci.ids nor the CPU name it
 }
 
-GitIdentity git_identity() {
+GitIdentity git_identity(bool config_files) {
   GitIdentity id;
   std::string name_source, email_source;
   // git's own order for `git commit -s`: the environment over ~/.gitconfig over the XDG file.
   std::string xdg;
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) xdg = std::string(x) + "/git/config";
   else if (const char* h = std::getenv("HOME"); h && *h) xdg = std::string(h) + "/.config/git/config";
-  if (!xdg.empty()) read_git_config(xdg, id, name_source, email_source);
-  if (const char* h = std::getenv("HOME"); h && *h) read_git_config(std::string(h) + "/.gitconfig", id, name_source, email_source);
+  if (config_files && !xdg.empty()) read_git_config(xdg, id, name_source, email_source);
+  if (const char* h = std::getenv("HOME"); config_files && h && *h) read_git_config(std::string(h) + "/.gitconfig", id, name_source, email_source);
   if (const char* e = std::getenv("EMAIL"); e && *e && id.email.empty()) id.email = e, email_source = "EMAIL";
   for (const char* var : {"GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"})
     if (const char* v = std::getenv(var); v && *v) id.name = v, name_source = var;
@@ -552,7 +552,7 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
 
 std::string commit_message(const Topology& topo, const KernelRules& kernel, const CandidateContext& context,
                            const WhitelistCandidate& c) {
-  return commit_message(PatchInput{topo, kernel, context, nullptr, git_identity()}, c);
+  return commit_message(PatchInput{topo, kernel, context, nullptr, git_identity(false)}, c);
 }
 
 KernelPatch kernel_patch(const PatchInput& in, const WhitelistCandidate& c, const std::string& kernel_source) {

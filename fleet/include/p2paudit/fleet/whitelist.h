@@ -90,7 +90,9 @@ struct GitIdentity {
   bool known() const { return !name.empty() && !email.empty(); }
   std::string signed_off_by() const;  // "Signed-off-by: Name <email>" or the FIXME placeholder
 };
-GitIdentity git_identity();
+// config_files false: the environment only (whitelist --commit-message and JSON open nothing
+// outside the sysroot, tests/open_confined_test.cpp; --patch reads the files).
+GitIdentity git_identity(bool config_files = true);
 // The platform the subject and the table comment name: pci.ids' vendor and device name of the
 // root device without the function words ("Intel Rocket Lake-S 8c"), else the CPU model name
 // ("Intel Xeon E5-2680 v4"), else the ID.
@@ -117,7 +119,7 @@ struct PatchInput {
 // mapping after, each copy and how it was run, Link: trailers (URLs only), Signed-off-by.
 std::string commit_message(const PatchInput& in, const WhitelistCandidate& c);
 std::string commit_message(const Topology& topo, const KernelRules& kernel, const CandidateContext& context,
-                           const WhitelistCandidate& c);  // with git_identity(), no evidence
+                           const WhitelistCandidate& c);  // with git_identity(false), no evidence
 // The mbox `git am` takes: with a kernel tree (kernel_source: the directory holding
 // drivers/pci/p2pdma.c, read bounded) the diff inserting the table line in the table's own style
 // and order; without one (""), the message alone. Throws InputError for an unreadable tree, a
