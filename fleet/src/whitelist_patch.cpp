@@ -485,14 +485,15 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
                                  "emulates, not a physical platform's."
                                : ""));
   out += "\n";
-  std::string cpu = topo.platform.cpu_model_name.empty() ? "CPU model name not captured"
-                                                          : escape_line(topo.platform.cpu_model_name);
-  out += wrapped(fmt::format("Tested on: {} ({} family {} model {}), Linux {} as booted, IOMMU {}.", cpu,
-                             topo.platform.cpu_vendor.empty() ? "vendor unknown" : escape_line(topo.platform.cpu_vendor),
-                             topo.platform.cpu_family ? std::to_string(*topo.platform.cpu_family) : "?",
-                             topo.platform.cpu_model ? std::to_string(*topo.platform.cpu_model) : "?",
+  // The kernel the capture booted (proc/sys/kernel/osrelease), not the release whose rules were asked for.
+  out += wrapped(fmt::format("Tested on: Linux {}, {} family {} model {} ({}), IOMMU {}.",
                              topo.platform.kernel_release.empty() ? "(release not in the capture)"
                                                                   : escape_line(topo.platform.kernel_release),
+                             topo.platform.cpu_vendor.empty() ? "CPU vendor unknown" : escape_line(topo.platform.cpu_vendor),
+                             topo.platform.cpu_family ? std::to_string(*topo.platform.cpu_family) : "?",
+                             topo.platform.cpu_model ? std::to_string(*topo.platform.cpu_model) : "?",
+                             topo.platform.cpu_model_name.empty() ? "model name unknown"
+                                                                  : escape_line(topo.platform.cpu_model_name),
                              escape_line(in.context.iommu_mode)));
   out += "\nThe devices and the bridges above them, as `lspci -tv` draws them:\n\n";
   out += lspci_tree(topo, keep);
