@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "p2paudit/dump_topology.h"
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/sysroot.h"
@@ -151,6 +152,26 @@ TEST(WhitelistPatch, SubjectAndBodyFollowTheUpstreamShape) {
       EXPECT_TRUE(std::regex_match(l, std::regex(R"(Link: https://\S+)"))) << l;
     }
   }
+}
+
+// The excerpt is drawn as pciutils draws `lspci -tv`: the whole tree of the ASUS P6T6 dump against
+// the `lspci -tv` pasted from that machine (pciutils' test data; names compared without, as pci.ids
+// versions differ).
+TEST(WhitelistPatch, TheTreeIsDrawnAsLspciTvDrawsIt) {
+  Topology t = read_dump_topology(test::data_path("lspci-dumps/tree-asus-p6t6"), {});
+  std::set<size_t> all;
+  for (size_t i = 0; i < t.functions.size(); ++i) all.insert(i);
+  const std::regex name(R"(([0-9a-f]{2}\.[0-9a-f])  .*$)");
+  auto shape = [&](const std::string& text) {
+    std::string out;
+    for (const auto& l : lines_of(text)) out += std::regex_replace(l, name, "$1") + "\n";
+    return out;
+  };
+  std::string expected = shape(slurp(test::data_path("lspci-dumps/pasted/asus-tv")));
+  ASSERT_GT(expected.size(), 100u);
+  EXPECT_EQ(shape(lspci_tree(t, all)), expected);
+  // Leaves carry vendor and device name, two spaces after the address.
+  EXPECT_NE(lspci_tree(t, all).find("+-00.0  Intel Corporation "), std::string::npos);
 }
 
 // Link: trailers carry the URL of each public report and nothing else (8086:4c43, compute-runtime#935).

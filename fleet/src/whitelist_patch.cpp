@@ -168,7 +168,7 @@ struct TreeDraw {
   // print_it(): the line is printed, then every '+' and '|' of it becomes '|' and the rest blank.
   void print_it(size_t p) {
     line.resize(p);
-    out += "  " + line + "\n";
+    out += line + "\n";
     for (char& c : line) c = (c == '+' || c == '|') ? '|' : ' ';
   }
   std::vector<size_t> kept_children(size_t i) const {
@@ -206,14 +206,15 @@ struct TreeDraw {
   }
 };
 
+}  // namespace
+
 std::string lspci_tree(const Topology& topo, const std::set<size_t>& keep) {
   std::vector<const HostBridge*> roots;
   for (const auto& hb : topo.host_bridges)
     if (std::any_of(hb.root_bus_devices.begin(), hb.root_bus_devices.end(), [&](size_t i) { return keep.count(i) > 0; }))
       roots.push_back(&hb);
-  // lspci lists the root buses it found last first.
   std::sort(roots.begin(), roots.end(), [](const HostBridge* a, const HostBridge* b) {
-    return std::tie(a->domain, a->bus) > std::tie(b->domain, b->bus);
+    return std::tie(a->domain, a->bus) < std::tie(b->domain, b->bus);
   });
   TreeDraw d{topo, keep, "", ""};
   auto root_devs = [&](const HostBridge& hb) {
@@ -233,6 +234,8 @@ std::string lspci_tree(const Topology& topo, const std::set<size_t>& keep) {
   }
   return d.out;
 }
+
+namespace {
 
 // ---- git identity: a [user] section of a git config file, without running git.
 
@@ -496,7 +499,7 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
                                                                   : escape_line(topo.platform.cpu_model_name),
                              escape_line(in.context.iommu_mode)));
   out += "\nThe devices and the bridges above them, as `lspci -tv` draws them:\n\n";
-  out += lspci_tree(topo, keep);
+  for (const auto& l : split_lines(lspci_tree(topo, keep))) out += "  " + l + "\n";
   out += "\nACS on the ports of the paths (pci_bridge_has_acs_redir()):\n\n";
   for (size_t i : keep) {
     const Function& f = topo.functions[i];

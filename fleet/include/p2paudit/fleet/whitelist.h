@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,9 @@ struct TableStyle {
 // or with REQ_SAME_HOST_BRIDGE. Without a platform the comment is libpci's name (or the ID).
 std::string kernel_table_line(const WhitelistCandidate& c);
 std::string kernel_table_line(const WhitelistCandidate& c, const std::string& platform, const TableStyle* style);
+// `lspci -tv` (pciutils ls-tree.c) of the functions in `keep` (give every ancestor too): root
+// buses in order, bridges with their bus range, a leaf with its vendor and device name.
+std::string lspci_tree(const Topology& topo, const std::set<size_t>& keep);
 struct PatchInput {
   const Topology& topo;
   const KernelRules& kernel;                         // the rules of the kernel that refused the pairs
