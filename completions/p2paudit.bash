@@ -20,7 +20,7 @@ _p2paudit_command_options() {
     policy) echo "--all --details --fail-on $rule_options" ;;
     check) echo "--require $rule_options" ;;
     probe) echo '--copy --size --repeat --mirror --timeout' ;;
-    whitelist) echo '--all --commit-message --vendor-facts --no-probe' ;;
+    whitelist) echo '--all --commit-message --vendor-facts --no-probe --patch --candidate --kernel-source --force' ;;
     report) echo '-o --output --force --redact --no-probe' ;;
     aggregate) echo '--merge --partial --format --jobs -o --output --force' ;;
     'rules lint') echo '--no-default-rules --strict --werror' ;;
@@ -129,9 +129,9 @@ _p2paudit() {
       local -a _p2paudit_device_names
       _p2paudit_devices "$sysroot"
       _p2paudit_offer all "${_p2paudit_device_names[@]}" ;;
-    --sysroot | --lspci-dump | --kernel-rules | --rules | --vendor-facts | -o | --output | --merge) _p2paudit_files -f ;;
-    --rules-dir) _p2paudit_files -d ;;
-    --dump-cpu | --dump-host-bridge | --kernel | --assume-whitelisted | --size | --repeat | --timeout | --jobs) ;;
+    --sysroot | --lspci-dump | --kernel-rules | --rules | --vendor-facts | -o | --output | --merge | --patch) _p2paudit_files -f ;;
+    --rules-dir | --kernel-source) _p2paudit_files -d ;;
+    --dump-cpu | --dump-host-bridge | --kernel | --assume-whitelisted | --size | --repeat | --timeout | --jobs | --candidate) ;;
     *)
       if [[ $cur == -* ]]; then
         _p2paudit_words "$_p2paudit_global_options $(_p2paudit_command_options "$command")"

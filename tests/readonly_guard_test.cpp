@@ -130,6 +130,9 @@ TEST(ReadOnlyGuardOutput, ReportAndAggregateWriteOnlyTheNamedOutput) {
       {"aggregate " + fixture() + " " + oracle() + " -o ", "guarded-aggregate.txt"},
       {"aggregate --format json " + fixture() + " -o ", "guarded-aggregate.json"},
       {"aggregate --partial " + fixture() + " -o ", "guarded-partial.json"},
+      {"--sysroot " + test::data_path("kernel-oracle/h-a-two-rootports-intel/sysroot.tar.gz") +
+           " whitelist --candidate 8086:29c0 --patch ",
+       "guarded-whitelist.patch"},
   };
   for (const auto& [args, name] : runs) {
     std::string out = dir + "/" + name;

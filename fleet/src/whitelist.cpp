@@ -30,48 +30,6 @@ std::string fixed_in(const KernelRules& kernel, uint16_t vendor, uint16_t device
   return first ? fmt::format("{}.{}", first->major, first->minor) : "";
 }
 
-const char* vendor_macro(uint16_t vendor) {
-  switch (vendor) {
-    case 0x8086: return "PCI_VENDOR_ID_INTEL";
-    case 0x1022: return "PCI_VENDOR_ID_AMD";
-    case 0x1b36: return "PCI_VENDOR_ID_REDHAT";
-    case 0x1ae0: return "PCI_VENDOR_ID_GOOGLE";
-    case 0x1d0f: return "PCI_VENDOR_ID_AMAZON";
-    case 0x19e5: return "PCI_VENDOR_ID_HUAWEI";
-    case 0x10de: return "PCI_VENDOR_ID_NVIDIA";
-    default: return nullptr;
-  }
-}
-
-// A word git would read as a trailer key when it starts a line ("Signed-off-by:", "Link:").
-bool trailer_key(const std::string& word) {
-  if (word.size() < 2 || word.back() != ':' || !std::isalpha(static_cast<unsigned char>(word.front()))) return false;
-  return std::all_of(word.begin(), word.end() - 1, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; });
-}
-
-// Paragraphs of a commit message wrapped at 72 columns, as the subsystem's messages are. Only a
-// paragraph's first word (the tool's own) starts a line as a trailer key may: a value from input
-// that holds "Signed-off-by:" stays inside its line, however long that makes it.
-std::string wrapped(const std::string& text) {
-  std::string out, line;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(' ', start);
-    std::string word = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!line.empty() && line.size() + 1 + word.size() > 72 && !trailer_key(word)) out += line + "\n", line.clear();
-    line += (line.empty() ? "" : " ") + word;
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out + line + "\n";
-}
-
-std::string label(const Topology& topo, size_t i) {
-  const Function& f = topo.functions[i];
-  return fmt::format("{} [{:04x}:{:04x}]{}", f.bdf.str(), f.vendor, f.device,
-                     f.driver.empty() ? "" : " (" + escape_line(f.driver) + ")");
-}
-
 }  // namespace
 
 const char* to_string(CandidateStatus s) {
@@ -176,64 +134,6 @@ CandidateContext candidate_context(const Topology& topo, const KernelRules& kern
   c.cpu_model_name = topo.platform.cpu_model_name;
   c.iommu_mode = topo.platform.iommu_mode.empty() ? "unknown" : topo.platform.iommu_mode;
   return c;
-}
-
-// Every value from input in these texts is one line of text (escape_line): a name can neither end
-// the C comment's line nor start a trailer line of the commit message.
-std::string kernel_table_line(const WhitelistCandidate& c) {
-  const char* macro = vendor_macro(c.vendor);
-  std::string vendor = macro ? macro : fmt::format("0x{:04x}", c.vendor);
-  std::string platform = c.name.empty() ? c.id() : escape_line(c.name);
-  for (size_t at; (at = platform.find("*/")) != std::string::npos;) platform.replace(at, 2, "* /");
-  return fmt::format("\t/* {} */\n\t{{{}, 0x{:04x}, {}}},", platform, vendor, c.device,
-                     c.needs_same_host_bridge ? "REQ_SAME_HOST_BRIDGE" : "0");
-}
-
-std::string commit_message(const Topology& topo, const CandidateContext& context, const WhitelistCandidate& c) {
-  std::string platform = c.name.empty() ? c.id() : escape_line(c.name);
-  std::string out = fmt::format("PCI/P2PDMA: Add {} to the whitelist\n\n", platform);
-  out += wrapped(fmt::format(
-      "Peer-to-peer DMA through the host bridge whose root device is {} ({}) is refused because it is not "
-      "in pci_p2pdma_whitelist[]. With it added, {} pair(s) on this machine would be allowed{}.",
-      c.id(), platform, c.pairs.size(),
-      c.needs_same_host_bridge ? " (all under one host bridge, so the entry carries REQ_SAME_HOST_BRIDGE)" : "")) + "\n";
-  out += "Topology (the devices of those pairs and their upstream bridges):\n";
-  std::set<size_t> shown;
-  for (const auto& p : c.pairs)
-    for (size_t end : {p.provider, p.client}) {
-      if (!shown.insert(end).second) continue;
-      std::string chain = label(topo, end);
-      // Upstream bridges by bus address only, so that a line stays within a mail's width.
-      for (auto up = topo.functions[end].parent; up; up = topo.functions[*up].parent) {
-        const Bdf& b = topo.functions[*up].bdf;
-        chain += fmt::format(" <- {:02x}:{:02x}.{}", b.bus, b.dev, b.fn);
-      }
-      out += "  " + chain + "\n";
-    }
-  out += "\nACS on the paths: ";
-  std::set<std::string> redirects;
-  for (const auto& p : c.pairs) redirects.insert(p.acs_redirect.begin(), p.acs_redirect.end());
-  out += redirects.empty() ? "no port redirects peer requests\n"
-                           : fmt::format("redirect set on {}\n", fmt::join(redirects, ", "));
-  out += "\nPeer copies (data compared in full):\n";
-  bool any = false;
-  for (const auto& p : c.pairs) {
-    if (p.copy_result.empty()) continue;
-    any = true;
-    out += fmt::format("  {} -> {}: {}{}{}\n", topo.functions[p.provider].bdf.str(), topo.functions[p.client].bdf.str(),
-                       escape_line(p.copy_result), p.copy_gbps ? fmt::format(", {:.1f} GB/s", *p.copy_gbps) : "",
-                       p.staged_gbps ? fmt::format(" (through host memory {:.1f} GB/s)", *p.staged_gbps) : "");
-  }
-  if (!any) out += "  none yet (needs evidence: do not submit without a verified copy)\n";
-  out += "\n" + wrapped(fmt::format("Tested on: Linux {}, {} family {} model {} ({}), IOMMU {}.",
-                     escape_line(context.kernel_release), escape_line(context.cpu_vendor),
-                     context.cpu_family ? std::to_string(*context.cpu_family) : "?",
-                     context.cpu_model ? std::to_string(*context.cpu_model) : "?",
-                     context.cpu_model_name.empty() ? "model name unknown" : escape_line(context.cpu_model_name),
-                     escape_line(context.iommu_mode)));
-  for (const auto& r : c.reports) out += "\n" + wrapped("Link: " + escape_line(r));
-  out += "\nSigned-off-by: Your Name <you@example.org>\n";
-  return out;
 }
 
 nlohmann::ordered_json candidate_json(const Topology& topo, const WhitelistCandidate& c) {

@@ -14,6 +14,7 @@
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_output.h"
+#include "p2paudit/output_file.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/probe/runtime_facts.h"
 
@@ -28,6 +29,8 @@ struct WhitelistArgs {
   bool commit_message = false;
   bool no_probe = false;
   std::string vendor_facts;
+  std::string patch, candidate, kernel_source;  // --patch FILE [--candidate ID] [--kernel-source DIR]
+  bool force = false;
 };
 
 std::string pair_names(const Topology& topo, const std::vector<NamedFunction>& named, const fleet::UnlockedPair& p) {
@@ -67,6 +70,39 @@ void print_sets(const Topology& topo, const std::vector<NamedFunction>& named, c
     }
     std::cout << "  for drivers/pci/p2pdma.c, pci_p2pdma_whitelist[]:\n" << fleet::kernel_table_lines(s) << "\n";
   }
+}
+
+// --patch: the candidate named by --candidate, else the only one ready to submit.
+int write_patch(const fleet::PatchInput& in, const std::vector<fleet::WhitelistCandidate>& candidates, const WhitelistArgs& args) {
+  std::vector<const fleet::WhitelistCandidate*> pick;
+  for (const auto& c : candidates)
+    if (args.candidate.empty() ? c.status == fleet::CandidateStatus::kReadyToSubmit : c.id() == args.candidate) pick.push_back(&c);
+  if (pick.size() != 1) {
+    std::vector<std::string> ids;
+    for (const auto& c : candidates) ids.push_back(fmt::format("{} ({})", c.id(), to_string(c.status)));
+    std::cerr << fmt::format("p2paudit: whitelist --patch: {}; candidates here: {}\n",
+                             args.candidate.empty() ? (pick.empty() ? "no candidate is ready to submit: name one with --candidate VVVV:DDDD"
+                                                                    : "several candidates are ready: name one with --candidate VVVV:DDDD")
+                                                    : "no candidate " + escape_line(args.candidate),
+                             ids.empty() ? "none" : fmt::format("{}", fmt::join(ids, ", ")));
+    return kExitError;
+  }
+  const auto& c = *pick.front();
+  if (c.status == fleet::CandidateStatus::kFixedIn) {
+    std::cerr << fmt::format("p2paudit: whitelist --patch: Linux {} and later have {}: upgrade rather than submit\n", c.fixed_in, c.id());
+    return kExitError;
+  }
+  auto patch = fleet::kernel_patch(in, c, args.kernel_source);
+  OutputFile file(args.patch, args.force);
+  file.write(patch.mbox);
+  file.commit();
+  std::cerr << fmt::format("p2paudit: wrote {} for {}{}{}\n", escape_line(args.patch), c.id(),
+                           patch.applies ? " (git am applies it to the tree it was made from)"
+                                         : " (the message alone: no --kernel-source, no diff)",
+                           c.status == fleet::CandidateStatus::kReadyToSubmit ? "" : fmt::format("; status {}: do not send it yet", to_string(c.status)));
+  if (!in.identity.known())
+    std::cerr << "p2paudit: no git identity (user.name/user.email or GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL): the patch carries a FIXME placeholder\n";
+  return kExitOk;
 }
 
 void print_text(const Topology& topo, const KernelRules& kernel, const fleet::CandidateContext& context,
@@ -110,10 +146,11 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
     }
     // Nothing to send: the entry is queued already, or must not be sent (status_reason).
     if (c.status == fleet::CandidateStatus::kQueuedUpstream || c.status == fleet::CandidateStatus::kDoNotSubmit) continue;
-    std::cout << "  for drivers/pci/p2pdma.c, pci_p2pdma_whitelist[]:\n" << fleet::kernel_table_line(c) << "\n";
+    std::cout << "  for drivers/pci/p2pdma.c, pci_p2pdma_whitelist[]:\n"
+              << fleet::kernel_table_line(c, fleet::platform_name(topo, context, c), nullptr) << "\n";
     if (args.commit_message) {
       std::cout << "  draft commit message:\n\n";
-      std::cout << fleet::commit_message(topo, context, c) << "\n";
+      std::cout << fleet::commit_message(topo, kernel, context, c) << "\n";
     }
   }
   print_sets(topo, named, candidates, sets);
@@ -142,6 +179,8 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
   auto candidates = fleet::whitelist_candidates(topo, kernel, evidence ? &*evidence : nullptr, options);
   auto sets = fleet::candidate_sets(topo, kernel, evidence ? &*evidence : nullptr, options);
   auto context = fleet::candidate_context(topo, kernel);
+  if (!args.patch.empty())
+    return write_patch({topo, kernel, context, evidence ? &*evidence : nullptr, fleet::git_identity()}, candidates, args);
   if (global.format == "json") {
     nlohmann::ordered_json j;
     j["schema_version"] = kWhitelistSchemaVersion;
@@ -156,7 +195,8 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
     j["candidates"] = nlohmann::ordered_json::array();
     for (const auto& c : candidates) {
       auto cj = fleet::candidate_json(topo, c);
-      cj["commit_message"] = fleet::commit_message(topo, context, c);
+      cj["kernel_table_line"] = fleet::kernel_table_line(c, fleet::platform_name(topo, context, c), nullptr);
+      cj["commit_message"] = fleet::commit_message(topo, kernel, context, c);
       j["candidates"].push_back(std::move(cj));
     }
     j["candidate_sets"] = nlohmann::ordered_json::array();
@@ -178,6 +218,15 @@ void add_whitelist_command(CLI::App& app, const GlobalOptions& global, int* stat
   cmd->add_flag("--commit-message", args->commit_message, "Print the draft commit message of each candidate");
   cmd->add_flag("--no-probe", args->no_probe, "Do not ask the runtimes on the live machine");
   cmd->add_option("--vendor-facts", args->vendor_facts, "JSON facts (copy results...) laid over the runtimes' answers");
+  auto* patch = cmd->add_option("--patch", args->patch,
+                                 "Write the candidate's patch as an mbox for `git am` (atomically; an existing FILE is "
+                                 "kept unless --force)");
+  cmd->add_option("--candidate", args->candidate, "The candidate VVVV:DDDD of --patch (default: the only one ready to submit)")
+      ->needs(patch);
+  cmd->add_option("--kernel-source", args->kernel_source,
+                  "Kernel tree whose drivers/pci/p2pdma.c the --patch diff applies to (without it: the message alone)")
+      ->needs(patch);
+  cmd->add_flag("--force", args->force, "Replace the --patch file if it exists (never through a symlink)")->needs(patch);
   cmd->callback([&global, status, args] { *status = run_whitelist(global, *args); });
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -104,11 +105,60 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
                                                      const WhitelistOptions& options = {});
 CandidateContext candidate_context(const Topology& topo, const KernelRules& kernel);
 
-// The table line in the kernel's style: "{PCI_VENDOR_ID_INTEL, 0x4c43, 0}," or with
-// REQ_SAME_HOST_BRIDGE, preceded by a comment line naming the platform.
+// ---- Patches in upstream shape (whitelist_patch.cpp, docs/whitelist.md "The patch").
+// The sender, as `git commit -s` would sign: GIT_AUTHOR_NAME/EMAIL (or GIT_COMMITTER_*) over
+// user.name/user.email of ~/.gitconfig over $XDG_CONFIG_HOME/git/config (~/.config/git/config),
+// EMAIL for the address last; the files through the bounded reader, git is never run ([include]
+// is not followed). Empty name or email: not known, and the patch carries a FIXME placeholder.
+struct GitIdentity {
+  std::string name, email;
+  std::string source;  // where they came from ("GIT_AUTHOR_NAME", a config file's path), "" unknown
+  bool known() const { return !name.empty() && !email.empty(); }
+  std::string signed_off_by() const;  // "Signed-off-by: Name <email>" or the FIXME placeholder
+};
+// config_files false: the environment only (whitelist --commit-message and JSON open nothing
+// outside the sysroot, tests/open_confined_test.cpp; --patch reads the files).
+GitIdentity git_identity(bool config_files = true);
+// The platform the subject and the table comment name: pci.ids' vendor and device name of the
+// root device without the function words ("Intel Rocket Lake-S 8c"), else the CPU model name
+// ("Intel Xeon E5-2680 v4"), else the ID.
+std::string platform_name(const Topology& topo, const CandidateContext& context, const WhitelistCandidate& c);
+// How a kernel tree's table writes an entry: what follows "VENDOR," and "DEVICE,", and whether the
+// flags are the 5.2 era's bool.
+struct TableStyle {
+  std::string vendor_sep = " ", device_sep = " ";
+  bool bool_flags = false;
+};
+// The table line, preceded by a comment line naming the platform: "{PCI_VENDOR_ID_INTEL, 0x4c43, 0},"
+// or with REQ_SAME_HOST_BRIDGE. Without a platform the comment is libpci's name (or the ID).
 std::string kernel_table_line(const WhitelistCandidate& c);
-// A draft commit message in the subsystem's style ("PCI/P2PDMA: Add ... to the whitelist").
-std::string commit_message(const Topology& topo, const CandidateContext& context, const WhitelistCandidate& c);
+std::string kernel_table_line(const WhitelistCandidate& c, const std::string& platform, const TableStyle* style);
+// `lspci -tv` (pciutils ls-tree.c) of the functions in `keep` (give every ancestor too): root
+// buses in order, bridges with their bus range, a leaf with its vendor and device name.
+std::string lspci_tree(const Topology& topo, const std::set<size_t>& keep);
+struct PatchInput {
+  const Topology& topo;
+  const KernelRules& kernel;                         // the rules of the kernel that refused the pairs
+  CandidateContext context;
+  const policy::VendorFactsDocument* evidence = nullptr;  // how each copy was run; may be null
+  GitIdentity identity;
+};
+// The commit message: subject "PCI/P2PDMA: Add <platform> host bridge to allowlist", the machine
+// and the booted kernel, `lspci -tv` of the paths, their ports' ACS, the kernel's log before, the
+// mapping after, each copy and how it was run, Link: trailers (URLs only), Signed-off-by.
+std::string commit_message(const PatchInput& in, const WhitelistCandidate& c);
+std::string commit_message(const Topology& topo, const KernelRules& kernel, const CandidateContext& context,
+                           const WhitelistCandidate& c);  // with git_identity(false), no evidence
+// The mbox `git am` takes: with a kernel tree (kernel_source: the directory holding
+// drivers/pci/p2pdma.c, read bounded) the diff inserting the table line in the table's own style
+// and order; without one (""), the message alone. Throws InputError for an unreadable tree, a
+// file without the table, or an entry the table already has.
+struct KernelPatch {
+  std::string mbox;
+  bool applies = false;  // carries a diff
+};
+KernelPatch kernel_patch(const PatchInput& in, const WhitelistCandidate& c, const std::string& kernel_source);
+// ---- end of patches
 
 nlohmann::ordered_json candidate_json(const Topology& topo, const WhitelistCandidate& c);
 

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// Whitelist patches in upstream shape (docs/whitelist.md, "The patch"): `whitelist --patch` on a
+// real kernel tree applies with `git am` and adds exactly the table line; the subject and body
+// carry the platform, the booted kernel, `lspci -tv`, ACS, the kernel's log and URL-only Link:
+// trailers; Signed-off-by comes from the git identity (environment or config file), else a
+// placeholder.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "p2paudit/dump_topology.h"
+#include "p2paudit/fleet/whitelist.h"
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+#include "synthetic_tree.h"
+#include "test_support.h"
+
+namespace p2paudit::fleet {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kTree = test::data_path("kernel-tree/pci-p2pdma-e7b44579a6b4");
+const std::string kQ35 = test::data_path("kernel-oracle/h-a-two-rootports-intel/sysroot.tar.gz");
+
+bool have_git() { return test::run_command("git --version >/dev/null 2>&1").status == 0; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// A fresh directory of this test's own, and an environment without the caller's git identity.
+struct Sandbox {
+  std::string dir;
+  Sandbox() {
+    dir = ::testing::TempDir() + "/wlpatch-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir);
+    fs::create_directories(dir + "/home");
+  }
+  ~Sandbox() { fs::remove_all(dir); }
+  // The tool under an empty HOME and no GIT_* identity, plus `env` (NAME=value ...).
+  std::string tool(const std::string& env = "") const {
+    return "env -u GIT_AUTHOR_NAME -u GIT_AUTHOR_EMAIL -u GIT_COMMITTER_NAME -u GIT_COMMITTER_EMAIL -u EMAIL HOME=" +
+           test::shell_quote(dir + "/home") + " XDG_CONFIG_HOME=" + test::shell_quote(dir + "/home/.config") + " " + env +
+           " " + std::string(P2PAUDIT_TOOL);
+  }
+};
+
+// The kernel tree as a git repository of its own, committed.
+std::string kernel_repo(const Sandbox& box) {
+  std::string repo = box.dir + "/linux";
+  fs::create_directories(repo);
+  fs::copy(kTree, repo, fs::copy_options::recursive);
+  auto r = test::run_command("cd " + test::shell_quote(repo) +
+                             " && git init -q && git -c user.name=t -c user.email=t@example.org add -A && "
+                             "git -c user.name=t -c user.email=t@example.org commit -qm base 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  return repo;
+}
+
+// The booted release the capture recorded, as the topology reader reads it.
+std::string booted_release() {
+  Sysroot root = Sysroot::open(kQ35);
+  return read_topology(root).platform.kernel_release;
+}
+
+TEST(WhitelistPatch, GitAmAppliesItAndTheDiffAddsExactlyTheTableLine) {
+  if (!have_git()) GTEST_SKIP() << "git is not installed";
+  Sandbox box;
+  std::string repo = kernel_repo(box);
+  std::string before = slurp(repo + "/drivers/pci/p2pdma.c");
+  std::string patch = box.dir + "/q35.patch";
+  auto r = test::run_command(box.tool("GIT_AUTHOR_NAME='Jane Developer' GIT_AUTHOR_EMAIL=jane@example.org") + " --sysroot " +
+                             test::shell_quote(kQ35) + " whitelist --candidate 8086:29c0 --kernel-source " +
+                             test::shell_quote(repo) + " --patch " + test::shell_quote(patch) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = test::run_command("cd " + test::shell_quote(repo) + " && git -c user.name=t -c user.email=t@example.org am -q " +
+                        test::shell_quote(patch) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output << slurp(patch);
+  r = test::run_command("cd " + test::shell_quote(repo) + " && git diff --numstat HEAD~1 HEAD");
+  EXPECT_EQ(r.output, "2\t0\tdrivers/pci/p2pdma.c\n");
+  // The added lines are exactly the candidate's table line in the table's style, before the sentinel.
+  std::vector<std::string> old_lines = lines_of(before), new_lines = lines_of(slurp(repo + "/drivers/pci/p2pdma.c"));
+  ASSERT_EQ(new_lines.size(), old_lines.size() + 2);
+  size_t at = 0;
+  while (at < old_lines.size() && old_lines[at] == new_lines[at]) ++at;
+  EXPECT_TRUE(std::equal(old_lines.begin() + static_cast<long>(at), old_lines.end(), new_lines.begin() + static_cast<long>(at) + 2));
+  EXPECT_TRUE(std::regex_match(new_lines[at], std::regex(R"(\t/\* Intel [^*]+ \*/)"))) << new_lines[at];
+  // q35 has one host bridge: REQ_SAME_HOST_BRIDGE; Intel's lines of this table put a tab after the vendor.
+  EXPECT_EQ(new_lines[at + 1], "\t{PCI_VENDOR_ID_INTEL,\t0x29c0, REQ_SAME_HOST_BRIDGE},");
+  EXPECT_EQ(new_lines[at + 2], "\t{}");
+  // Author and Signed-off-by from the environment's identity.
+  r = test::run_command("cd " + test::shell_quote(repo) + " && git log -1 --format='%an <%ae>%n%B'");
+  auto log = lines_of(r.output);
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log[0], "Jane Developer <jane@example.org>");
+  EXPECT_EQ(log[1], "PCI/P2PDMA: Add Intel 82G33/G31/P35/P31 Express host bridge to allowlist");
+  EXPECT_NE(r.output.find("\nSigned-off-by: Jane Developer <jane@example.org>\n"), std::string::npos) << r.output;
+}
+
+TEST(WhitelistPatch, SubjectAndBodyFollowTheUpstreamShape) {
+  Sandbox box;
+  std::string patch = box.dir + "/message.patch";
+  // --kernel names another release: the body still says the kernel the capture booted.
+  auto r = test::run_command(box.tool() + " --sysroot " + test::shell_quote(kQ35) +
+                             " --kernel 7.0.0 whitelist --candidate 8086:29c0 --patch " + test::shell_quote(patch) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("the message alone"), std::string::npos) << r.output;
+  std::string mbox = slurp(patch);
+  auto lines = lines_of(mbox);
+  ASSERT_GT(lines.size(), 10u);
+  EXPECT_EQ(lines[0].rfind("From ", 0), 0u);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(mbox, m, std::regex("\nSubject: \\[PATCH\\] PCI/P2PDMA: Add (.+) host bridge to allowlist\n")))
+      << mbox;
+  EXPECT_EQ(m[1].str().find("29c0"), std::string::npos) << "the platform, not the raw ID";
+  EXPECT_EQ(m[1].str().rfind("Intel ", 0), 0u) << m[1];
+  std::string release = booted_release();
+  ASSERT_FALSE(release.empty());
+  EXPECT_NE(mbox.find("Tested on: Linux " + release + ", "), std::string::npos) << mbox;
+  EXPECT_EQ(mbox.find("Linux 7.0.0"), std::string::npos);
+  EXPECT_NE(mbox.find("as `lspci -tv` draws them:\n\n  -[0000:00]-+-00.0  "), std::string::npos) << mbox;
+  EXPECT_TRUE(std::regex_search(mbox, std::regex(R"(\n  0000:00:0[0-9a-f]\.0 Root Port: ACS RR[-+] CR[-+] EC[-+]\n)"))) << mbox;
+  EXPECT_NE(mbox.find("do not share an upstream bridge or whitelisted host bridge"), std::string::npos) << mbox;
+  EXPECT_NE(mbox.find("map as THRU_HOST_BRIDGE"), std::string::npos);
+  EXPECT_NE(mbox.find("virtual machine"), std::string::npos) << "q35 is QEMU's emulated host bridge";
+  EXPECT_NE(mbox.find("\nSigned-off-by: FIXME "), std::string::npos) << "no identity in the sandbox";
+  EXPECT_NE(mbox.find("FIXME: no git identity"), std::string::npos);
+  // Only the tool's own words start a trailer-like line in the message.
+  size_t end = mbox.find("\n---\n");
+  ASSERT_NE(end, std::string::npos);
+  for (const auto& l : lines_of(mbox.substr(0, end))) {
+    if (l.rfind("Link:", 0) == 0) {
+      EXPECT_TRUE(std::regex_match(l, std::regex(R"(Link: https://\S+)"))) << l;
+    }
+  }
+}
+
+// The excerpt is drawn as pciutils draws `lspci -tv`: the whole tree of the ASUS P6T6 dump against
+// the `lspci -tv` pasted from that machine (pciutils' test data; names compared without, as pci.ids
+// versions differ).
+TEST(WhitelistPatch, TheTreeIsDrawnAsLspciTvDrawsIt) {
+  Topology t = read_dump_topology(test::data_path("lspci-dumps/tree-asus-p6t6"), {});
+  std::set<size_t> all;
+  for (size_t i = 0; i < t.functions.size(); ++i) all.insert(i);
+  const std::regex name(R"(([0-9a-f]{2}\.[0-9a-f])  .*$)");
+  auto shape = [&](const std::string& text) {
+    std::string out;
+    for (const auto& l : lines_of(text)) out += std::regex_replace(l, name, "$1") + "\n";
+    return out;
+  };
+  std::string expected = shape(slurp(test::data_path("lspci-dumps/pasted/asus-tv")));
+  ASSERT_GT(expected.size(), 100u);
+  EXPECT_EQ(shape(lspci_tree(t, all)), expected);
+  // Leaves carry vendor and device name, two spaces after the address.
+  EXPECT_NE(lspci_tree(t, all).find("+-00.0  Intel Corporation "), std::string::npos);
+}
+
+// Link: trailers carry the URL of each public report and nothing else (8086:4c43, compute-runtime#935).
+TEST(WhitelistPatch, LinkTrailersAreUrlsOnly) {
+  test::Tree tree;
+  tree.host_dev(0x8086, 0x4c43);
+  tree.t.functions.back().device_name = "Rocket Lake-S 8c Host Bridge/DRAM Registers";
+  tree.t.functions.back().vendor_name = "Intel Corporation";
+  tree.t.functions.back().class_code = 0x060000;
+  tree.rp("00:01.0");
+  tree.rp("00:06.0");
+  tree.describe(tree.add("01:00.0", "00:01.0", 0x8086, 0xe223, PcieType::kEndpoint), 0x030000, "xe");
+  tree.describe(tree.add("02:00.0", "00:06.0", 0x8086, 0xe223, PcieType::kEndpoint), 0x030000, "xe");
+  Platform platform = tree.t.platform;
+  platform.kernel_release = "7.0.0";
+  KernelRules rules = load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", platform, {});
+  auto candidates = whitelist_candidates(tree.t, rules, nullptr);
+  ASSERT_EQ(candidates.size(), 1u);
+  ASSERT_FALSE(candidates[0].reports.empty());
+  GitIdentity id;
+  id.name = "A", id.email = "a@example.org";
+  std::string message = commit_message(PatchInput{tree.t, rules, candidate_context(tree.t, rules), nullptr, id}, candidates[0]);
+  EXPECT_EQ(message.rfind("PCI/P2PDMA: Add Intel Rocket Lake-S 8c host bridge to allowlist\n\n", 0), 0u) << message;
+  size_t links = 0;
+  for (const auto& l : lines_of(message))
+    if (l.rfind("Link:", 0) == 0) {
+      ++links;
+      EXPECT_TRUE(std::regex_match(l, std::regex(R"(Link: https://\S+)"))) << l;
+    }
+  EXPECT_EQ(links, candidates[0].reports.size());
+  EXPECT_NE(message.find("Link: https://github.com/intel/compute-runtime/issues/935\n"), std::string::npos) << message;
+  // A copy in the evidence is listed with how it was run, and the body says P2PDMA did not carry it.
+  policy::VendorFactsDocument evidence;
+  auto& f = evidence.pairs[{*Bdf::parse("0000:01:00.0"), *Bdf::parse("0000:02:00.0")}];
+  f.set("vendor.copy_result", std::string("verified"));
+  f.set("vendor.copy_runtime", std::string("level_zero"));
+  f.set("vendor.copy_gbps", 21.5);
+  auto with_copy = whitelist_candidates(tree.t, rules, &evidence);
+  ASSERT_EQ(with_copy.size(), 1u);
+  std::string copied = commit_message(PatchInput{tree.t, rules, candidate_context(tree.t, rules), &evidence, id}, with_copy[0]);
+  EXPECT_NE(copied.find("  0000:01:00.0 -> 0000:02:00.0: verified, 21.5 GB/s\n    runtime level_zero, size and repeats not "
+                        "recorded in the evidence; P2PDMA did not carry it"),
+            std::string::npos) << copied;
+  EXPECT_EQ(message.find("runtime level_zero"), std::string::npos);
+  const std::string tail = "\nLink: https://github.com/intel/compute-runtime/issues/935\nSigned-off-by: A <a@example.org>\n";
+  ASSERT_GT(message.size(), tail.size());
+  EXPECT_EQ(message.substr(message.size() - tail.size()), tail) << "one trailer block at the end";
+}
+
+// The identity without running git: ~/.gitconfig's [user], the XDG file, the environment over both.
+class GitIdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : {"HOME", "XDG_CONFIG_HOME", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
+                          "GIT_COMMITTER_EMAIL", "EMAIL"})
+      if (const char* old = std::getenv(v)) saved_.emplace_back(v, old);
+    for (const char* v : {"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"}) unsetenv(v);
+    home_ = ::testing::TempDir() + "/wlpatch-home-" + std::to_string(getpid());
+    fs::remove_all(home_);
+    fs::create_directories(home_);
+    setenv("HOME", home_.c_str(), 1);
+    setenv("XDG_CONFIG_HOME", (home_ + "/xdg").c_str(), 1);
+  }
+  void TearDown() override {
+    for (const char* v : {"HOME", "XDG_CONFIG_HOME", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
+                          "GIT_COMMITTER_EMAIL", "EMAIL"})
+      unsetenv(v);
+    for (const auto& [k, v] : saved_) setenv(k.c_str(), v.c_str(), 1);
+    fs::remove_all(home_);
+  }
+  void write(const std::string& relative, const std::string& text) {
+    fs::create_directories(fs::path(home_ + "/" + relative).parent_path());
+    std::ofstream(home_ + "/" + relative) << text;
+  }
+  std::string home_;
+  std::vector<std::pair<std::string, std::string>> saved_;
+};
+
+TEST_F(GitIdentityTest, PlaceholderWithoutAnyIdentity) {
+  GitIdentity id = git_identity();
+  EXPECT_FALSE(id.known());
+  EXPECT_EQ(id.source, "");
+  EXPECT_NE(id.signed_off_by().find("FIXME"), std::string::npos);
+}
+
+TEST_F(GitIdentityTest, FromTheHomeGitconfig) {
+  write(".gitconfig",
+        "# a comment\n[core]\n\tname = not this\n[user \"work\"]\n\tname = Not This Either\n"
+        "[User]\n\tName = \"Ada Lovelace\"  ; trailing comment\n\temail = ada@example.org\n");
+  GitIdentity id = git_identity();
+  ASSERT_TRUE(id.known());
+  EXPECT_EQ(id.signed_off_by(), "Signed-off-by: Ada Lovelace <ada@example.org>");
+  EXPECT_EQ(id.source, home_ + "/.gitconfig");
+}
+
+TEST_F(GitIdentityTest, XdgFileAndTheHomeFileOverIt) {
+  write("xdg/git/config", "[user]\n\tname = Xdg Person\n\temail = xdg@example.org\n");
+  EXPECT_EQ(git_identity().signed_off_by(), "Signed-off-by: Xdg Person <xdg@example.org>");
+  write(".gitconfig", "[user]\n\temail = home@example.org\n");
+  EXPECT_EQ(git_identity().signed_off_by(), "Signed-off-by: Xdg Person <home@example.org>");
+}
+
+TEST_F(GitIdentityTest, EnvironmentOverTheFiles) {
+  write(".gitconfig", "[user]\n\tname = File Person\n\temail = file@example.org\n");
+  setenv("GIT_AUTHOR_NAME", "Env Person", 1);
+  setenv("GIT_AUTHOR_EMAIL", "env@example.org", 1);
+  GitIdentity id = git_identity();
+  EXPECT_EQ(id.signed_off_by(), "Signed-off-by: Env Person <env@example.org>");
+  EXPECT_EQ(id.source, "GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL");
+}
+
+TEST_F(GitIdentityTest, AHostileValueStaysOneLine) {
+  setenv("GIT_AUTHOR_NAME", "Eve\nSigned-off-by: Mallory <m@example.org>", 1);
+  setenv("GIT_AUTHOR_EMAIL", "eve@example.org>", 1);
+  std::string line = git_identity().signed_off_by();
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_EQ(line.rfind("Signed-off-by: Eve", 0), 0u) << line;
+  EXPECT_EQ(line.substr(line.size() - 17), "<eve@example.org>") << line;
+}
+
+TEST_F(GitIdentityTest, ADirectoryOrAHugeFileIsNoIdentity) {
+  fs::create_directories(home_ + "/.gitconfig");
+  EXPECT_FALSE(git_identity().known());
+  fs::remove_all(home_ + "/.gitconfig");
+  write(".gitconfig", "[user]\n\tname = Big\n\temail = big@example.org\n" + std::string(2u << 20, '#'));
+  EXPECT_FALSE(git_identity().known());
+}
+
+// A tree whose table already has the entry, or that has no table, gives no patch.
+TEST(WhitelistPatch, RefusesATreeThatHasTheEntryOrNoTable) {
+  Sandbox box;
+  std::string repo = box.dir + "/linux";
+  fs::create_directories(repo);
+  fs::copy(kTree, repo, fs::copy_options::recursive);
+  std::string file = repo + "/drivers/pci/p2pdma.c";
+  std::string text = slurp(file);
+  size_t sentinel = text.find("\t{}\n};");
+  ASSERT_NE(sentinel, std::string::npos);
+  fs::permissions(file, fs::perms::owner_write, fs::perm_options::add);
+  std::ofstream(file) << text.substr(0, sentinel) + "\t{PCI_VENDOR_ID_INTEL,\t0x29c0, 0},\n" + text.substr(sentinel);
+  std::string patch = box.dir + "/x.patch";
+  auto r = test::run_command(box.tool() + " --sysroot " + test::shell_quote(kQ35) + " whitelist --candidate 8086:29c0 --kernel-source " +
+                             test::shell_quote(repo) + " --patch " + test::shell_quote(patch) + " 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("already in the table"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(patch));
+  std::ofstream(file) << "int main(void) { return 0; }\n";
+  r = test::run_command(box.tool() + " --sysroot " + test::shell_quote(kQ35) + " whitelist --candidate 8086:29c0 --kernel-source " +
+                        test::shell_quote(repo) + " --patch " + test::shell_quote(patch) + " 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("no pci_p2pdma_whitelist[] table"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(patch));
+}
+
+// Without --candidate the only ready candidate is taken; q35 has none ready.
+TEST(WhitelistPatch, WithoutACandidateOnlyAReadyOneIsTaken) {
+  Sandbox box;
+  std::string patch = box.dir + "/y.patch";
+  auto r = test::run_command(box.tool() + " --sysroot " + test::shell_quote(kQ35) + " whitelist --patch " +
+                             test::shell_quote(patch) + " 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("no candidate is ready to submit"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("8086:29c0 (needs evidence)"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(patch));
+}
+
+}  // namespace
+}  // namespace p2paudit::fleet
