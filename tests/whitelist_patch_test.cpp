@@ -203,19 +203,20 @@ TEST(WhitelistPatch, LinkTrailersAreUrlsOnly) {
     }
   EXPECT_EQ(links, candidates[0].reports.size());
   EXPECT_NE(message.find("Link: https://github.com/intel/compute-runtime/issues/935\n"), std::string::npos) << message;
-  // A copy in the evidence is listed with how it was run, and the body says P2PDMA did not carry it.
+  // A measured copy in the evidence is listed with how it was run and what carried it: CUDA's peer
+  // path does not go through the kernel's P2PDMA, so it counts under a kernel that refuses the pair.
   policy::VendorFactsDocument evidence;
   auto& f = evidence.pairs[{*Bdf::parse("0000:01:00.0"), *Bdf::parse("0000:02:00.0")}];
   f.set("vendor.copy_result", std::string("verified"));
-  f.set("vendor.copy_runtime", std::string("level_zero"));
+  f.set("vendor.copy_runtime", std::string("cuda"));
   f.set("vendor.copy_gbps", 21.5);
   auto with_copy = whitelist_candidates(tree.t, rules, &evidence);
   ASSERT_EQ(with_copy.size(), 1u);
   std::string copied = commit_message(PatchInput{tree.t, rules, candidate_context(tree.t, rules), &evidence, id}, with_copy[0]);
-  EXPECT_NE(copied.find("  0000:01:00.0 -> 0000:02:00.0: verified, 21.5 GB/s\n    runtime level_zero, size and repeats not "
-                        "recorded in the evidence; P2PDMA did not carry it"),
+  EXPECT_NE(copied.find("  0000:01:00.0 -> 0000:02:00.0: verified, 21.5 GB/s\n    runtime cuda, size and repeats not "
+                        "recorded in the evidence; the runtime's own peer path carried it, not P2PDMA"),
             std::string::npos) << copied;
-  EXPECT_EQ(message.find("runtime level_zero"), std::string::npos);
+  EXPECT_EQ(message.find("runtime cuda"), std::string::npos);
   const std::string tail = "\nLink: https://github.com/intel/compute-runtime/issues/935\nSigned-off-by: A <a@example.org>\n";
   ASSERT_GT(message.size(), tail.size());
   EXPECT_EQ(message.substr(message.size() - tail.size()), tail) << "one trailer block at the end";
@@ -334,7 +335,7 @@ TEST(WhitelistPatch, WithoutACandidateOnlyAReadyOneIsTaken) {
                              test::shell_quote(patch) + " 2>&1");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("no candidate is ready to submit"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("8086:29c0 (needs evidence)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("8086:29c0 (proposed upstream)"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(patch));
 }
 

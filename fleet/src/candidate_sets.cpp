@@ -45,7 +45,8 @@ KernelRules with_whitelist_entries(const KernelRules& kernel, const std::vector<
     e.vendor = n.vendor;
     e.device = n.device;
     e.same_host_bridge = n.same_host_bridge_ok;
-    e.origin = "whitelist candidate";
+    // Assumed, as --assume-whitelisted adds it: without_booted_entries() keeps it.
+    e.origin = "--assume-whitelisted: a candidate's entry";
     r.whitelist.push_back(e);
   }
   return r;
@@ -121,7 +122,7 @@ std::vector<CandidateSet> candidate_sets(const Topology& topo, const KernelRules
       s.status = CandidateStatus::kFixedIn;
       s.fixed_in = fmt::format("{}.{}", fixed->major, fixed->minor);
     } else if (bad) {
-      s.status = CandidateStatus::kRejected;
+      s.status = CandidateStatus::kDoNotSubmit;  // counted copies only (candidate_evidence.cpp)
       s.missing.push_back("a peer copy across these host bridges failed or delivered wrong data: the entries would "
                           "enable a path that does not work");
     } else if (verified) {

@@ -519,24 +519,16 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
   for (const auto& p : c.pairs) {
     if (p.copy_result.empty()) continue;
     any = true;
-    std::string how;
-    bool sized = false;
-    if (in.evidence) {
-      policy::FactSet facts;
-      in.evidence->apply(topo.functions[p.provider].bdf, topo.functions[p.client].bdf, facts);
-      if (const auto* r = facts.get("vendor.copy_runtime")) how = "runtime " + escape_line(std::get<std::string>(*r));
-      if (const auto* s = facts.get("vendor.copy_size_bytes"); s && (sized = true))
-        how += fmt::format("{}size {} bytes", how.empty() ? "" : ", ", policy::render_fact_value(*s));
-      if (const auto* r = facts.get("vendor.copy_repeat"))
-        how += fmt::format("{}{} repeats", how.empty() ? "" : ", ", policy::render_fact_value(*r));
-    }
-    if (how.empty()) how = "runtime not recorded";
-    if (!sized) how += ", size and repeats not recorded in the evidence";
-    out += fmt::format("  {} -> {}: {}{}{}\n    {}; P2PDMA did not carry it (the kernel refuses the pair "
-                       "without the entry)\n",
-                       topo.functions[p.provider].bdf.str(), topo.functions[p.client].bdf.str(), escape_line(p.copy_result),
+    // How it was run and what carried it, from the evidence's provenance (candidate_evidence.cpp):
+    // a counted copy is measured and crossed the host bridge as peer traffic.
+    std::string how = p.copy_runtime.empty() ? "runtime not recorded" : "runtime " + escape_line(p.copy_runtime);
+    how += c.copy_run.empty() ? ", size and repeats not recorded in the evidence" : ", " + escape_line(c.copy_run);
+    out += fmt::format("  {} -> {}: {}{}{}\n    {}; {}\n", topo.functions[p.provider].bdf.str(),
+                       topo.functions[p.client].bdf.str(), escape_line(p.copy_result),
                        p.copy_gbps ? fmt::format(", {:.1f} GB/s", *p.copy_gbps) : "",
-                       p.staged_gbps ? fmt::format(" (through host memory {:.1f} GB/s)", *p.staged_gbps) : "", how);
+                       p.staged_gbps ? fmt::format(" (through host memory {:.1f} GB/s)", *p.staged_gbps) : "", how,
+                       p.run_kernel_allowed ? "P2PDMA carried it: the kernel of that run had the entry"
+                                            : "the runtime's own peer path carried it, not P2PDMA");
   }
   if (!any) out += "  none yet (needs evidence: do not submit without a verified copy)\n";
 

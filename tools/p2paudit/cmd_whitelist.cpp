@@ -169,7 +169,8 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
   if (!args.vendor_facts.empty()) claimed = load_vendor_facts(args.vendor_facts, topo);
   for (size_t i = read_findings; i < topo.findings.size(); ++i)  // answers that did not bind to the tree
     kernel.notes.push_back(fmt::format("{}: {}", topo.findings[i].path, topo.findings[i].message));
-  fleet::WhitelistOptions options{args.all};
+  fleet::WhitelistOptions options;
+  options.all_functions = args.all;
   options.claimed = claimed ? &*claimed : nullptr;
   if (stored_probe && runtimes.source == "snapshot") try {
       options.copy_run = fleet::copy_run_of(probe::parse_probe_document(*stored_probe, "the stored probe"));
