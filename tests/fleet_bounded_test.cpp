@@ -22,29 +22,16 @@
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/sysroot.h"
 #include "synth.h"
+#include "temp_dir.h"
 #include "test_support.h"
 
 namespace p2paudit {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A fresh directory removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "p2paudit-bounded-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test::read_file;
+using test::TempDir;
+using test::write_file;
 
 std::vector<std::string> three_fixtures() {
   return {test::data_path("kernel-oracle/h-c-switch-two-endpoints/sysroot.tar.gz"),

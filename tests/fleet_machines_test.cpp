@@ -17,44 +17,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "temp_dir.h"
 #include "test_support.h"
 
 namespace p2paudit {
 namespace {
 
 namespace fs = std::filesystem;
+using test::read_file;
+using test::TempDir;
+using test::write_file;
 using json = nlohmann::json;
 using test::shell_quote;
 
 test::CommandResult tool(const std::string& args) {
   return test::run_command(test::tool_file() + " " + args + " 2>/dev/null");
 }
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "p2paudit-machines-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 // Four captures with different trees and whitelist candidates on several host-bridge IDs.
 std::vector<std::string> captures() {

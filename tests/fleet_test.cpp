@@ -14,45 +14,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "temp_dir.h"
 #include "test_support.h"
 
 namespace p2paudit {
 namespace {
 
 namespace fs = std::filesystem;
+using test::read_file;
+using test::TempDir;
+using test::write_file;
 using json = nlohmann::json;
 using test::shell_quote;
 
 test::CommandResult tool(const std::string& args, const std::string& stderr_file = "/dev/null") {
   return test::run_command(std::string(P2PAUDIT_TOOL) + " " + args + " 2>" + shell_quote(stderr_file));
 }
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
-
-// A fresh directory removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "p2paudit-fleet-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 std::string fixture(const std::string& name) { return test::data_path(name + "/sysroot.tar.gz"); }
 std::string stored_probe_snapshot() {
