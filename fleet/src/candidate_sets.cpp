@@ -159,13 +159,7 @@ nlohmann::ordered_json candidate_set_json(const Topology& topo, const CandidateS
                        {"host_bridges", i < s.host_bridges.size() ? s.host_bridges[i] : std::vector<std::string>{}},
                        {"same_host_bridge", s.entries[i].same_host_bridge_ok}});
   nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
-  for (const auto& p : s.pairs)
-    pairs.push_back({{"provider", topo.functions[p.provider].bdf.str()},
-                     {"client", topo.functions[p.client].bdf.str()},
-                     {"same_host_bridge", p.same_host_bridge},
-                     {"acs_redirect", p.acs_redirect},
-                     {"copy_result", p.copy_result.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.copy_result)},
-                     {"copy_gbps", p.copy_gbps ? nlohmann::ordered_json(*p.copy_gbps) : nlohmann::ordered_json(nullptr)}});
+  for (const auto& p : s.pairs) pairs.push_back(unlocked_pair_json(topo, p));
   return {{"id", s.id()},
           {"entries", std::move(entries)},
           {"status", to_string(s.status)},

@@ -245,15 +245,6 @@ ordered_json candidate_head(const Topology& topo, WhitelistCandidate& c) {
   return j;
 }
 
-ordered_json unlocked_pair_json(const Topology& topo, const UnlockedPair& p) {
-  return {{"provider", topo.functions[p.provider].bdf.str()},
-          {"client", topo.functions[p.client].bdf.str()},
-          {"same_host_bridge", p.same_host_bridge},
-          {"acs_redirect", p.acs_redirect},
-          {"copy_result", p.copy_result.empty() ? ordered_json(nullptr) : ordered_json(p.copy_result)},
-          {"copy_gbps", p.copy_gbps ? ordered_json(*p.copy_gbps) : ordered_json(nullptr)}};
-}
-
 void write_machine_report(std::ostream& out, const MachineAnalysis& m, const ReportOptions& options) {
   const Topology& topo = m.topo;
   PrettyWriter w(out);

@@ -136,15 +136,18 @@ CandidateContext candidate_context(const Topology& topo, const KernelRules& kern
   return c;
 }
 
+nlohmann::ordered_json unlocked_pair_json(const Topology& topo, const UnlockedPair& p) {
+  return {{"provider", topo.functions[p.provider].bdf.str()},
+          {"client", topo.functions[p.client].bdf.str()},
+          {"same_host_bridge", p.same_host_bridge},
+          {"acs_redirect", p.acs_redirect},
+          {"copy_result", p.copy_result.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.copy_result)},
+          {"copy_gbps", p.copy_gbps ? nlohmann::ordered_json(*p.copy_gbps) : nlohmann::ordered_json(nullptr)}};
+}
+
 nlohmann::ordered_json candidate_json(const Topology& topo, const WhitelistCandidate& c) {
   nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
-  for (const auto& p : c.pairs)
-    pairs.push_back({{"provider", topo.functions[p.provider].bdf.str()},
-                     {"client", topo.functions[p.client].bdf.str()},
-                     {"same_host_bridge", p.same_host_bridge},
-                     {"acs_redirect", p.acs_redirect},
-                     {"copy_result", p.copy_result.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.copy_result)},
-                     {"copy_gbps", p.copy_gbps ? nlohmann::ordered_json(*p.copy_gbps) : nlohmann::ordered_json(nullptr)}});
+  for (const auto& p : c.pairs) pairs.push_back(unlocked_pair_json(topo, p));
   nlohmann::ordered_json j = {{"id", c.id()},
                                {"name", c.name},
                                {"host_bridges", c.host_bridges},

@@ -160,6 +160,8 @@ struct KernelPatch {
 KernelPatch kernel_patch(const PatchInput& in, const WhitelistCandidate& c, const std::string& kernel_source);
 // ---- end of patches
 
+// One unlocked pair as the JSON of a candidate or a set lists it.
+nlohmann::ordered_json unlocked_pair_json(const Topology& topo, const UnlockedPair& p);
 nlohmann::ordered_json candidate_json(const Topology& topo, const WhitelistCandidate& c);
 
 // ---- Candidate sets (candidate_sets.cpp; docs/whitelist.md "Sets of entries") ----
