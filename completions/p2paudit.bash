@@ -31,7 +31,9 @@ _p2paudit_command_options() {
 # Nothing read from the disk is ever handed to `compgen -W`, `eval` or an unquoted expansion: a
 # snapshot's file names are a stranger's data (`$(...)`, backticks, quotes, newlines). Candidates
 # are matched as literal strings and offered quoted with `printf %q`, so what bash inserts is
-# that name as one word (docs/security.md).
+# that name as one word (docs/security.md). All of it runs in the C locale: bash 5.2 under a
+# UTF-8 locale rewrites a name in ${name##*/} when a backslash sits inside an invalid multibyte
+# sequence (bytes D1 '\' 81 come out as '\' D1 81), so the name offered would not be the file's.
 
 # Offers each of the arguments that starts with $cur (as typed, or as its quoted form).
 _p2paudit_offer() {
@@ -82,6 +84,7 @@ _p2paudit_files() {  # $1: -f (files and directories) or -d
 }
 
 _p2paudit() {
+  local LC_ALL=C  # bytes, never characters (see above); restored when the function returns
   # The words from the line itself: COMP_WORDS splits BDFs and VVVV:DDDD at their colons.
   local -a words
   if [[ -n ${COMP_LINE-} ]]; then

@@ -82,8 +82,8 @@ for ((round = 0; round < rounds; round++)); do
   unset seen
   if [[ $shell == bash ]]; then
     mapfile -d '' got < <(complete_bash "p2paudit --sysroot $root check ")
-    # printf %q in the same locale as the completion's bash (bytes >= 0x80 quote differently).
-    mapfile -d '' expected < <(LC_ALL=$locale bash --norc --noprofile -c 'printf "%q\0" "$@"' _ "${names[@]}")
+    # The completion works bytewise (LC_ALL=C) whatever the user's locale: printf %q in C.
+    mapfile -d '' expected < <(LC_ALL=C bash --norc --noprofile -c 'printf "%q\0" "$@"' _ "${names[@]}")
   else
     mapfile -d '' got < <(complete_zsh "$root")
     expected=("${names[@]}")
