@@ -105,8 +105,9 @@ std::atomic<std::uint64_t> g_name_list_loads{0};
 class PciNames {
  public:
   static PciNames& shared() {
-    static PciNames names;
-    return names;
+    // Never destroyed: a thread still decoding while the process exits finds it intact.
+    static PciNames* names = new PciNames;
+    return *names;
   }
 
   std::string lookup(int flags, unsigned arg1, unsigned arg2) {
