@@ -131,7 +131,8 @@ TEST(PciNames, ParsedOnceAcrossReadsAndThreads) {
   // An independent witness, in bytes read rather than in the counter: had each read parsed
   // pci.ids, the process would have read it once per read.
   const std::uint64_t grown = bytes_read_by_process() - read_before;
-  FreshLibpci libpci;  // parses pci.ids itself: after the count (a sanitizer runtime reads files of its own)
+  FreshLibpci libpci;  // parses pci.ids itself: after the count
+  // Not under a sanitizer, whose runtime reads files of its own.
   if (std::string ids = libpci.ids_file(); !ids.empty() && read_before > 0 && !test::kSanitized) {
     EXPECT_LT(grown, input_bytes + fs::file_size(ids))
         << (7 * captures.size()) << " reads of " << input_bytes << " bytes read " << grown << " bytes";
