@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <csetjmp>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -94,11 +96,49 @@ size_t readable_config_size(struct pci_dev* d) {
 // Only whole regions count: a file cut anywhere inside a region leaves that region unknown.
 size_t whole_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
 
-std::string lookup(struct pci_access* a, int flags, unsigned arg1, unsigned arg2 = 0) {
-  char buf[256];
-  const char* name = pci_lookup_name(a, buf, sizeof buf, flags | PCI_LOOKUP_NO_NUMBERS | PCI_LOOKUP_NO_HWDB,
-                                     arg1, arg2);
-  return name ? name : "";
+std::atomic<std::uint64_t> g_name_list_loads{0};
+
+// The names of pci.ids, parsed once per process: one libpci context used for names only, shared
+// by every read (each sysroot, dump and aggregate worker), instead of each decoding context
+// parsing the 1.3 MB file again. libpci's lookups are not thread-safe (the first one parses), so
+// they are made one at a time.
+class PciNames {
+ public:
+  static PciNames& shared() {
+    // Never destroyed: a thread still decoding while the process exits finds it intact.
+    static PciNames* names = new PciNames;
+    return *names;
+  }
+
+  std::string lookup(int flags, unsigned arg1, unsigned arg2) {
+    std::lock_guard lock(mutex_);
+    if (!failed_.empty()) throw InputError(failed_);
+    struct pci_access* a = access_.get();
+    const bool loaded_before = a->id_hash || a->id_load_failed;
+    char buf[256];
+    const char* name = nullptr;
+    // libpci reports only running out of memory here (while parsing); the names it had parsed by
+    // then are not all the names, so no later lookup answers from them either.
+    bool ok = guarded([&] { name = pci_lookup_name(a, buf, sizeof buf, flags, arg1, arg2); });
+    if (!loaded_before && (a->id_hash || a->id_load_failed)) ++g_name_list_loads;
+    if (!ok) {
+      failed_ = fmt::format("libpci: reading the PCI ID names: {}", g_error_message);
+      throw InputError(failed_);
+    }
+    return name ? name : "";
+  }
+
+ private:
+  PciNames() = default;
+  std::mutex mutex_;
+  PciAccess access_;
+  std::string failed_;
+};
+
+// A name from pci.ids, "" when it has none. `decoding` is the context that decoded the function:
+// it is not asked (it would parse pci.ids again), the shared names are.
+std::string lookup(struct pci_access* /*decoding*/, int flags, unsigned arg1, unsigned arg2 = 0) {
+  return PciNames::shared().lookup(flags | PCI_LOOKUP_NO_NUMBERS | PCI_LOOKUP_NO_HWDB, arg1, arg2);
 }
 
 std::string link_speed_name(unsigned code) {
@@ -474,6 +514,8 @@ void init_for_cached_bytes(PciAccess& access, PrivateCopy& empty_dump, const std
 }
 
 }  // namespace
+
+std::uint64_t pci_name_list_loads() { return g_name_list_loads.load(); }
 
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings) {
   size_t readable = whole_regions(bytes.size());

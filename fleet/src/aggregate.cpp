@@ -27,6 +27,8 @@
 #include "p2paudit/fleet/report.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma_index.h"
+#include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/sysroot.h"
 
@@ -228,31 +230,49 @@ InputKind sniff(const std::string& text) {
 // representative pair of each kind (the same reader and the same checks as a report file), and the
 // other pairs of that kind are added as counts. Memory grows with the kinds (rules, host-bridge
 // IDs, copy results), never with the pairs.
+//
+// A pair's kind is what add_report() reads of it, and nothing more is computed: of its kernel
+// verdict, whether it is refused and at which host bridges' whitelist checks (the index's outcome,
+// equal to the verdict's, p2pdma_index_test); of its decision, the rule and the action (the
+// evaluator's memo: its group is the one decide_in_full() would give, policy tests). No verdict
+// texts, no fact set per pair, no JSON per pair.
 AggregateState fold_machine(const MachineAnalysis& machine, const std::string& tool_version, const std::string& origin,
                             const std::string& input_id) {
   using ordered_json = nlohmann::ordered_json;
+  const Topology& topo = machine.topo;
   // With the host name: it names the machine (docs/fleet.md, "Machines"); nothing else is kept.
   ordered_json report = report_head(machine, {tool_version, false});
 
-  // kernel_verdicts: refused ones by their refused_at list; the others count nothing.
-  std::map<std::vector<std::string>, std::pair<ordered_json, std::uint64_t>> refused;
-  // decisions: by rule and action.
-  std::map<std::pair<std::string, std::string>, std::pair<ordered_json, std::uint64_t>> decided;
-  ReportPairs pairs(machine);
-  pairs.each_verdict([&](const ordered_json& v) {
-    if (v["verdict"] != "refused") return;
-    auto [it, added] = refused.try_emplace(v["refused_at"].get<std::vector<std::string>>(), v, 0);
-    ++it->second.second;
-  });
-  pairs.each_decision([&](const ordered_json& d, const std::string&) {
-    auto key = std::pair{d["rule"].is_string() ? d["rule"].get<std::string>() : std::string(kNoRuleKey),
-                         d["decision"].get<std::string>()};
-    auto [it, added] = decided.try_emplace(key, d, 0);
-    ++it->second.second;
-  });
+  // kernel_verdicts: refused ones by their refused_at list (root devices' IDs); the others count nothing.
+  std::map<std::vector<std::string>, std::uint64_t> refused;
+  // decisions: by rule ("" when none decided) and action.
+  std::map<std::pair<std::string, std::string>, std::uint64_t> decided;
+  policy::PolicyEvaluator evaluator(topo, machine.kernel, machine.rules, machine.evidence);
+  const P2pdmaIndex& index = evaluator.index();
+  std::vector<std::string> refused_at;
+  const auto devices = matrix_devices(topo, false);
+  for (const auto& p : devices)
+    for (const auto& c : devices) {
+      if (p.index == c.index) continue;
+      PairOutcome o = index.outcome(p.index, c.index);
+      if (o.p2pdma_distance && *o.p2pdma_distance < 0) {
+        refused_at.clear();
+        for (size_t h = 0; h < o.whitelist_check_count; ++h) {
+          const WhitelistCheck& check = o.whitelist_checks[h];
+          if (check.passed == false && check.root_device) {
+            const Function& root = topo.functions[*check.root_device];
+            refused_at.push_back(fmt::format("{:04x}:{:04x}", root.vendor, root.device));
+          }
+        }
+        ++refused[refused_at];
+      }
+      const policy::DecisionGroup& group = evaluator.groups()[evaluator.decide(p.index, c.index)];
+      ++decided[{group.rule, policy::to_string(group.action)}];
+    }
   ordered_json verdicts = ordered_json::array(), decisions = ordered_json::array();
-  for (const auto& [key, entry] : refused) verdicts.push_back(entry.first);
-  for (const auto& [key, entry] : decided) decisions.push_back(entry.first);
+  for (const auto& [ids, n] : refused) verdicts.push_back({{"verdict", "refused"}, {"refused_at", ids}});
+  for (const auto& [key, n] : decided)
+    decisions.push_back({{"decision", key.second}, {"rule", key.first.empty() ? ordered_json(nullptr) : ordered_json(key.first)}});
 
   // candidates: each with one pair per distinct copy_result.
   struct Extra {
@@ -290,14 +310,14 @@ AggregateState fold_machine(const MachineAnalysis& machine, const std::string& t
   // The other pairs of each kind, counted under the keys add_report() chose (one kernel).
   AggregateState more;
   std::string kernel = one.kernels.begin()->first;
-  for (const auto& [ids, entry] : refused) {
-    std::uint64_t n = entry.second - 1;
+  for (const auto& [ids, count] : refused) {
+    std::uint64_t n = count - 1;
     more.kernels[kernel].refused_pairs += n;
     for (const auto& id : ids) more.host_bridge_ids[id].refused_pairs += n;
   }
-  for (const auto& [key, entry] : decided) {
-    DecisionCounts& d = more.decisions[key.first];
-    std::uint64_t n = entry.second - 1;
+  for (const auto& [key, count] : decided) {
+    DecisionCounts& d = more.decisions[key.first.empty() ? std::string(kNoRuleKey) : key.first];
+    std::uint64_t n = count - 1;
     (key.second == "peer" ? d.peer : key.second == "deny" ? d.deny : d.host_staged) += n;
   }
   for (const auto& e : extras) {

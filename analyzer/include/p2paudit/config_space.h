@@ -3,6 +3,7 @@
 // sysroot, or libpci's dump method for `lspci -x` dumps.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,9 @@ void settle_config_sizes(Topology& t);
 // Mirrors pci_find_ext_capability() in drivers/pci/pci.c: the offset the kernel would find, 0 if none.
 using ConfigReader = uint32_t (*)(const void* ctx, int pos);
 int pci_find_ext_capability(const void* ctx, ConfigReader read32, size_t cfg_size, int cap);
+
+// How many times this process has loaded libpci's PCI ID names (pci.ids): once, however many
+// sysroots, dumps and aggregate inputs are read, on however many threads.
+std::uint64_t pci_name_list_loads();
 
 }  // namespace p2paudit
