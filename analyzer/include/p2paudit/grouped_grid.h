@@ -70,8 +70,8 @@ class GroupedGrid {
   // The header row and a row per group: "G1", then each cell's counts ("P12 H4"; "-" for none),
   // every column as wide as the widest cell.
   std::string rows(const TextStyle& style) const;
-  // Per group: "G1 switch 0000:01:00.0 (4 devices): gpu0 gpu1 …", as many of its devices'
-  // labels (entries of `devices`) as fit `width` columns, then "…".
+  // Per group: "G1 switch 0000:01:00.0 (4 devices): gpu0 gpu1 …": its places and count always,
+  // then as many of its devices' labels (entries of `devices`) as fit `width` columns, then "…".
   std::vector<std::string> legend(const std::vector<std::string>& labels, size_t width) const;
 
  private:
