@@ -325,9 +325,8 @@ void write_grouped_matrix(std::ostream& out, const P2pdmaIndex& index, const std
       if (r != c) grid.count(r, c, kind_of[static_cast<size_t>(index.outcome(devices[r].index, devices[c].index).map_type)]);
   grid.fit(kDeviceGridColumns);
   std::string buf = grouped_grid_heading(devices.size(), "`matrix --verbose` draws every device") + "\n\n" + grid.rows(style);
-  buf += fmt::format("\nRows are providers, columns clients (pci_p2pdma_distance(provider, client)); {} devices in {} groups,\n"
-                     "{} ordered pairs: each cell counts the pairs between two groups by verdict (BUS12 HB4: 12 BUS_ADDR, 4\n"
-                     "THRU_HOST_BRIDGE; - none).\n",
+  buf += fmt::format("\nRows are providers, columns clients (pci_p2pdma_distance(provider, client)); {} devices in {} groups, {} ordered pairs.\n"
+                     "Each cell counts the pairs between two groups by verdict (BUS12 HB4: 12 BUS_ADDR, 4 THRU_HOST_BRIDGE; - none).\n",
                      devices.size(), grid.groups(), devices.size() * (devices.size() - 1));
   buf += "Legend:\n";
   buf += kMapTypeLegend;
