@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "p2paudit/device_class.h"
+#include "p2paudit/grouped_grid.h"
 #include "p2paudit/json_output.h"
 
 namespace p2paudit {
@@ -293,8 +294,52 @@ constexpr size_t kFlushBytes = 1 << 16;
 
 }  // namespace
 
+namespace {
+
+// The map types' codes; "?" follows, naming the input.
+constexpr const char* kMapTypeLegend =
+    "  BUS  = BUS_ADDR: below a common upstream bridge, no ACS redirect on the path\n"
+    "  HB   = THRU_HOST_BRIDGE: allowed, routed through the host bridge\n"
+    "  NO   = NOT_SUPPORTED: the kernel refuses (pci_p2pdma_distance() = -1)\n";
+
+// The kernel's notes on how the verdicts were reached, after the grid.
+void write_matrix_notes(std::ostream& out, const P2pdmaIndex& index) {
+  for (const auto& note : index.rules().notes) out << "Note: " << note << "\n";
+  for (const auto& note : unknown_whitelist_notes(index.topology(), index.rules())) out << "Note: " << note << "\n";
+}
+
+// The matrix by groups of devices, each cell counting its pairs by map type.
+void write_grouped_matrix(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
+                          const std::vector<std::string>& labels, const TextStyle& style) {
+  // Cells list BUS, HB, NO, ? in this order; a cell takes the colour of its worst.
+  const MapType kinds[] = {MapType::kBusAddr, MapType::kThruHostBridge, MapType::kNotSupported, MapType::kUnknown};
+  std::vector<PairKind> codes;
+  std::array<size_t, 4> kind_of{};  // by MapType
+  for (size_t k = 0; k < std::size(kinds); ++k) {
+    codes.push_back({matrix_code(kinds[k], false), map_type_tone(kinds[k]), static_cast<int>(k)});
+    kind_of[static_cast<size_t>(kinds[k])] = k;
+  }
+  GroupedGrid grid(index.topology(), devices, kMostDeviceGroups, codes);
+  for (size_t r = 0; r < devices.size(); ++r)
+    for (size_t c = 0; c < devices.size(); ++c)
+      if (r != c) grid.count(r, c, kind_of[static_cast<size_t>(index.outcome(devices[r].index, devices[c].index).map_type)]);
+  grid.fit(kDeviceGridColumns);
+  std::string buf = grouped_grid_heading(devices.size(), "`matrix --verbose` draws every device") + "\n\n" + grid.rows(style);
+  buf += fmt::format("\nRows are providers, columns clients (pci_p2pdma_distance(provider, client)); {} devices in {} groups, {} ordered pairs.\n"
+                     "Each cell counts the pairs between two groups by verdict (BUS12 HB4: 12 BUS_ADDR, 4 THRU_HOST_BRIDGE; - none).\n",
+                     devices.size(), grid.groups(), devices.size() * (devices.size() - 1));
+  buf += "Legend:\n";
+  buf += kMapTypeLegend;
+  buf += fmt::format("  ?    = cannot be known from {} (see `p2paudit explain`)\n\nGroups:\n", index.topology().input_kind());
+  for (const auto& line : grid.legend(labels, kDeviceGridColumns - 2)) buf += "  " + line + "\n";
+  out << buf;
+  write_matrix_notes(out, index);
+}
+
+}  // namespace
+
 void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
-                       const TextStyle& style) {
+                       const TextStyle& style, bool every_pair) {
   const Topology& t = index.topology();
   out << kernel_heading(index.rules());
   if (devices.empty()) {
@@ -304,6 +349,7 @@ void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::v
   std::vector<std::string> labels = matrix_labels(t, devices);
   size_t width = 3;
   for (const auto& l : labels) width = std::max(width, l.size());
+  if (!every_pair && !device_grid_fits(devices.size(), width + 2)) return write_grouped_matrix(out, index, devices, labels, style);
   auto cell = [&](std::string_view text) { return fmt::format("{:<{}}", text, width + 2); };
   const MapType kinds[] = {MapType::kUnknown, MapType::kNotSupported, MapType::kBusAddr, MapType::kThruHostBridge};
   std::string cells[5];  // by map type, then self
@@ -326,16 +372,13 @@ void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::v
   }
   out << row;
   out << "\nRows are providers, columns clients (pci_p2pdma_distance(provider, client)).\n"
-         "Legend:\n"
+      << "Legend:\n"
          "  X    = self\n"
-         "  BUS  = BUS_ADDR: below a common upstream bridge, no ACS redirect on the path\n"
-         "  HB   = THRU_HOST_BRIDGE: allowed, routed through the host bridge\n"
-         "  NO   = NOT_SUPPORTED: the kernel refuses (pci_p2pdma_distance() = -1)\n"
+      << kMapTypeLegend
       << fmt::format("  ?    = cannot be known from {} (see `p2paudit explain`)\n\nDevices:\n", t.input_kind());
   for (size_t i = 0; i < devices.size(); ++i)
     out << fmt::format("  {:<{}}  {}\n", labels[i], width, describe(t, devices[i].index, {}));
-  for (const auto& note : index.rules().notes) out << "Note: " << note << "\n";
-  for (const auto& note : unknown_whitelist_notes(t, index.rules())) out << "Note: " << note << "\n";
+  write_matrix_notes(out, index);
 }
 
 void write_matrix_json(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,

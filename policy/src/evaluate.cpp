@@ -11,6 +11,7 @@
 
 #include "p2paudit/device_class.h"
 #include "p2paudit/json_output.h"
+#include "decision_grid.h"
 #include "notes.h"
 
 namespace p2paudit::policy {
@@ -298,19 +299,9 @@ void write_policy_per_pair(std::ostream& out, PolicyEvaluator& evaluator, const 
   out << buf << machine_advisories_text(evaluator.machine_advisories());
 }
 
-}  // namespace
-
-void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
-                       bool per_pair, const TextStyle& style) {
-  const Topology& topo = evaluator.topology();
-  auto labels = matrix_labels(topo, devices);
-  if (per_pair) return write_policy_per_pair(out, evaluator, devices, labels, style);
-  NoteBook book(evaluator);
-
-  PolicyGrid grid(labels, style);
-  // Note numbers are known only as pairs are decided: the grid is built before it is printed, at a
-  // width fitting up to 999 notes (a machine with more has more groups than a grid can show anyway).
-  grid.set_note_width(3);
+// The grid of one column per device, each cell the pair's action and note, and its legend.
+void write_device_grid(std::ostream& out, PolicyEvaluator& evaluator, NoteBook& book, const std::vector<NamedFunction>& devices,
+                       const std::vector<std::string>& labels, const PolicyGrid& grid) {
   std::string buf = grid.header();
   for (size_t r = 0; r < devices.size(); ++r) {
     grid.start_row(buf, r);
@@ -325,10 +316,29 @@ void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std:
     PolicyGrid::end_row(buf);
     if (buf.size() >= kFlushBytes) out << buf, buf.clear();
   }
-  const size_t pairs = book.pairs();
-  buf += pairs ? fmt::format("\n{}; [N] = note N below.\n", kGridLegend)
-               : fmt::format("\nFewer than two devices: no pair to decide (`--all` lists every function).\n");
+  buf += book.pairs() ? fmt::format("\n{}; [N] = note N below.\n", kGridLegend)
+                      : fmt::format("\nFewer than two devices: no pair to decide (`--all` lists every function).\n");
   out << buf;
+}
+
+}  // namespace
+
+void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
+                       bool per_pair, const TextStyle& style, bool group_wide) {
+  const Topology& topo = evaluator.topology();
+  auto labels = matrix_labels(topo, devices);
+  if (per_pair) return write_policy_per_pair(out, evaluator, devices, labels, style);
+  NoteBook book(evaluator);
+
+  PolicyGrid grid(labels, style);
+  // Note numbers are known only as pairs are decided: the grid is built before it is printed, at a
+  // width fitting up to 999 notes (a machine with more has more groups than a grid can show anyway).
+  grid.set_note_width(3);
+  if (group_wide && !device_grid_fits(devices.size(), grid.cell_columns()))
+    write_grouped_policy_grid(out, evaluator, book, devices, labels, style);
+  else
+    write_device_grid(out, evaluator, book, devices, labels, grid);
+  const size_t pairs = book.pairs();
   for (size_t n = 1; n <= book.notes().size(); ++n) {
     const PolicyNote& note = book.notes()[n - 1];
     std::string which = fmt::format("{}", fmt::join(note.first_pairs, ", "));

@@ -30,6 +30,7 @@ class PolicyGrid {
     for (const auto& l : labels) width_ = std::max(width_, l.size() + 2);
   }
   void set_note_width(size_t digits) { width_ = std::max(width_, 4 + digits + 2 + 2); }
+  size_t cell_columns() const { return width_; }  // every cell's, the row labels' too
   std::string header() const {
     std::string row = fmt::format("{:<{}}", "", width_);
     for (const auto& l : labels_) row += fmt::format("{:<{}}", l, width_);

@@ -29,7 +29,8 @@ int run_matrix(const GlobalOptions& global, bool all, bool details) {
     write_matrix_json(std::cout, index, devices, details);
     std::cout << "\n";
   } else {
-    write_matrix_text(std::cout, index, devices, text_style(global));
+    // Past one screen of devices the grid is by groups; --all, --details and --verbose keep every device's.
+    write_matrix_text(std::cout, index, devices, text_style(global), all || details || global.verbose);
   }
   return kExitOk;
 }

@@ -114,7 +114,8 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     nlohmann::ordered_json head = {{"kernel", kernel_json(ctx.kernel)}, {"runtime_probe", runtime_evidence_json(ctx.runtimes)}};
     policy::write_policy_json(std::cout, evaluator, devices, head, args.details);
   } else {
-    policy::write_policy_text(std::cout, evaluator, devices, args.details || global.verbose, text_style(global));
+    // Past one screen of devices the grid is by groups; --all keeps every function's.
+    policy::write_policy_text(std::cout, evaluator, devices, args.details || global.verbose, text_style(global), !args.all);
     std::cout << "\nRuntimes: " << ctx.runtimes.note;
     if (!ctx.runtimes.asked.empty()) std::cout << ": " << fmt::format("{}", fmt::join(ctx.runtimes.asked, ", "));
     std::cout << "\n";

@@ -46,9 +46,11 @@ nlohmann::ordered_json explain_json(const Topology& topo, const KernelRules& rul
 std::vector<std::string> matrix_labels(const Topology& t, const std::vector<NamedFunction>& devices);
 
 // The matrix of every ordered pair of `devices`, written row by row as it is computed: memory does
-// not grow with the number of pairs.
+// not grow with the number of pairs. Unless every_pair, a grid of one column per device that would
+// pass kDeviceGridColumns (grouped_grid.h) is drawn by groups of devices instead, each cell
+// counting its pairs by map type.
 void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
-                       const TextStyle& style = {});
+                       const TextStyle& style = {}, bool every_pair = false);
 // {"schema_version": 2, "kernel", "devices", "pairs"}: pairs row-major, one line each, with the
 // map type, distances, common upstream device and whether the path crosses a host bridge; with
 // details, every field of verdict_json() (reason, kernel log, chains, ACS tests, remedy). `indent`

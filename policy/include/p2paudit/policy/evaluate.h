@@ -114,10 +114,12 @@ nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecisi
 
 // `p2paudit policy`: the grid, each cell the action and a note number, then each note once (the
 // decision, why, fix, the unknown facts that could change it, the pairs it covers) and each warning
-// once with the notes it applies to; with per_pair every pair's own texts instead. Written as the
+// once with the notes it applies to; with per_pair every pair's own texts instead. With group_wide,
+// a grid of one column per device that would pass kDeviceGridColumns (p2paudit/grouped_grid.h) is
+// drawn by groups of devices instead, each cell counting its pairs by decision. Written as the
 // pairs are decided: memory grows with the number of groups, not of pairs.
 void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
-                       bool per_pair, const TextStyle& style = {});
+                       bool per_pair, const TextStyle& style = {}, bool group_wide = true);
 // The audit's first screen (docs/policy.md): the decision grid with each note's action, rule, one
 // line of why and of fix, and the pair's other problems, then the warnings (notes and warnings
 // that read alike on a line are told once, at most max_notes and max_warnings); every line at most
