@@ -441,6 +441,19 @@ void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std:
   buf += ",\n  \"pairs\": [";
   std::vector<std::string> bdf(topo.functions.size());
   for (const auto& d : devices) bdf[d.index] = topo.functions[d.index].bdf.str();
+  // What follows the client in a pair's object is its group's alone: made once per group, so that
+  // a pair costs its decision and a few appends.
+  std::vector<std::string> pair_tails;
+  auto pair_tail = [&](size_t g) -> const std::string& {
+    while (pair_tails.size() <= g) {
+      const DecisionGroup& group = evaluator.groups()[pair_tails.size()];
+      pair_tails.push_back(fmt::format("\", \"decision\": \"{}\", \"rule\": {}, \"authority\": {}, \"group\": {}}}",
+                                       to_string(group.action), group.rule.empty() ? "null" : "\"" + group.rule + "\"",
+                                       group.authority ? fmt::format("\"{}\"", to_string(*group.authority)) : "null",
+                                       pair_tails.size() + 1));
+    }
+    return pair_tails[g];
+  };
   bool first = true;
   for (const auto& p : devices)
     for (const auto& c : devices) {
@@ -453,13 +466,11 @@ void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std:
         escape_json_strings(j);
         buf += j.dump();
       } else {
-        const DecisionGroup& group = evaluator.groups()[g];
-        fmt::format_to(std::back_inserter(buf),
-                       "{{\"provider\": \"{}\", \"client\": \"{}\", \"decision\": \"{}\", \"rule\": {}, "
-                       "\"authority\": {}, \"group\": {}}}",
-                       bdf[p.index], bdf[c.index], to_string(group.action),
-                       group.rule.empty() ? "null" : "\"" + group.rule + "\"",
-                       group.authority ? fmt::format("\"{}\"", to_string(*group.authority)) : "null", g + 1);
+        buf += "{\"provider\": \"";
+        buf += bdf[p.index];
+        buf += "\", \"client\": \"";
+        buf += bdf[c.index];
+        buf += pair_tail(g);
       }
       if (buf.size() >= kFlushBytes) out << buf, buf.clear();
     }
