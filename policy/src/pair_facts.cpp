@@ -181,7 +181,8 @@ constexpr uint8_t kThirdParty = 7;  // 1 + index of "nvidia_third_party"
 uint8_t tri(bool v) { return v ? 2 : 1; }
 
 // path.relation, as 1 + index into kRelations.
-uint8_t relation(const Topology& t, size_t provider, size_t client, const PairOutcome& o) {
+uint8_t relation(const PairFactsContext& context, size_t provider, size_t client, const PairOutcome& o) {
+  const Topology& t = context.index.topology();
   const Function& p = t.functions[provider];
   const Function& c = t.functions[client];
   if (provider == client) return 1;
@@ -190,18 +191,20 @@ uint8_t relation(const Topology& t, size_t provider, size_t client, const PairOu
     PcieType type = t.functions[*o.common_ancestor].pcie_type;
     return type == PcieType::kRootPort ? 3 : 4;
   }
-  return p.host_bridge == c.host_bridge ? 5 : 6;
+  return context.host_bridge_id[provider] == context.host_bridge_id[client] ? 5 : 6;
 }
 
 // Whose peer logic governs this pair: GPU pairs on vendor drivers with their own peer code; as 1 +
 // index into kAuthorities.
-uint8_t authority(const Function& p, const Function& c) {
-  auto both = [&](const char* driver) { return p.driver == driver && c.driver == driver; };
-  if (both("nvidia")) return 1;
-  if (both("amdgpu")) return 2;
-  if (both("xe")) return 3;
-  if ((p.driver == "xocl" || p.driver == "xclmgmt") && (c.driver == "xocl" || c.driver == "xclmgmt")) return 4;
-  if (p.driver.empty() || c.driver.empty()) return 5;
+uint8_t authority(const PairFactsContext& context, size_t provider, size_t client) {
+  using K = PairFactsContext::DriverKind;
+  const K p = static_cast<K>(context.driver_kind[context.driver_id[provider]]);
+  const K c = static_cast<K>(context.driver_kind[context.driver_id[client]]);
+  if (p == c && p == K::kNvidia) return 1;
+  if (p == c && p == K::kAmdgpu) return 2;
+  if (p == c && p == K::kXe) return 3;
+  if (p == K::kXrt && c == K::kXrt) return 4;  // xocl and xclmgmt alike
+  if (p == K::kUnbound || c == K::kUnbound) return 5;
   return 6;
 }
 
@@ -301,7 +304,7 @@ FactSet device_facts(const Function& f, bool as_provider) {
 PairFactsContext::PairFactsContext(const P2pdmaIndex& index)
     : index(index), nvidia_machine(nvidia_grdma_machine(index.topology())) {
   const Topology& t = index.topology();
-  std::vector<std::string_view> drivers = {""};
+  std::vector<std::string_view> drivers = {""}, host_bridges;
   for (const Function& f : t.functions) {
     links.push_back({gts(f.link.current_speed), gts(f.link.max_speed), f.link.current_width, f.link.max_width});
     int8_t prefetch = 1;
@@ -312,7 +315,13 @@ PairFactsContext::PairFactsContext(const P2pdmaIndex& index)
     auto known = std::find(drivers.begin(), drivers.end(), std::string_view(f.driver));
     driver_id.push_back(static_cast<uint32_t>(known - drivers.begin()));
     if (known == drivers.end()) drivers.push_back(f.driver);
+    auto bridge = std::find(host_bridges.begin(), host_bridges.end(), std::string_view(f.host_bridge));
+    host_bridge_id.push_back(static_cast<uint32_t>(bridge - host_bridges.begin()));
+    if (bridge == host_bridges.end()) host_bridges.push_back(f.host_bridge);
   }
+  for (std::string_view d : drivers)
+    driver_kind.push_back(d.empty() ? kUnbound : d == "nvidia" ? kNvidia : d == "amdgpu" ? kAmdgpu : d == "xe" ? kXe
+                          : d == "xocl" || d == "xclmgmt" ? kXrt : kOtherDriver);
   // The topmost ancestor of each function's parent, from the functions above it (memoised walk).
   const size_t n = t.functions.size();
   std::vector<uint32_t> top(n, kNoParent);  // of the function itself, inclusive; kNoParent: not yet
@@ -411,13 +420,13 @@ PairFactValues pair_fact_values(const PairFactsContext& context, size_t provider
   const Function& c = t.functions[client];
   PairFactValues v;
   kernel_values(context, o, v);
-  v.relation = relation(t, provider, client, o);
+  v.relation = relation(context, provider, client, o);
   v.same_model = tri(p.vendor == c.vendor && p.device == c.device);
   if (p.numa_node >= 0 && c.numa_node >= 0) v.same_numa_node = tri(p.numa_node == c.numa_node);
   else if (p.numa_node < 0 && c.numa_node < 0) v.same_numa_node = tri(true);  // no NUMA information: one node
   link_values(context, provider, client, o, v);
   if (auto b = bridges_64bit_prefetch(context, provider, client, o)) v.bridges_64bit_prefetch = tri(*b);
-  v.authority = authority(p, c);
+  v.authority = authority(context, provider, client);
   // NVIDIA's third-party paths (GPUDirect RDMA / Storage, dma-buf) answer to the driver's own gate.
   if (v.authority == 6)
     if (auto gpu = nvidia_third_party_gpu(t, provider, client)) {
@@ -438,7 +447,7 @@ PairFactValues pair_fact_values(const PairFactsContext& context, size_t provider
       if (nccl_read && (peer_class == DeviceClass::kNic || peer_class == DeviceClass::kInfiniband))
         if (auto path = nccl_path_class(t, *gpu, peer)) v.nccl_path_class = static_cast<uint8_t>(1 + static_cast<int>(*path));
     }
-  if (p.driver == "nvidia" && c.driver == "nvidia" && provider != client) {
+  if (v.authority == 1 && provider != client) {  // both on the nvidia driver
     v.nvidia_common_switch = tri(nvidia_common_switch(t, provider, client));
     if (p.nvidia_clique_state != CapState::kUnknown && c.nvidia_clique_state != CapState::kUnknown)
       v.nvidia_vm_clique = tri(p.nvidia_clique_state == CapState::kPresent && c.nvidia_clique_state == CapState::kPresent &&

@@ -44,8 +44,13 @@ struct PairFactsContext {
   // the walk up did not end): two functions have an upstream bridge in common exactly when these
   // are equal (nv_pci_has_common_pci_switch() in O(1)).
   std::vector<uint32_t> top_of_parent;
-  // Per function: its driver's name as a small number (0: unbound), for keys.
+  // Per function: its driver's name as a small number (0: unbound), for keys, and per such number
+  // what the pair rules ask of a driver (a DriverKind): compared once, not per pair.
   std::vector<uint32_t> driver_id;
+  enum DriverKind : uint8_t { kUnbound, kNvidia, kAmdgpu, kXe, kXrt, kOtherDriver };
+  std::vector<uint8_t> driver_kind;
+  // Per function: its host bridge's name as a small number.
+  std::vector<uint32_t> host_bridge_id;
 };
 
 // The values of a pair's own facts (pair_own_facts()) as plain numbers, computed in O(depth) with
