@@ -501,6 +501,9 @@ std::string gdr_level_exports(PolicyEvaluator& evaluator, const std::vector<Name
   for (const auto& p : devices)
     for (const auto& c : devices) {
       if (p.index == c.index) continue;
+      // Only a pair with an NVIDIA GPU on the third-party path can be nvidia_third_party: the rest
+      // are skipped before their facts are built.
+      if (!nvidia_third_party_gpu(evaluator.topology(), p.index, c.index)) continue;
       FactSet facts = evaluator.facts(p.index, c.index);
       const FactValue* who = facts.get("vendor.authority");
       const FactValue* path = facts.get("vendor.nccl_path_class");

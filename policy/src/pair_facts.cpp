@@ -160,17 +160,24 @@ bool nvidia_recognised_switch(const Function& f) {
 // The open driver's walk: each GPU's own port must be a recognised switch port; then a recognised
 // switch level (by bus number) above both. The GSP firmware's chipset rule is not predictable.
 bool nvidia_common_switch(const Topology& t, size_t provider, size_t client) {
-  auto switch_buses = [&](size_t gpu) {
-    std::vector<std::pair<uint32_t, uint8_t>> buses;
+  auto below_recognised_port = [&](size_t gpu) {
     const Function& g = t.functions[gpu];
-    if (!g.parent || !nvidia_recognised_switch(t.functions[*g.parent])) return buses;
-    for (auto up = t.functions[*g.parent].parent; up; up = t.functions[*up].parent)
-      if (nvidia_recognised_switch(t.functions[*up]))
-        buses.emplace_back(t.functions[*up].bdf.domain, t.functions[*up].bdf.bus);
-    return buses;
+    return g.parent && nvidia_recognised_switch(t.functions[*g.parent]);
   };
-  auto a = switch_buses(provider), b = switch_buses(client);
-  return std::any_of(a.begin(), a.end(), [&](const auto& bus) { return std::find(b.begin(), b.end(), bus) != b.end(); });
+  if (!below_recognised_port(provider) || !below_recognised_port(client)) return false;
+  // Some recognised switch above the provider's port on the same bus as one above the client's:
+  // two walks rather than two lists, so that a pair allocates nothing.
+  for (auto a = t.functions[*t.functions[provider].parent].parent; a; a = t.functions[*a].parent) {
+    const Function& above_provider = t.functions[*a];
+    if (!nvidia_recognised_switch(above_provider)) continue;
+    for (auto b = t.functions[*t.functions[client].parent].parent; b; b = t.functions[*b].parent) {
+      const Function& above_client = t.functions[*b];
+      if (nvidia_recognised_switch(above_client) && above_client.bdf.domain == above_provider.bdf.domain &&
+          above_client.bdf.bus == above_provider.bdf.bus)
+        return true;
+    }
+  }
+  return false;
 }
 
 constexpr const char* kRelations[] = {"same_function", "same_device", "same_root_port", "same_switch",
