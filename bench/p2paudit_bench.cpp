@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <map>
+#include <ostream>
+#include <streambuf>
 #include <string>
 
 #include "p2paudit/kernel_rules.h"
@@ -131,12 +133,68 @@ void BM_PolicyAllPairs(benchmark::State& state) {
   state.counters["groups"] = static_cast<double>(groups);
 }
 
+// The same pairs decided again by one evaluator: every decision remembered (a memo hit: the
+// pair's outcome and fact values, O(depth), no fact set and no allocation).
+void BM_PolicyAllPairsRemembered(benchmark::State& state) {
+  auto topo = p2paudit::read_topology(p2paudit::Sysroot::open(Machines::instance().tarball(static_cast<int>(state.range(0)))));
+  auto rules = p2paudit::load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", topo.platform, {});
+  auto policy = p2paudit::policy::RuleSet::load(p2paudit::policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
+  auto devices = p2paudit::matrix_devices(topo, false);
+  p2paudit::policy::PolicyEvaluator evaluator(topo, rules, policy, nullptr);
+  for (const auto& provider : devices)
+    for (const auto& client : devices) evaluator.decide(provider.index, client.index, false);
+  for (auto _ : state)
+    for (const auto& provider : devices)
+      for (const auto& client : devices) benchmark::DoNotOptimize(evaluator.decide(provider.index, client.index, false));
+  auto pairs = static_cast<int64_t>(devices.size() * devices.size());
+  state.SetItemsProcessed(state.iterations() * pairs);
+  state.counters["pairs"] = static_cast<double>(pairs);
+}
+
+// Counts what is written and keeps nothing.
+class CountingBuffer : public std::streambuf {
+ public:
+  size_t bytes = 0;
+
+ protected:
+  std::streamsize xsputn(const char*, std::streamsize n) override {
+    bytes += static_cast<size_t>(n);
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (c != traits_type::eof()) ++bytes;
+    return c;
+  }
+};
+
+// `policy --all --format json` without its reading: every function's pairs decided and written.
+void BM_PolicyJsonAll(benchmark::State& state) {
+  auto topo = p2paudit::read_topology(p2paudit::Sysroot::open(Machines::instance().tarball(static_cast<int>(state.range(0)))));
+  auto rules = p2paudit::load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", topo.platform, {});
+  auto policy = p2paudit::policy::RuleSet::load(p2paudit::policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
+  auto devices = p2paudit::matrix_devices(topo, true);
+  size_t bytes = 0;
+  for (auto _ : state) {
+    p2paudit::policy::PolicyEvaluator evaluator(topo, rules, policy, nullptr);
+    CountingBuffer counter;
+    std::ostream out(&counter);
+    p2paudit::policy::write_policy_json(out, evaluator, devices, nlohmann::ordered_json::object(), false);
+    bytes = counter.bytes;
+  }
+  auto pairs = static_cast<int64_t>(devices.size() * devices.size());
+  state.SetItemsProcessed(state.iterations() * pairs);
+  state.counters["pairs"] = static_cast<double>(pairs);
+  state.counters["bytes_per_pair"] = static_cast<double>(bytes) / static_cast<double>(pairs);
+}
+
 BENCHMARK(BM_ReadTopologyDirectory)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadTopologyTarball)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2pdmaDistanceAllPairs)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
 // {functions, every function (matrix --all) or the devices that matter}
 BENCHMARK(BM_P2pdmaIndexAllPairs)->Args({512, 0})->Args({4096, 0})->Args({4096, 1})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PolicyAllPairs)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PolicyAllPairsRemembered)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PolicyJsonAll)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -90,10 +90,6 @@ P2pdmaIndex::HostBridgeResult P2pdmaIndex::whitelist_result(size_t host_bridge, 
   return out;
 }
 
-std::optional<size_t> P2pdmaIndex::upstream(size_t dev) const {
-  return up_[dev] == kNone ? std::nullopt : std::optional<size_t>(up_[dev]);
-}
-
 std::optional<size_t> P2pdmaIndex::common_ancestor(size_t a, size_t b) const {
   if (irregular_[a] || irregular_[b]) return pci_p2pdma_distance(topo_, rules_, a, b).common_ancestor;
   uint32_t x = static_cast<uint32_t>(a), y = static_cast<uint32_t>(b);

@@ -2,6 +2,8 @@
 #include "p2paudit/policy/evaluate.h"
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 #include <filesystem>
 #include <map>
 #include <variant>
@@ -74,6 +76,12 @@ PolicyEvaluator::PolicyEvaluator(const Topology& topo, const KernelRules& kernel
   }
   read_by_conditions_.assign(fact_catalog().size(), false);
   for (FactId id : condition_facts_) read_by_conditions_[static_cast<size_t>(id)] = true;
+  pair_mask_ = PairFactValues::mask_for(read_by_conditions_);
+  in_vendor_pairs_.assign(topo.functions.size(), 0);
+  if (vendor_)
+    for (const auto& [pair, facts] : vendor_->pairs)
+      for (const Bdf& bdf : {pair.first, pair.second})
+        if (auto i = topo.index_of(bdf)) in_vendor_pairs_[*i] = 1;
   provider_layers_.resize(topo.functions.size());
   client_layers_.resize(topo.functions.size());
   provider_signature_.assign(topo.functions.size(), UINT32_MAX);
@@ -122,15 +130,22 @@ const FactSet& PolicyEvaluator::device_layer(size_t dev, bool as_provider) {
   if (!slot) {
     slot = std::make_unique<FactSet>(device_facts(topo_.functions[dev], as_provider));
     if (vendor_) vendor_->apply_device(topo_.functions[dev].bdf, as_provider, *slot);
-    (as_provider ? provider_signature_ : client_signature_)[dev] = device_signature(*slot);
+    // What derive_facts() makes of the device's facts and the machine's: a pair sets them as its
+    // own, but they depend on nothing of the pair (no pair fact names a device's BAR or memory).
+    FactSet derived;
+    derived.lay_over({slot.get(), &machine_});
+    derive_facts(derived);
+    (as_provider ? provider_signature_ : client_signature_)[dev] = device_signature(*slot, derived);
   }
   return *slot;
 }
 
-// Devices whose facts agree on everything the conditions read get the same number.
-uint32_t PolicyEvaluator::device_signature(const FactSet& device) {
+uint32_t PolicyEvaluator::device_signature(const FactSet& device, const FactSet& derived) {
   std::string key;
-  for (FactId id : condition_facts_) encode(device.lookup_here(id), key);
+  for (FactId id : condition_facts_) {
+    encode(device.lookup_here(id), key);
+    encode(derived.lookup_here(id), key);
+  }
   return device_signatures_.try_emplace(key, static_cast<uint32_t>(device_signatures_.size())).first->second;
 }
 
@@ -171,10 +186,58 @@ size_t PolicyEvaluator::group_of(const Decision& d, size_t provider, size_t clie
   return it->second;
 }
 
-size_t PolicyEvaluator::decide(size_t provider, size_t client, bool count) {
-  // Beyond this many distinct keys (rules reading per-pair facts) decisions are not remembered.
-  constexpr size_t kMaxMemo = 1 << 16;
-  PairOutcome outcome = index_.outcome(provider, client);
+namespace {
+
+// Beyond this many distinct keys (rules reading per-pair facts) decisions are not remembered.
+constexpr size_t kMaxMemo = 1 << 16;
+
+template <typename T>
+uint64_t hash_bytes(const T& value) {
+  static_assert(std::has_unique_object_representations_v<T> && sizeof(T) % sizeof(uint64_t) == 0);
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < sizeof(T); i += sizeof(uint64_t)) {
+    uint64_t w;
+    std::memcpy(&w, reinterpret_cast<const char*>(&value) + i, sizeof w);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  return h;
+}
+
+}  // namespace
+
+PolicyEvaluator::MemoSlot* PolicyEvaluator::find_slot(const MemoKey& key, uint64_t hash) {
+  const size_t mask = memo_slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask)
+    if (!memo_slots_[i].used || memo_slots_[i].key == key) return &memo_slots_[i];
+}
+
+size_t PolicyEvaluator::decide_by_key(size_t provider, size_t client, const PairOutcome& outcome) {
+  device_layer(provider, true);
+  device_layer(client, false);
+  MemoKey key;
+  key.provider_signature = provider_signature_[provider];
+  key.client_signature = client_signature_[client];
+  key.values = pair_fact_values(pair_context_, provider, client, outcome, &read_by_conditions_);
+  key.values.apply_mask(pair_mask_);
+  const uint64_t hash = hash_bytes(key);
+  if (!memo_slots_.empty())
+    if (MemoSlot* slot = find_slot(key, hash); slot->used) return slot->group;
+  const size_t group = group_of(rules_.decide(layered_facts(provider, client, outcome, nullptr)), provider, client);
+  if (memo_size_ < kMaxMemo) {
+    if (2 * (memo_size_ + 1) > memo_slots_.size()) {  // at most half full
+      std::vector<MemoSlot> old(std::max<size_t>(64, 2 * memo_slots_.size()));
+      old.swap(memo_slots_);
+      for (const MemoSlot& s : old)
+        if (s.used) *find_slot(s.key, hash_bytes(s.key)) = s;
+    }
+    *find_slot(key, hash) = {key, static_cast<uint32_t>(group), true};
+    ++memo_size_;
+  }
+  return group;
+}
+
+size_t PolicyEvaluator::decide_by_facts(size_t provider, size_t client, const PairOutcome& outcome) {
   std::optional<PairVerdict> verdict;  // only when a condition reads the kernel's texts
   if (conditions_read_texts_) verdict = index_.verdict(provider, client);
   FactSet facts = layered_facts(provider, client, outcome, verdict ? &*verdict : nullptr);
@@ -188,13 +251,20 @@ size_t PolicyEvaluator::decide(size_t provider, size_t client, bool count) {
       key_.append(reinterpret_cast<const char*>(&e.id), sizeof e.id);
       encode({true, e.value ? &*e.value : nullptr}, key_);
     }
-  size_t group;
-  if (auto it = memo_.find(key_); it != memo_.end()) {
-    group = it->second;
-  } else {
-    group = group_of(rules_.decide(facts), provider, client);
-    if (memo_.size() < kMaxMemo) memo_.emplace(key_, group);
-  }
+  if (auto it = memo_.find(key_); it != memo_.end()) return it->second;
+  size_t group = group_of(rules_.decide(facts), provider, client);
+  if (memo_.size() < kMaxMemo) memo_.emplace(key_, group);
+  return group;
+}
+
+size_t PolicyEvaluator::decide(size_t provider, size_t client, bool count) {
+  PairOutcome outcome = index_.outcome(provider, client);
+  // A vendor file's facts for a pair are the pair's own, and its texts are per pair: neither is
+  // in the key.
+  const bool vendor_pair = in_vendor_pairs_[provider] && in_vendor_pairs_[client] &&
+                           vendor_->pairs.count({topo_.functions[provider].bdf, topo_.functions[client].bdf});
+  size_t group = conditions_read_texts_ || vendor_pair ? decide_by_facts(provider, client, outcome)
+                                                       : decide_by_key(provider, client, outcome);
   if (count) ++groups_[group].pairs;
   return group;
 }
@@ -381,6 +451,19 @@ void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std:
   buf += ",\n  \"pairs\": [";
   std::vector<std::string> bdf(topo.functions.size());
   for (const auto& d : devices) bdf[d.index] = topo.functions[d.index].bdf.str();
+  // What follows the client in a pair's object is its group's alone: made once per group, so that
+  // a pair costs its decision and a few appends.
+  std::vector<std::string> pair_tails;
+  auto pair_tail = [&](size_t g) -> const std::string& {
+    while (pair_tails.size() <= g) {
+      const DecisionGroup& group = evaluator.groups()[pair_tails.size()];
+      pair_tails.push_back(fmt::format("\", \"decision\": \"{}\", \"rule\": {}, \"authority\": {}, \"group\": {}}}",
+                                       to_string(group.action), group.rule.empty() ? "null" : "\"" + group.rule + "\"",
+                                       group.authority ? fmt::format("\"{}\"", to_string(*group.authority)) : "null",
+                                       pair_tails.size() + 1));
+    }
+    return pair_tails[g];
+  };
   bool first = true;
   for (const auto& p : devices)
     for (const auto& c : devices) {
@@ -393,13 +476,11 @@ void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std:
         escape_json_strings(j);
         buf += j.dump();
       } else {
-        const DecisionGroup& group = evaluator.groups()[g];
-        fmt::format_to(std::back_inserter(buf),
-                       "{{\"provider\": \"{}\", \"client\": \"{}\", \"decision\": \"{}\", \"rule\": {}, "
-                       "\"authority\": {}, \"group\": {}}}",
-                       bdf[p.index], bdf[c.index], to_string(group.action),
-                       group.rule.empty() ? "null" : "\"" + group.rule + "\"",
-                       group.authority ? fmt::format("\"{}\"", to_string(*group.authority)) : "null", g + 1);
+        buf += "{\"provider\": \"";
+        buf += bdf[p.index];
+        buf += "\", \"client\": \"";
+        buf += bdf[c.index];
+        buf += pair_tail(g);
       }
       if (buf.size() >= kFlushBytes) out << buf, buf.clear();
     }
@@ -430,6 +511,9 @@ std::string gdr_level_exports(PolicyEvaluator& evaluator, const std::vector<Name
   for (const auto& p : devices)
     for (const auto& c : devices) {
       if (p.index == c.index) continue;
+      // Only a pair with an NVIDIA GPU on the third-party path can be nvidia_third_party: the rest
+      // are skipped before their facts are built.
+      if (!nvidia_third_party_gpu(evaluator.topology(), p.index, c.index)) continue;
       FactSet facts = evaluator.facts(p.index, c.index);
       const FactValue* who = facts.get("vendor.authority");
       const FactValue* path = facts.get("vendor.nccl_path_class");

@@ -2,6 +2,8 @@
 #include "p2paudit/policy/pair_facts.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <span>
 #include <stdexcept>
 
@@ -49,48 +51,6 @@ struct PairFactIds {
 const PairFactIds& ids() {
   static const PairFactIds instance;
   return instance;
-}
-
-// Every device the traffic crosses: both chains up to and including the common ancestor, or up
-// to the root bus when there is none.
-std::vector<size_t> path_devices(const P2pdmaIndex& index, size_t provider, size_t client, const PairOutcome& o) {
-  std::vector<size_t> out;
-  for (size_t start : {provider, client})
-    for (std::optional<size_t> dev = start; dev; dev = index.upstream(*dev)) {
-      if (std::find(out.begin(), out.end(), *dev) == out.end()) out.push_back(*dev);
-      if (dev == o.common_ancestor || out.size() > index.topology().functions.size()) break;
-    }
-  return out;
-}
-
-void set_link_facts(const PairFactsContext& context, const std::vector<size_t>& path, FactSet& facts) {
-  std::optional<double> narrowest_speed;
-  std::optional<int> narrowest_width;
-  bool degraded = false, any_link = false;
-  for (size_t dev : path) {
-    const PairFactsContext::LinkSpeeds& l = context.links[dev];
-    if (!l.current || !l.current_width) continue;  // no PCIe link (virtual or integrated function)
-    any_link = true;
-    narrowest_speed = narrowest_speed ? std::min(*narrowest_speed, *l.current) : *l.current;
-    narrowest_width = narrowest_width ? std::min(*narrowest_width, l.current_width) : l.current_width;
-    degraded |= (l.max && *l.current < *l.max) || (l.max_width && l.current_width < l.max_width);
-  }
-  if (!any_link) return;
-  facts.set(ids().narrowest_link_speed_gts, *narrowest_speed);
-  facts.set(ids().narrowest_link_width, int64_t{*narrowest_width});
-  facts.set(ids().degraded_link, degraded);
-}
-
-std::string relation(const Topology& t, size_t provider, size_t client, const PairOutcome& o) {
-  const Function& p = t.functions[provider];
-  const Function& c = t.functions[client];
-  if (provider == client) return "same_function";
-  if (p.bdf.domain == c.bdf.domain && p.bdf.bus == c.bdf.bus && p.bdf.dev == c.bdf.dev) return "same_device";
-  if (o.common_ancestor) {
-    PcieType type = t.functions[*o.common_ancestor].pcie_type;
-    return type == PcieType::kRootPort ? "same_root_port" : "same_switch";
-  }
-  return p.host_bridge == c.host_bridge ? "same_host_bridge" : "different_host_bridges";
 }
 
 void set_device_facts(const Function& f, const std::string& prefix, FactSet& facts) {
@@ -200,62 +160,120 @@ bool nvidia_recognised_switch(const Function& f) {
 // The open driver's walk: each GPU's own port must be a recognised switch port; then a recognised
 // switch level (by bus number) above both. The GSP firmware's chipset rule is not predictable.
 bool nvidia_common_switch(const Topology& t, size_t provider, size_t client) {
-  auto switch_buses = [&](size_t gpu) {
-    std::vector<std::pair<uint32_t, uint8_t>> buses;
+  auto below_recognised_port = [&](size_t gpu) {
     const Function& g = t.functions[gpu];
-    if (!g.parent || !nvidia_recognised_switch(t.functions[*g.parent])) return buses;
-    for (auto up = t.functions[*g.parent].parent; up; up = t.functions[*up].parent)
-      if (nvidia_recognised_switch(t.functions[*up]))
-        buses.emplace_back(t.functions[*up].bdf.domain, t.functions[*up].bdf.bus);
-    return buses;
+    return g.parent && nvidia_recognised_switch(t.functions[*g.parent]);
   };
-  auto a = switch_buses(provider), b = switch_buses(client);
-  return std::any_of(a.begin(), a.end(), [&](const auto& bus) { return std::find(b.begin(), b.end(), bus) != b.end(); });
+  if (!below_recognised_port(provider) || !below_recognised_port(client)) return false;
+  // Some recognised switch above the provider's port on the same bus as one above the client's:
+  // two walks rather than two lists, so that a pair allocates nothing.
+  for (auto a = t.functions[*t.functions[provider].parent].parent; a; a = t.functions[*a].parent) {
+    const Function& above_provider = t.functions[*a];
+    if (!nvidia_recognised_switch(above_provider)) continue;
+    for (auto b = t.functions[*t.functions[client].parent].parent; b; b = t.functions[*b].parent) {
+      const Function& above_client = t.functions[*b];
+      if (nvidia_recognised_switch(above_client) && above_client.bdf.domain == above_provider.bdf.domain &&
+          above_client.bdf.bus == above_provider.bdf.bus)
+        return true;
+    }
+  }
+  return false;
 }
 
-// Whose peer logic governs this pair: GPU pairs on vendor drivers with their own peer code.
-std::string authority(const Function& p, const Function& c) {
-  auto both = [&](const char* driver) { return p.driver == driver && c.driver == driver; };
-  if (both("nvidia")) return "nvidia";
-  if (both("amdgpu")) return "amdgpu";
-  if (both("xe")) return "xe";
-  if ((p.driver == "xocl" || p.driver == "xclmgmt") && (c.driver == "xocl" || c.driver == "xclmgmt")) return "xrt";
-  if (p.driver.empty() || c.driver.empty()) return "unknown";
-  return "kernel";
+constexpr const char* kRelations[] = {"same_function", "same_device", "same_root_port", "same_switch",
+                                     "same_host_bridge", "different_host_bridges"};
+constexpr const char* kAuthorities[] = {"nvidia", "amdgpu", "xe", "xrt", "unknown", "kernel", "nvidia_third_party"};
+constexpr uint8_t kThirdParty = 7;  // 1 + index of "nvidia_third_party"
+
+uint8_t tri(bool v) { return v ? 2 : 1; }
+
+// path.relation, as 1 + index into kRelations.
+uint8_t relation(const PairFactsContext& context, size_t provider, size_t client, const PairOutcome& o) {
+  const Topology& t = context.index.topology();
+  const Function& p = t.functions[provider];
+  const Function& c = t.functions[client];
+  if (provider == client) return 1;
+  if (p.bdf.domain == c.bdf.domain && p.bdf.bus == c.bdf.bus && p.bdf.dev == c.bdf.dev) return 2;
+  if (o.common_ancestor) {
+    PcieType type = t.functions[*o.common_ancestor].pcie_type;
+    return type == PcieType::kRootPort ? 3 : 4;
+  }
+  return context.host_bridge_id[provider] == context.host_bridge_id[client] ? 5 : 6;
 }
 
-void set_kernel_facts(const Topology& t, const KernelRules& rules, const PairOutcome& o, FactSet& facts) {
-  facts.set(ids().map_type, to_string(o.map_type));
-  facts.set(ids().distance, int64_t{o.distance});
-  if (o.p2pdma_distance) {
-    facts.set(ids().p2pdma_distance, int64_t{*o.p2pdma_distance});
-    facts.set(ids().allowed, *o.p2pdma_distance >= 0);
+// Whose peer logic governs this pair: GPU pairs on vendor drivers with their own peer code; as 1 +
+// index into kAuthorities.
+uint8_t authority(const PairFactsContext& context, size_t provider, size_t client) {
+  using K = PairFactsContext::DriverKind;
+  const K p = static_cast<K>(context.driver_kind[context.driver_id[provider]]);
+  const K c = static_cast<K>(context.driver_kind[context.driver_id[client]]);
+  if (p == c && p == K::kNvidia) return 1;
+  if (p == c && p == K::kAmdgpu) return 2;
+  if (p == c && p == K::kXe) return 3;
+  if (p == K::kXrt && c == K::kXrt) return 4;  // xocl and xclmgmt alike
+  if (p == K::kUnbound || c == K::kUnbound) return 5;
+  return 6;
+}
+
+// The path's narrowest link and whether one runs below its maximum, over every device the traffic
+// crosses: both chains up to and including the common ancestor, or up to the root bus when there
+// is none. Minimum and "any" do not care how often a device is visited, so the chains are walked
+// as they are (bounded: a malformed tree may loop).
+void link_values(const PairFactsContext& context, size_t provider, size_t client, const PairOutcome& o,
+                 PairFactValues& v) {
+  const P2pdmaIndex& index = context.index;
+  const size_t limit = index.topology().functions.size();
+  std::optional<double> narrowest_speed;
+  int narrowest_width = 0;
+  bool degraded = false, any_link = false;
+  for (size_t start : {provider, client}) {
+    size_t steps = 0;
+    for (std::optional<size_t> dev = start; dev; dev = index.upstream(*dev)) {
+      const PairFactsContext::LinkSpeeds& l = context.links[*dev];
+      if (l.current && l.current_width) {  // else no PCIe link (virtual or integrated function)
+        narrowest_speed = any_link ? std::min(*narrowest_speed, *l.current) : *l.current;
+        narrowest_width = any_link ? std::min(narrowest_width, l.current_width) : l.current_width;
+        degraded |= (l.max && *l.current < *l.max) || (l.max_width && l.current_width < l.max_width);
+        any_link = true;
+      }
+      if (dev == o.common_ancestor || ++steps > limit) break;
+    }
   }
-  if (!o.common_ancestor) {
-    facts.set(ids().acs_redirect, false);  // no common upstream bridge: the kernel does not look
-    facts.set(ids().acs_redirect_devices, std::vector<std::string>{});
-  } else if (o.acs_redirecting > 0 || o.acs_unreadable == 0) {
-    facts.set(ids().acs_redirect, o.acs_redirecting > 0);  // the devices come with the kernel's texts
-  }
+  if (!any_link) return;
+  v.has_link = 1;
+  v.narrowest_link_speed_bits = std::bit_cast<uint64_t>(*narrowest_speed);
+  v.narrowest_link_width = narrowest_width;
+  v.degraded_link = degraded;
+}
+
+void kernel_values(const PairFactsContext& context, const PairOutcome& o, PairFactValues& v) {
+  const Topology& t = context.index.topology();
+  const KernelRules& rules = context.index.rules();
+  v.map_type = static_cast<uint8_t>(o.map_type);
+  v.distance = o.distance;
+  if (o.p2pdma_distance) v.has_p2pdma_distance = 1, v.p2pdma_distance = *o.p2pdma_distance;
+  v.has_common_ancestor = o.common_ancestor.has_value();
+  if (!o.common_ancestor) v.acs_redirect = tri(false);  // no common upstream bridge: the kernel does not look
+  else if (o.acs_redirecting > 0 || o.acs_unreadable == 0) v.acs_redirect = tri(o.acs_redirecting > 0);
   const auto checks = std::span(o.whitelist_checks, o.whitelist_check_count);
   if (!checks.empty()) {
     if (const auto& root = checks.front().root_device) {
       const Function& r = t.functions[*root];
-      facts.set(ids().host_bridge, fmt::format("{:04x}:{:04x}", r.vendor, r.device));
+      v.has_host_bridge = 1;
+      v.host_bridge = uint32_t{r.vendor} << 16 | r.device;
     }
     if (std::all_of(checks.begin(), checks.end(), [](const auto& h) { return h.passed.has_value(); })) {
       bool passed = std::all_of(checks.begin(), checks.end(), [](const auto& h) { return *h.passed; });
-      facts.set(ids().whitelist, passed ? "whitelisted" : "not_whitelisted");
+      v.whitelist = passed ? 1 : 2;
       if (passed)
-        facts.set(ids().whitelist_assumed, std::any_of(checks.begin(), checks.end(), [&](const auto& h) {
-                    return h.entry && *h.entry >= rules.table_entries;
-                  }));
+        v.whitelist_assumed = tri(std::any_of(checks.begin(), checks.end(), [&](const auto& h) {
+          return h.entry && *h.entry >= rules.table_entries;
+        }));
     }
   }
-  auto cpu = o.cpu_rule_consulted ? cpu_supports_p2pdma(t.platform, rules) : std::nullopt;
-  if (checks.empty() && (o.map_type == MapType::kBusAddr || cpu.value_or(false)))
-    facts.set(ids().whitelist, "not_consulted");
-  if (cpu) facts.set(ids().cpu_rule, *cpu);
+  auto cpu = o.cpu_rule_consulted ? context.cpu_rule : std::nullopt;
+  if (checks.empty() && (o.map_type == MapType::kBusAddr || cpu.value_or(false))) v.whitelist = 3;
+  if (cpu) v.cpu_rule = tri(*cpu);
 }
 
 }  // namespace
@@ -292,45 +310,196 @@ FactSet device_facts(const Function& f, bool as_provider) {
 
 PairFactsContext::PairFactsContext(const P2pdmaIndex& index)
     : index(index), nvidia_machine(nvidia_grdma_machine(index.topology())) {
-  for (const Function& f : index.topology().functions) {
+  const Topology& t = index.topology();
+  std::vector<std::string_view> drivers = {""}, host_bridges;
+  for (const Function& f : t.functions) {
     links.push_back({gts(f.link.current_speed), gts(f.link.max_speed), f.link.current_width, f.link.max_width});
     int8_t prefetch = 1;
     if (f.is_bridge() && f.windows.empty()) prefetch = -1;
     for (const auto& w : f.windows)
       if (f.is_bridge() && w.kind == "prefetch" && !(w.enabled && w.is_64bit)) prefetch = 0;
     bridge_prefetch_64bit.push_back(prefetch);
+    auto known = std::find(drivers.begin(), drivers.end(), std::string_view(f.driver));
+    driver_id.push_back(static_cast<uint32_t>(known - drivers.begin()));
+    if (known == drivers.end()) drivers.push_back(f.driver);
+    auto bridge = std::find(host_bridges.begin(), host_bridges.end(), std::string_view(f.host_bridge));
+    host_bridge_id.push_back(static_cast<uint32_t>(bridge - host_bridges.begin()));
+    if (bridge == host_bridges.end()) host_bridges.push_back(f.host_bridge);
   }
+  for (std::string_view d : drivers)
+    driver_kind.push_back(d.empty() ? kUnbound : d == "nvidia" ? kNvidia : d == "amdgpu" ? kAmdgpu : d == "xe" ? kXe
+                          : d == "xocl" || d == "xclmgmt" ? kXrt : kOtherDriver);
+  // The topmost ancestor of each function's parent, from the functions above it (memoised walk).
+  const size_t n = t.functions.size();
+  std::vector<uint32_t> top(n, kNoParent);  // of the function itself, inclusive; kNoParent: not yet
+  std::vector<size_t> pending;
+  for (size_t i = 0; i < n; ++i) {
+    pending.clear();
+    size_t cur = i;
+    uint32_t found = kNoParent;
+    for (;;) {
+      if (top[cur] != kNoParent) {
+        found = top[cur];
+        break;
+      }
+      pending.push_back(cur);
+      if (pending.size() > n) {  // a parent loop: no top
+        found = kIrregular;
+        break;
+      }
+      auto parent = t.functions[cur].parent;
+      if (!parent || *parent >= n) {
+        found = static_cast<uint32_t>(cur);
+        break;
+      }
+      cur = *parent;
+    }
+    for (size_t f : pending) top[f] = found;
+  }
+  top_of_parent.assign(n, kNoParent);
+  for (size_t i = 0; i < n; ++i)
+    if (auto parent = t.functions[i].parent; parent && *parent < n) top_of_parent[i] = top[*parent];
+  if (index.rules().cpu_supports_p2pdma) cpu_rule = cpu_supports_p2pdma(t.platform, index.rules());
+}
+
+PairFactValues PairFactValues::mask_for(const std::vector<bool>& read) {
+  auto any = [&](std::initializer_list<std::string_view> names) {
+    for (auto name : names)
+      if (auto id = fact_id(name); id && static_cast<size_t>(*id) < read.size() && read[static_cast<size_t>(*id)])
+        return true;
+    return false;
+  };
+  // Each field with the facts set_pair_fact_values() makes of it (and those it gates).
+  PairFactValues m;
+  auto keep = [](auto& field, bool read) { field = read ? static_cast<std::remove_reference_t<decltype(field)>>(~0ull) : 0; };
+  keep(m.map_type, any({"kernel.map_type"}));
+  keep(m.distance, any({"kernel.distance"}));
+  const bool p2pdma_distance = any({"kernel.p2pdma_distance", "kernel.allowed"});
+  keep(m.has_p2pdma_distance, p2pdma_distance);
+  keep(m.p2pdma_distance, p2pdma_distance);
+  keep(m.has_common_ancestor, any({"kernel.acs_redirect_devices"}));
+  keep(m.acs_redirect, any({"kernel.acs_redirect"}));
+  const bool host_bridge = any({"kernel.host_bridge"});
+  keep(m.has_host_bridge, host_bridge);
+  keep(m.host_bridge, host_bridge);
+  keep(m.whitelist, any({"kernel.whitelist"}));
+  keep(m.whitelist_assumed, any({"kernel.whitelist_assumed"}));
+  keep(m.cpu_rule, any({"kernel.cpu_rule"}));
+  const bool speed = any({"path.narrowest_link_speed_gts"}), width = any({"path.narrowest_link_width"});
+  const bool degraded = any({"path.degraded_link"});
+  keep(m.has_link, speed || width || degraded);
+  keep(m.narrowest_link_speed_bits, speed);
+  keep(m.narrowest_link_width, width);
+  keep(m.degraded_link, degraded);
+  keep(m.relation, any({"path.relation"}));
+  keep(m.same_model, any({"path.same_model"}));
+  keep(m.same_numa_node, any({"path.same_numa_node"}));
+  keep(m.bridges_64bit_prefetch, any({"path.bridges_64bit_prefetch"}));
+  keep(m.authority, any({"vendor.authority"}));
+  keep(m.nvidia_common_switch, any({"vendor.nvidia_common_switch"}));
+  keep(m.nvidia_vm_clique, any({"vendor.nvidia_vm_clique"}));
+  const bool third_party = any({"vendor.nvidia_passthrough", "vendor.nvidia_shared_upstream_bridge",
+                                "vendor.nvidia_grdma_allowed", "vendor.nvidia_grdma_step",
+                                "vendor.nvidia_importer", "vendor.nccl_path_class", "vendor.nccl_gdr_default"});
+  keep(m.third_party_gpu, third_party);
+  keep(m.nvidia_passthrough, third_party);
+  keep(m.nvidia_shared_upstream_bridge, third_party);
+  keep(m.peer_class, third_party);
+  keep(m.peer_driver, third_party);
+  keep(m.nccl_path_class, any({"vendor.nccl_path_class", "vendor.nccl_gdr_default"}));
+  return m;
+}
+
+void PairFactValues::apply_mask(const PairFactValues& mask) {
+  static_assert(sizeof(PairFactValues) % sizeof(uint64_t) == 0);
+  uint64_t words[sizeof(PairFactValues) / sizeof(uint64_t)], masks[std::size(words)];
+  std::memcpy(words, this, sizeof words);
+  std::memcpy(masks, &mask, sizeof masks);
+  for (size_t i = 0; i < std::size(words); ++i) words[i] &= masks[i];
+  std::memcpy(static_cast<void*>(this), words, sizeof words);
+}
+
+PairFactValues pair_fact_values(const PairFactsContext& context, size_t provider, size_t client, const PairOutcome& o,
+                                const std::vector<bool>* read) {
+  const P2pdmaIndex& index = context.index;
+  const Topology& t = index.topology();
+  const Function& p = t.functions[provider];
+  const Function& c = t.functions[client];
+  PairFactValues v;
+  kernel_values(context, o, v);
+  v.relation = relation(context, provider, client, o);
+  v.same_model = tri(p.vendor == c.vendor && p.device == c.device);
+  if (p.numa_node >= 0 && c.numa_node >= 0) v.same_numa_node = tri(p.numa_node == c.numa_node);
+  else if (p.numa_node < 0 && c.numa_node < 0) v.same_numa_node = tri(true);  // no NUMA information: one node
+  link_values(context, provider, client, o, v);
+  if (auto b = bridges_64bit_prefetch(context, provider, client, o)) v.bridges_64bit_prefetch = tri(*b);
+  v.authority = authority(context, provider, client);
+  // NVIDIA's third-party paths (GPUDirect RDMA / Storage, dma-buf) answer to the driver's own gate.
+  if (v.authority == 6)
+    if (auto gpu = nvidia_third_party_gpu(t, provider, client)) {
+      v.authority = kThirdParty;
+      const size_t peer = *gpu == provider ? client : provider;
+      v.third_party_gpu = *gpu == provider ? 1 : 2;
+      if (auto pass = nvidia_passthrough(t, *gpu)) v.nvidia_passthrough = tri(*pass);
+      uint32_t a = context.top_of_parent[*gpu], b = context.top_of_parent[peer];
+      bool common = a == PairFactsContext::kIrregular || b == PairFactsContext::kIrregular
+                        ? nv_pci_has_common_pci_switch(t, *gpu, peer)
+                        : a != PairFactsContext::kNoParent && a == b;
+      v.nvidia_shared_upstream_bridge = tri(common);
+      const DeviceClass peer_class = classify_device(t.functions[peer]);
+      v.peer_class = static_cast<uint8_t>(1 + static_cast<int>(peer_class));
+      v.peer_driver = context.driver_id[peer];
+      static const FactId nccl_path = *fact_id("vendor.nccl_path_class"), nccl_gdr = *fact_id("vendor.nccl_gdr_default");
+      const bool nccl_read = !read || (*read)[static_cast<size_t>(nccl_path)] || (*read)[static_cast<size_t>(nccl_gdr)];
+      if (nccl_read && (peer_class == DeviceClass::kNic || peer_class == DeviceClass::kInfiniband))
+        if (auto path = nccl_path_class(t, *gpu, peer)) v.nccl_path_class = static_cast<uint8_t>(1 + static_cast<int>(*path));
+    }
+  if (v.authority == 1 && provider != client) {  // both on the nvidia driver
+    v.nvidia_common_switch = tri(nvidia_common_switch(t, provider, client));
+    if (p.nvidia_clique_state != CapState::kUnknown && c.nvidia_clique_state != CapState::kUnknown)
+      v.nvidia_vm_clique = tri(p.nvidia_clique_state == CapState::kPresent && c.nvidia_clique_state == CapState::kPresent &&
+                               p.nvidia_clique == c.nvidia_clique);
+  }
+  return v;
+}
+
+void set_pair_fact_values(const PairFactsContext& context, size_t provider, size_t client, const PairFactValues& v,
+                          FactSet& facts) {
+  const Topology& t = context.index.topology();
+  auto is_true = [](uint8_t tri) { return tri == 2; };
+  facts.set(ids().map_type, to_string(static_cast<MapType>(v.map_type)));
+  facts.set(ids().distance, int64_t{v.distance});
+  if (v.has_p2pdma_distance) {
+    facts.set(ids().p2pdma_distance, int64_t{v.p2pdma_distance});
+    facts.set(ids().allowed, v.p2pdma_distance >= 0);
+  }
+  if (v.acs_redirect) facts.set(ids().acs_redirect, is_true(v.acs_redirect));
+  // The devices come with the kernel's texts; without a common upstream bridge there are none.
+  if (!v.has_common_ancestor) facts.set(ids().acs_redirect_devices, std::vector<std::string>{});
+  if (v.has_host_bridge) facts.set(ids().host_bridge, fmt::format("{:04x}:{:04x}", v.host_bridge >> 16, v.host_bridge & 0xffff));
+  static const char* const kWhitelist[] = {"", "whitelisted", "not_whitelisted", "not_consulted"};
+  if (v.whitelist) facts.set(ids().whitelist, kWhitelist[v.whitelist]);
+  if (v.whitelist_assumed) facts.set(ids().whitelist_assumed, is_true(v.whitelist_assumed));
+  if (v.cpu_rule) facts.set(ids().cpu_rule, is_true(v.cpu_rule));
+  facts.set(ids().relation, kRelations[v.relation - 1]);
+  facts.set(ids().same_model, is_true(v.same_model));
+  if (v.same_numa_node) facts.set(ids().same_numa_node, is_true(v.same_numa_node));
+  if (v.has_link) {
+    facts.set(ids().narrowest_link_speed_gts, std::bit_cast<double>(v.narrowest_link_speed_bits));
+    facts.set(ids().narrowest_link_width, int64_t{v.narrowest_link_width});
+    facts.set(ids().degraded_link, v.degraded_link != 0);
+  }
+  if (v.bridges_64bit_prefetch) facts.set(ids().bridges_64bit_prefetch, is_true(v.bridges_64bit_prefetch));
+  if (v.authority == kThirdParty) set_nvidia_third_party_pair_facts(t, context.nvidia_machine, provider, client, facts);
+  facts.set(ids().authority, kAuthorities[v.authority - 1]);
+  if (v.nvidia_common_switch) facts.set("vendor.nvidia_common_switch", is_true(v.nvidia_common_switch));
+  if (v.nvidia_vm_clique) facts.set("vendor.nvidia_vm_clique", is_true(v.nvidia_vm_clique));
 }
 
 FactSet pair_own_facts(const PairFactsContext& context, size_t provider, size_t client, const PairOutcome& o) {
-  const P2pdmaIndex& index = context.index;
-  const Topology& t = index.topology();
   FactSet facts;
   facts.reserve(32);  // what a pair sets, with room for vendor and derived facts
-  const Function& p = t.functions[provider];
-  const Function& c = t.functions[client];
-  set_kernel_facts(t, index.rules(), o, facts);
-  facts.set(ids().relation, relation(t, provider, client, o));
-  facts.set(ids().same_model, p.vendor == c.vendor && p.device == c.device);
-  if (p.numa_node >= 0 && c.numa_node >= 0) facts.set(ids().same_numa_node, p.numa_node == c.numa_node);
-  else if (p.numa_node < 0 && c.numa_node < 0) facts.set(ids().same_numa_node, true);  // no NUMA information: one node
-  auto path = path_devices(index, provider, client, o);
-  set_link_facts(context, path, facts);
-  if (auto b = bridges_64bit_prefetch(context, provider, client, o)) facts.set(ids().bridges_64bit_prefetch, *b);
-  std::string who = authority(p, c);
-  // NVIDIA's third-party paths (GPUDirect RDMA / Storage, dma-buf) answer to the driver's own gate.
-  if (who == "kernel" && nvidia_third_party_gpu(t, provider, client)) {
-    who = "nvidia_third_party";
-    set_nvidia_third_party_pair_facts(t, context.nvidia_machine, provider, client, facts);
-  }
-  facts.set(ids().authority, who);
-  if (p.driver == "nvidia" && c.driver == "nvidia" && provider != client) {
-    facts.set("vendor.nvidia_common_switch", nvidia_common_switch(t, provider, client));
-    if (p.nvidia_clique_state != CapState::kUnknown && c.nvidia_clique_state != CapState::kUnknown)
-      facts.set("vendor.nvidia_vm_clique", p.nvidia_clique_state == CapState::kPresent &&
-                                               c.nvidia_clique_state == CapState::kPresent &&
-                                               p.nvidia_clique == c.nvidia_clique);
-  }
+  set_pair_fact_values(context, provider, client, pair_fact_values(context, provider, client, o), facts);
   return facts;
 }
 

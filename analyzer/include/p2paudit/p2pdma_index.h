@@ -56,8 +56,10 @@ class P2pdmaIndex {
   // The whole verdict with texts: pci_p2pdma_distance().
   PairVerdict verdict(size_t provider, size_t client) const;
 
-  // pci_upstream_bridge(), precomputed.
-  std::optional<size_t> upstream(size_t dev) const;
+  // pci_upstream_bridge(), precomputed (inline: the policy's path walks call it at every step).
+  std::optional<size_t> upstream(size_t dev) const {
+    return up_[dev] == kNone ? std::nullopt : std::optional<size_t>(up_[dev]);
+  }
   // Steps from dev up to its root bus device; 0 on a root bus.
   size_t depth(size_t dev) const { return depth_[dev]; }
   // The first device on both upstream chains (the device itself counts), nullopt when none.

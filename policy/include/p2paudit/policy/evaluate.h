@@ -81,12 +81,32 @@ class PolicyEvaluator {
   std::vector<FiredRule> machine_advisories() const { return rules_.machine_advisories(machine_); }
 
  private:
+  // What a pair's decision depends on, fixed-size and known before any fact set is built: its
+  // devices' signatures and its own facts' values (those the conditions read; the rest cleared).
+  struct MemoKey {
+    uint32_t provider_signature = 0, client_signature = 0;
+    PairFactValues values;
+    bool operator==(const MemoKey&) const = default;
+  };
+  struct MemoSlot {
+    MemoKey key;
+    uint32_t group = 0;
+    bool used = false;
+  };
   const FactSet& device_layer(size_t dev, bool as_provider);
   // The pair's own facts laid over its devices' and the machine's; the kernel's texts from
   // `verdict` when given (the pair's whole verdict, computed once by the caller).
   FactSet layered_facts(size_t provider, size_t client, const PairOutcome& outcome, const PairVerdict* verdict);
-  uint32_t device_signature(const FactSet& device);
+  // Devices whose facts (and the facts derived from them and the machine's) agree on everything
+  // the conditions read get the same number.
+  uint32_t device_signature(const FactSet& device, const FactSet& derived);
   size_t group_of(const Decision& d, size_t provider, size_t client);
+  // decide() by the MemoKey: O(depth), no allocation when remembered.
+  size_t decide_by_key(size_t provider, size_t client, const PairOutcome& outcome);
+  // decide() from the pair's whole fact set, remembered by the bytes of the facts the conditions
+  // read: when a condition reads the kernel's texts or a vendor file sets facts for the pair.
+  size_t decide_by_facts(size_t provider, size_t client, const PairOutcome& outcome);
+  MemoSlot* find_slot(const MemoKey& key, uint64_t hash);
 
   const Topology& topo_;
   const RuleSet& rules_;
@@ -97,10 +117,14 @@ class PolicyEvaluator {
   std::vector<FactId> condition_facts_;
   std::vector<bool> read_by_conditions_;             // by FactId
   bool conditions_read_texts_ = false;
+  PairFactValues pair_mask_;                         // PairFactValues::mask_for(read_by_conditions_)
+  std::vector<uint8_t> in_vendor_pairs_;             // per function: named by a pair of the vendor file
   std::vector<std::unique_ptr<FactSet>> provider_layers_, client_layers_;
   std::vector<uint32_t> provider_signature_, client_signature_;
   std::unordered_map<std::string, uint32_t> device_signatures_;
-  std::unordered_map<std::string, size_t> memo_;     // condition facts' values -> group
+  std::vector<MemoSlot> memo_slots_;                 // open addressing, a power of two (or empty)
+  size_t memo_size_ = 0;
+  std::unordered_map<std::string, size_t> memo_;     // decide_by_facts(): condition facts' values -> group
   std::map<std::string, size_t> group_ids_;          // group's content -> index
   std::vector<DecisionGroup> groups_;
   std::string key_;                                  // reused for every pair
