@@ -486,7 +486,8 @@ Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::ve
   return decode_cached(access.get(), bdf, bytes, Source{bdf.str(), 0, readable}, findings, [](struct pci_dev*) { return false; });
 }
 
-std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings) {
+std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings,
+                                        const std::function<void(Function&)>& each) {
   // libpci decodes bytes we read through the sysroot (its config cache); it is never given a
   // path into a sysroot, so it cannot follow a stranger's link out of it.
   PrivateCopy empty(root.origin(), "");
@@ -533,6 +534,7 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
       f.device_name = lookup(a, PCI_LOOKUP_DEVICE, f.vendor, f.device);
       f.class_name = lookup(a, PCI_LOOKUP_CLASS, f.class_code >> 8);
     }
+    if (each) each(f);
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <list>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -101,27 +102,33 @@ namespace {
 // A directory on this machine (the live "/" or a snapshot directory). Every component is opened
 // with O_NOFOLLOW below a descriptor of the root, so a link swapped in behind our back fails the
 // open instead of leading out.
+//
+// Each directory opened is listed once (getdents64): the reader asks for a dozen files in each
+// function's directory, and the listing's d_type answers what they are, so a file is opened only
+// when it is there, a link is read without a stat first, and an absent file costs no system call.
+// A file the listing calls regular is opened O_NOFOLLOW|O_NONBLOCK and read without fstat: a link
+// swapped in fails the open; a FIFO (device nodes need CAP_MKNOD) opens without blocking and reads
+// as empty or EAGAIN (refused). Where d_type is DT_UNKNOWN the file is fstat'ed as before.
 class DirectoryBackend : public Sysroot::Backend {
  public:
-  DirectoryBackend(Fd root, fs::path host_root, bool live) : root_(std::move(root)), host_root_(std::move(host_root)), live_(live) {}
+  DirectoryBackend(Fd root, fs::path host_root, bool live) : host_root_(std::move(host_root)), live_(live) {
+    root_.fd = std::move(root);
+  }
   bool live() const override { return live_; }
 
   Kind kind(const std::string& path) const override {
     if (path.empty()) return Kind::kDirectory;
     auto [dir, name] = open_parent(path);
-    struct stat st{};
-    if (dir < 0 || ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Kind::kMissing;
-    if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
-    if (S_ISREG(st.st_mode)) return Kind::kFile;
-    if (S_ISLNK(st.st_mode)) return Kind::kSymlink;
-    return Kind::kOther;
+    if (!dir) return Kind::kMissing;
+    return entry_kind(*dir, name);
   }
 
   std::optional<std::string> link_target(const std::string& path) const override {
     auto [dir, name] = open_parent(path);
-    if (dir < 0) return std::nullopt;
+    if (!dir) return std::nullopt;
+    if (dir->listed && entry_kind(*dir, name) != Kind::kSymlink) return std::nullopt;
     char buf[4097];
-    ssize_t n = ::readlinkat(dir, name.c_str(), buf, sizeof buf);
+    ssize_t n = ::readlinkat(dir->fd.get(), name.c_str(), buf, sizeof buf);
     if (n < 0 || static_cast<size_t>(n) >= sizeof buf) return std::nullopt;
     return std::string(buf, static_cast<size_t>(n));
   }
@@ -132,38 +139,64 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
   std::optional<std::string> read_unless_link(const std::string& path, size_t max, bool& link) const override {
-    struct stat st{};
-    Fd fd = open_file(path, &st, &link);
-    if (fd.get() < 0) return std::nullopt;
+    auto [dir, name] = open_parent(path);
+    if (!dir) return std::nullopt;
+    Kind k = dir->listed ? entry_kind(*dir, name, /*stat_unknown=*/false) : Kind::kOther;
+    if (k == Kind::kSymlink) link = true;
+    if (k == Kind::kMissing || k == Kind::kSymlink || k == Kind::kDirectory) return std::nullopt;
+    // kFile: the listing said so; anything else (DT_UNKNOWN, not listed): fstat decides.
+    const bool known_regular = k == Kind::kFile;
+    Fd fd(::openat(dir->fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == ELOOP) link = true;
+      return std::nullopt;
+    }
+    size_t expected = SIZE_MAX;  // sysfs and procfs report sizes that are not what they hold
+    if (!known_regular) {
+      struct stat st{};
+      if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+      if (!live_) expected = static_cast<size_t>(st.st_size);  // a captured tree's sizes are true
+    }
     std::string data;
     size_t used = 0;
-    // sysfs and procfs report sizes that are not what they hold: read those to EOF, bounded. A
-    // captured tree is a plain file system, whose sizes are true: no read to find the end.
-    const size_t expected = live_ ? SIZE_MAX : static_cast<size_t>(st.st_size);
     while (used <= max && used != expected) {
-      if (used == data.size()) data.resize(std::min(max + 1, data.size() * 2 + 4096));
-      ssize_t n = ::read(fd.get(), data.data() + used, data.size() - used);
+      if (used == data.size()) data.resize(std::min(max + 1, data.size() * 2 + kFirstRead));
+      const size_t asked = data.size() - used;
+      ssize_t n = ::read(fd.get(), data.data() + used, asked);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return std::nullopt;
+      if (n < 0) return std::nullopt;  // EAGAIN: a FIFO with a writer, not a file
       if (n == 0) break;
       used += static_cast<size_t>(n);
+      // A regular file of a captured tree (a plain file system) returns less than asked only at
+      // its end: one read for a small file. sysfs and procfs are read to EOF (seq_file stops short).
+      if (!live_ && static_cast<size_t>(n) < asked) break;
     }
     data.resize(used);
     return data;
   }
 
   std::optional<uint64_t> size(const std::string& path) const override {
+    auto [dir, name] = open_parent(path);
+    if (!dir) return std::nullopt;
+    if (dir->listed && entry_kind(*dir, name, false) == Kind::kMissing) return std::nullopt;
+    Fd fd(::openat(dir->fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     struct stat st{};
-    Fd fd = open_file(path, &st);
-    if (fd.get() < 0) return std::nullopt;
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
     return static_cast<uint64_t>(st.st_size);
   }
 
   std::vector<std::string> list(const std::string& path, size_t max) const override {
     std::vector<std::string> names;
-    int dir = open_directory(path);
-    if (dir < 0) return names;
-    int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    Dir* dir = open_directory(path);
+    if (!dir) return names;
+    if (dir->listed) {
+      if (dir->entries.size() > max) throw InputError(fmt::format("{}: more than {} entries", escape_text(path), max));
+      names.reserve(dir->entries.size());
+      for (const auto& e : dir->entries) names.push_back(e.name);
+      return names;
+    }
+    // Not listable through its own descriptor (O_PATH: no read permission) or too large to keep.
+    int fd = ::openat(dir->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return names;
     DIR* d = ::fdopendir(fd);
     if (!d) {
@@ -188,44 +221,126 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
  private:
-  // Opens the directory `path` one component at a time without following links, from the
-  // nearest directory already open: reads come in runs from the same functions' directories.
-  int open_directory(const std::string& path) const {
-    if (path.empty()) return root_.get();
-    if (auto it = dirs_.find(path); it != dirs_.end()) return it->second.get();
-    auto slash = path.rfind('/');
-    int parent = open_directory(slash == std::string::npos ? "" : path.substr(0, slash));
-    if (parent < 0) return -1;
-    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-    Fd dir(::openat(parent, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (dir.get() < 0) return -1;
-    if (dirs_.size() >= kMaxOpenDirs) dirs_.clear();  // parent is not used past this point
-    return dirs_.emplace(path, std::move(dir)).first->second.get();
+  struct Entry {
+    std::string name;
+    Kind kind;  // from d_type; kOther stands for DT_UNKNOWN until fstatat answers
+    bool known;
+  };
+  struct Dir {
+    Fd fd;
+    bool listed = false;         // entries hold the whole directory
+    std::vector<Entry> entries;  // sorted by name
+    std::list<std::string>::iterator lru;
+  };
+
+  // Kind of `name` in an open directory: from its listing when it has one (DT_UNKNOWN is
+  // fstatat'ed once, unless stat_unknown is false: the caller opens it and fstats then).
+  Kind entry_kind(Dir& dir, const std::string& name, bool stat_unknown = true) const {
+    if (dir.listed) {
+      auto it = std::lower_bound(dir.entries.begin(), dir.entries.end(), name,
+                                 [](const Entry& e, const std::string& n) { return e.name < n; });
+      if (it == dir.entries.end() || it->name != name) return Kind::kMissing;
+      if (it->known || !stat_unknown) return it->kind;
+      it->kind = stat_kind(dir.fd.get(), name);
+      it->known = true;
+      return it->kind;
+    }
+    return stat_kind(dir.fd.get(), name);
   }
 
-  std::pair<int, std::string> open_parent(const std::string& path) const {
+  static Kind stat_kind(int dir, const std::string& name) {
+    struct stat st{};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Kind::kMissing;
+    if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
+    if (S_ISREG(st.st_mode)) return Kind::kFile;
+    if (S_ISLNK(st.st_mode)) return Kind::kSymlink;
+    return Kind::kOther;
+  }
+
+  // The whole directory through its own descriptor, bounded; false (not listed) when it cannot
+  // be read or holds more than kMaxListed entries (then each name is looked up by itself).
+  static bool fill_listing(Dir& dir) {
+    alignas(8) static thread_local char buf[32768];
+    std::vector<Entry> entries;
+    for (;;) {
+      ssize_t n = ::getdents64(dir.fd.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return false;
+      if (n == 0) break;
+      for (ssize_t at = 0; at < n;) {
+        auto* e = reinterpret_cast<struct dirent64*>(buf + at);
+        at += e->d_reclen;
+        const char* name = e->d_name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        if (entries.size() >= kMaxListed) return false;
+        Kind k = e->d_type == DT_DIR ? Kind::kDirectory : e->d_type == DT_REG ? Kind::kFile
+               : e->d_type == DT_LNK ? Kind::kSymlink : Kind::kOther;
+        entries.push_back({name, k, e->d_type != DT_UNKNOWN});
+      }
+    }
+    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
+    dir.entries = std::move(entries);
+    dir.listed = true;
+    return true;
+  }
+
+  // Opens the directory `path` one component at a time without following links, from the
+  // nearest directory already open, and lists it: reads come in runs from the same functions'
+  // directories. The most recently used kMaxOpenDirs stay open.
+  Dir* open_directory(const std::string& path) const {
+    if (path.empty()) {
+      if (!root_tried_) {  // the root's descriptor was opened O_RDONLY by Sysroot::open: listable
+        root_tried_ = true;
+        fill_listing(root_);
+      }
+      return &root_;
+    }
+    if (auto it = dirs_.find(path); it != dirs_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      return &it->second;
+    }
+    auto slash = path.rfind('/');
+    Dir* parent = open_directory(slash == std::string::npos ? "" : path.substr(0, slash));
+    if (!parent) return nullptr;
+    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (parent->listed) {
+      Kind k = entry_kind(*parent, name, false);
+      if (k == Kind::kMissing || k == Kind::kFile || k == Kind::kSymlink) return nullptr;
+    }
+    Fd fd(::openat(parent->fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    bool listable = fd.get() >= 0;
+    if (!listable && errno == EACCES)  // a directory we may search but not read
+      fd = Fd(::openat(parent->fd.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) return nullptr;
+    // parent is not used past this point: evicting it is safe.
+    while (dirs_.size() >= kMaxOpenDirs) {
+      dirs_.erase(lru_.back());
+      lru_.pop_back();
+    }
+    lru_.push_front(path);
+    Dir& dir = dirs_[path];
+    dir.fd = std::move(fd);
+    dir.lru = lru_.begin();
+    if (listable) fill_listing(dir);
+    return &dir;
+  }
+
+  std::pair<Dir*, std::string> open_parent(const std::string& path) const {
     auto slash = path.rfind('/');
     std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
     std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
     return {open_directory(dir), name};
   }
 
-  // O_NONBLOCK: a FIFO would otherwise block the open; fstat then refuses anything not regular.
-  // `link` is set when the last component is a symlink (O_NOFOLLOW refuses it with ELOOP).
-  Fd open_file(const std::string& path, struct stat* st, bool* link = nullptr) const {
-    auto [dir, name] = open_parent(path);
-    if (dir < 0) return Fd();
-    Fd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (fd.get() < 0 && errno == ELOOP && link) *link = true;
-    if (fd.get() < 0 || ::fstat(fd.get(), st) != 0 || !S_ISREG(st->st_mode)) return Fd();
-    return fd;
-  }
-
-  Fd root_;
+  static constexpr size_t kFirstRead = 8192;
+  static constexpr size_t kMaxListed = 1 << 16;
   fs::path host_root_;
   bool live_;
   static constexpr size_t kMaxOpenDirs = 256;
-  mutable std::unordered_map<std::string, Fd> dirs_;
+  mutable Dir root_;
+  mutable bool root_tried_ = false;
+  mutable std::unordered_map<std::string, Dir> dirs_;
+  mutable std::list<std::string> lru_;  // most recently used first
 };
 
 // A snapshot archive read in one pass into memory: nothing is written to disk, so nothing can be
@@ -546,6 +661,11 @@ std::optional<std::string> Sysroot::resolve_directory(std::vector<std::string> p
 
 std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bool follow_last) const {
   auto parts = split_path(relative);
+  // A directory already resolved (a function's, reached through its sys/bus/pci/devices link)
+  // needs no second walk: followed to the end, it resolves to what resolve_directory() found.
+  if (follow_last && !parts.empty())
+    if (auto known = resolved_dirs_.find(fmt::format("{}", fmt::join(parts, "/"))); known != resolved_dirs_.end() && known->second)
+      return known->second;
   if (parts.size() < 2 || parts.back() == "..")
     return resolve_parts(*backend_, std::move(parts), follow_last, limits_, directories_);
   std::string last = std::move(parts.back());
