@@ -67,6 +67,18 @@ std::vector<std::string> split_path(const std::string& p) {
   return parts;
 }
 
+// No empty, "." or ".." component: split_path() and a join give the same text back.
+bool is_plain_path(std::string_view p) {
+  if (p.empty()) return false;
+  for (size_t start = 0;;) {
+    size_t end = p.find('/', start);
+    std::string_view part = p.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (end == std::string_view::npos) return true;
+    start = end + 1;
+  }
+}
+
 std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
 [[noreturn]] void too_large(const std::string& origin, const std::string& rel, size_t limit) {
@@ -295,9 +307,11 @@ class DirectoryBackend : public Sysroot::Backend {
       }
       return &root_;
     }
+    if (last_dir_ && path == *last_path_) return last_dir_;  // reads come in runs from one directory
     if (auto it = dirs_.find(path); it != dirs_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
-      return &it->second;
+      last_path_ = &it->first;
+      return last_dir_ = &it->second;
     }
     auto slash = path.rfind('/');
     Dir* parent = open_directory(slash == std::string::npos ? "" : path.substr(0, slash));
@@ -313,16 +327,19 @@ class DirectoryBackend : public Sysroot::Backend {
       fd = Fd(::openat(parent->fd.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (fd.get() < 0) return nullptr;
     // parent is not used past this point: evicting it is safe.
+    last_dir_ = nullptr;
     while (dirs_.size() >= kMaxOpenDirs) {
       dirs_.erase(lru_.back());
       lru_.pop_back();
     }
     lru_.push_front(path);
-    Dir& dir = dirs_[path];
+    auto [it, inserted] = dirs_.try_emplace(path);
+    Dir& dir = it->second;
     dir.fd = std::move(fd);
     dir.lru = lru_.begin();
     if (listable) fill_listing(dir);
-    return &dir;
+    last_path_ = &it->first;
+    return last_dir_ = &dir;
   }
 
   std::pair<Dir*, std::string> open_parent(const std::string& path) const {
@@ -341,6 +358,8 @@ class DirectoryBackend : public Sysroot::Backend {
   mutable bool root_tried_ = false;
   mutable std::unordered_map<std::string, Dir> dirs_;
   mutable std::list<std::string> lru_;  // most recently used first
+  mutable const std::string* last_path_ = nullptr;  // the directory open_directory() gave last
+  mutable Dir* last_dir_ = nullptr;
 };
 
 // A snapshot archive read in one pass into memory: nothing is written to disk, so nothing can be
@@ -677,6 +696,19 @@ std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bo
 
 // A file in a resolved directory is opened at once, not looked at first; only a link is resolved.
 std::optional<std::string> Sysroot::read_file(const std::string& relative, size_t max) const {
+  // The reader's paths are plain ("dir/.../name"): their directory, once resolved, is found by
+  // its text alone, without splitting and joining the path again.
+  if (auto slash = relative.rfind('/'); slash != std::string::npos && is_plain_path(relative)) {
+    if (auto known = resolved_dirs_.find(relative.substr(0, slash)); known != resolved_dirs_.end()) {
+      if (!known->second) return std::nullopt;
+      bool link = false;
+      auto data = backend_->read_unless_link(join(*known->second, relative.substr(slash + 1)), max, link);
+      if (!link) return data;
+      auto path = resolve(relative);
+      if (!path) return std::nullopt;
+      return backend_->read(*path, max);
+    }
+  }
   auto parts = split_path(relative);
   if (parts.size() >= 2 && parts.back() != "..") {
     std::string last = std::move(parts.back());

@@ -109,12 +109,16 @@ void link_in_sysfs(const std::map<Bdf, size_t>& index, std::vector<Function>& fn
   }
 }
 
-void read_sysfs_attributes(const Sysroot& root, Function& f, std::vector<Finding>& findings) {
+void read_sysfs_attributes(const Sysroot& root, Function& f, const TopologyReadScope& scope,
+                           std::vector<Finding>& findings) {
   const std::string& dir = f.sysfs_path;
+  const bool descriptive = scope.descriptive_attributes;
   if (auto drv = root.read_link(dir + "/driver")) f.driver = escape_text(basename_of(*drv));
-  if (auto m = root.read_line(dir + "/modalias")) f.modalias = escape_text(*m);
+  if (descriptive || f.driver.empty())  // a driverless function's module is looked up by its modalias
+    if (auto m = root.read_line(dir + "/modalias")) f.modalias = escape_text(*m);
   if (auto n = read_int(root, dir + "/numa_node", -1, 4095, findings)) f.numa_node = *n;
-  if (auto c = root.read_line(dir + "/local_cpulist")) f.local_cpulist = escape_text(*c);
+  if (descriptive)
+    if (auto c = root.read_line(dir + "/local_cpulist")) f.local_cpulist = escape_text(*c);
   if (auto s = root.read_line(dir + "/current_link_speed")) f.link.current_speed = escape_text(*s);
   if (auto s = root.read_line(dir + "/max_link_speed")) f.link.max_speed = escape_text(*s);
   if (auto w = read_int(root, dir + "/current_link_width", 0, 32, findings)) f.link.current_width = *w;
@@ -124,7 +128,7 @@ void read_sysfs_attributes(const Sysroot& root, Function& f, std::vector<Finding
     std::string name = basename_of(*g);
     if (!name.empty() && name.size() < 10 && std::all_of(name.begin(), name.end(), ::isdigit)) f.iommu_group = std::stoi(name);
     else findings.push_back({dir + "/iommu_group", fmt::format("'{}' is not an IOMMU group number", escape_text(name))});
-    if (f.iommu_group)
+    if (f.iommu_group && descriptive)
       if (auto t = root.read_line(fmt::format("sys/kernel/iommu_groups/{}/type", *f.iommu_group)))
         f.iommu_group_type = *t;
   }
@@ -253,7 +257,7 @@ void resolve_modules(const Sysroot& root, Topology& t, const std::optional<Captu
 
 }  // namespace
 
-Topology read_topology(const Sysroot& root) {
+Topology read_topology(const Sysroot& root, const TopologyReadScope& scope) {
   if (root.list("sys/bus/pci/devices").empty())
     throw InputError(fmt::format("{}: no PCI devices: sys/bus/pci/devices is missing or empty", root.origin()));
   Topology t;
@@ -276,7 +280,7 @@ Topology read_topology(const Sysroot& root) {
     }
     if (attribute_error) return;
     try {
-      read_sysfs_attributes(root, f, attribute_findings);
+      read_sysfs_attributes(root, f, scope, attribute_findings);
       read_vendor_memory(root, f, attribute_findings);
     } catch (const InputError&) {
       attribute_error = std::current_exception();
