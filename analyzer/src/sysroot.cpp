@@ -5,6 +5,8 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -104,6 +106,10 @@ class Sysroot::Backend {
     link = kind(path) == Kind::kSymlink;
     return link ? std::nullopt : read(path, max);
   }
+  // read_unless_link() of the one file read in its directory: a backend may skip listing it.
+  virtual std::optional<std::string> read_lone(const std::string& path, size_t max, bool& link) const {
+    return read_unless_link(path, max, link);
+  }
   virtual std::optional<uint64_t> size(const std::string& path) const = 0;
   virtual std::vector<std::string> list(const std::string& path, size_t max) const = 0;
   virtual std::optional<fs::path> host_path(const std::string&) const { return std::nullopt; }
@@ -156,13 +162,42 @@ class DirectoryBackend : public Sysroot::Backend {
     Kind k = dir->listed ? entry_kind(*dir, name, /*stat_unknown=*/false) : Kind::kOther;
     if (k == Kind::kSymlink) link = true;
     if (k == Kind::kMissing || k == Kind::kSymlink || k == Kind::kDirectory) return std::nullopt;
-    // kFile: the listing said so; anything else (DT_UNKNOWN, not listed): fstat decides.
-    const bool known_regular = k == Kind::kFile;
+    const bool known_regular = k == Kind::kFile;  // else (DT_UNKNOWN, not listed) fstat decides
     Fd fd(::openat(dir->fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     if (fd.get() < 0) {
       if (errno == ELOOP) link = true;
       return std::nullopt;
     }
+    return read_open(fd, max, known_regular);
+  }
+
+  // The directory is not opened (nor listed) for one file: the file is opened from the nearest
+  // open directory above it with openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH), which refuses
+  // every link on the way and any step out, and fstat'ed. Anything unusual (a link, an old kernel
+  // without openat2) takes the ordinary path.
+  std::optional<std::string> read_lone(const std::string& path, size_t max, bool& link) const override {
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos || slash == 0) return read_unless_link(path, max, link);
+    std::string dir = path.substr(0, slash);
+    if (dirs_.count(dir)) return read_unless_link(path, max, link);
+    auto [parent, dir_name] = open_parent(dir);
+    if (!parent || !parent->listed || entry_kind(*parent, dir_name, false) != Kind::kDirectory)
+      return read_unless_link(path, max, link);
+    struct open_how how{};
+    how.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
+    std::string below = dir_name + path.substr(slash);
+    Fd fd(static_cast<int>(::syscall(SYS_openat2, parent->fd.get(), below.c_str(), &how, sizeof how)));
+    if (fd.get() < 0) {
+      if (errno == ENOENT) return std::nullopt;
+      return read_unless_link(path, max, link);
+    }
+    return read_open(fd, max, false);
+  }
+
+  // The bytes of an open file, at most max + 1. known_regular: the listing said so, else fstat
+  // decides (and gives a captured file's true size).
+  std::optional<std::string> read_open(const Fd& fd, size_t max, bool known_regular) const {
     size_t expected = SIZE_MAX;  // sysfs and procfs report sizes that are not what they hold
     if (!known_regular) {
       struct stat st{};
@@ -549,6 +584,12 @@ class SubtreeBackend : public Sysroot::Backend {
   Kind kind(const std::string& p) const override { return inner_->kind(join(top_, p)); }
   std::optional<std::string> link_target(const std::string& p) const override { return inner_->link_target(join(top_, p)); }
   std::optional<std::string> read(const std::string& p, size_t max) const override { return inner_->read(join(top_, p), max); }
+  std::optional<std::string> read_unless_link(const std::string& p, size_t max, bool& link) const override {
+    return inner_->read_unless_link(join(top_, p), max, link);
+  }
+  std::optional<std::string> read_lone(const std::string& p, size_t max, bool& link) const override {
+    return inner_->read_lone(join(top_, p), max, link);
+  }
   std::optional<uint64_t> size(const std::string& p) const override { return inner_->size(join(top_, p)); }
   std::vector<std::string> list(const std::string& p, size_t max) const override { return inner_->list(join(top_, p), max); }
   std::optional<fs::path> host_path(const std::string& p) const override { return inner_->host_path(join(top_, p)); }
@@ -679,6 +720,20 @@ std::optional<std::string> Sysroot::resolve_directory(std::vector<std::string> p
 }
 
 std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bool follow_last) const {
+  // A plain path whose directory is already resolved: only its last component is looked at, as
+  // resolve_parts() would from that directory (a link to follow takes the general walk below).
+  if (auto slash = relative.rfind('/'); slash != std::string::npos && is_plain_path(relative)) {
+    if (follow_last)
+      if (auto known = resolved_dirs_.find(relative); known != resolved_dirs_.end() && known->second) return known->second;
+    if (auto dir = resolved_dirs_.find(relative.substr(0, slash)); dir != resolved_dirs_.end()) {
+      if (!dir->second) return std::nullopt;
+      std::string path = join(*dir->second, relative.substr(slash + 1));
+      if (path.size() > limits_.max_path_bytes) return std::nullopt;
+      Kind k = directories_.count(path) ? Kind::kDirectory : backend_->kind(path);
+      if (k == Kind::kMissing) return std::nullopt;
+      if (k != Kind::kSymlink || !follow_last) return path;
+    }
+  }
   auto parts = split_path(relative);
   // A directory already resolved (a function's, reached through its sys/bus/pci/devices link)
   // needs no second walk: followed to the end, it resolves to what resolve_directory() found.
@@ -695,14 +750,15 @@ std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bo
 }
 
 // A file in a resolved directory is opened at once, not looked at first; only a link is resolved.
-std::optional<std::string> Sysroot::read_file(const std::string& relative, size_t max) const {
+std::optional<std::string> Sysroot::read_file(const std::string& relative, size_t max, bool lone) const {
   // The reader's paths are plain ("dir/.../name"): their directory, once resolved, is found by
   // its text alone, without splitting and joining the path again.
   if (auto slash = relative.rfind('/'); slash != std::string::npos && is_plain_path(relative)) {
     if (auto known = resolved_dirs_.find(relative.substr(0, slash)); known != resolved_dirs_.end()) {
       if (!known->second) return std::nullopt;
       bool link = false;
-      auto data = backend_->read_unless_link(join(*known->second, relative.substr(slash + 1)), max, link);
+      const std::string file = join(*known->second, relative.substr(slash + 1));
+      auto data = lone ? backend_->read_lone(file, max, link) : backend_->read_unless_link(file, max, link);
       if (!link) return data;
       auto path = resolve(relative);
       if (!path) return std::nullopt;
@@ -716,7 +772,7 @@ std::optional<std::string> Sysroot::read_file(const std::string& relative, size_
     auto dir = resolve_directory(std::move(parts));
     if (!dir) return std::nullopt;
     bool link = false;
-    auto data = backend_->read_unless_link(join(*dir, last), max, link);
+    auto data = lone ? backend_->read_lone(join(*dir, last), max, link) : backend_->read_unless_link(join(*dir, last), max, link);
     if (!link) return data;
   }
   auto path = resolve(relative);
@@ -739,6 +795,15 @@ std::optional<std::string> Sysroot::read_text(const std::string& relative) const
 
 std::optional<std::string> Sysroot::read_line(const std::string& relative) const {
   auto text = read_text(relative);
+  if (!text) return std::nullopt;
+  auto nl = text->find('\n');
+  if (nl != std::string::npos) text->resize(nl);
+  return text;
+}
+
+std::optional<std::string> Sysroot::read_lone_line(const std::string& relative) const {
+  auto text = read_file(relative, limits_.max_file_bytes, /*lone=*/true);
+  if (text && text->size() > limits_.max_file_bytes) too_large(origin_, relative, limits_.max_file_bytes);
   if (!text) return std::nullopt;
   auto nl = text->find('\n');
   if (nl != std::string::npos) text->resize(nl);

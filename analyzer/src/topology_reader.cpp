@@ -129,7 +129,7 @@ void read_sysfs_attributes(const Sysroot& root, Function& f, const TopologyReadS
     if (!name.empty() && name.size() < 10 && std::all_of(name.begin(), name.end(), ::isdigit)) f.iommu_group = std::stoi(name);
     else findings.push_back({dir + "/iommu_group", fmt::format("'{}' is not an IOMMU group number", escape_text(name))});
     if (f.iommu_group && descriptive)
-      if (auto t = root.read_line(fmt::format("sys/kernel/iommu_groups/{}/type", *f.iommu_group)))
+      if (auto t = root.read_lone_line(fmt::format("sys/kernel/iommu_groups/{}/type", *f.iommu_group)))
         f.iommu_group_type = *t;
   }
   f.has_p2pmem = root.exists(dir + "/p2pmem");
