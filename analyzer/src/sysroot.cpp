@@ -714,6 +714,9 @@ std::optional<std::string> Sysroot::resolve_directory(std::vector<std::string> p
     auto resolved = resolve_parts(*backend_, std::move(parts), true, limits_, directories_);
     if (resolved && !directories_.count(*resolved) && backend_->kind(*resolved) != Kind::kDirectory) resolved.reset();
     if (resolved_dirs_.size() >= kMaxResolvedDirs) resolved_dirs_.clear();  // a bound, not an expected case
+    // What it resolved to holds no link and is a directory: it resolves to itself. The reader
+    // goes on by that path (a function's sysfs_path) and so finds it at once.
+    if (resolved && *resolved != dir) resolved_dirs_.emplace(*resolved, resolved);
     cached = resolved_dirs_.emplace(dir, resolved).first;
   }
   return cached->second;
