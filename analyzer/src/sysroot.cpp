@@ -441,6 +441,8 @@ class ArchiveBackend : public Sysroot::Backend {
   void add(const std::string& path, Entry entry);
 
   std::unordered_map<std::string, Entry> entries_;
+  std::string last_parent_;                            // add(): the directory of the last entry
+  std::vector<std::string>* last_children_ = nullptr;  // and its children_ list
   std::unordered_map<std::string, std::vector<std::string>> children_;
 };
 
@@ -461,6 +463,7 @@ std::string entry_path(const std::string& origin, const char* raw, const Sysroot
     throw InputError(fmt::format("{}: an entry name is longer than {} bytes", origin, limits.max_path_bytes));
   if (!name.empty() && name.front() == '/')
     throw InputError(fmt::format("{}: refusing archive entry '{}': absolute path", origin, escape_text(name)));
+  if (is_plain_path(name)) return name;  // what the walk below gives back for it
   std::string out;
   for (const auto& part : split_path(name)) {
     if (part == "..")
@@ -474,11 +477,23 @@ void ArchiveBackend::add(const std::string& path, Entry entry) {
   auto [it, inserted] = entries_.insert_or_assign(path, std::move(entry));
   if (!inserted) return;
   // Record the name under its parent, creating the parent directories a tar may leave implicit.
+  // A tar lists a directory's entries one after another: the last parent seen is kept at hand
+  // (it exists by then, as an entry or made here), which saves two lookups of long names.
+  if (auto slash = path.rfind('/'); slash != std::string::npos && last_children_ &&
+                                    std::string_view(path).substr(0, slash) == last_parent_) {
+    last_children_->push_back(path.substr(slash + 1));
+    return;
+  }
   std::string child = path;
-  for (;;) {
+  for (bool first = true;; first = false) {
     auto slash = child.rfind('/');
     std::string parent = slash == std::string::npos ? "" : child.substr(0, slash);
-    children_[parent].push_back(child.substr(slash == std::string::npos ? 0 : slash + 1));
+    auto& siblings = children_[parent];
+    siblings.push_back(child.substr(slash == std::string::npos ? 0 : slash + 1));
+    if (first && !parent.empty()) {
+      last_parent_ = parent;
+      last_children_ = &siblings;
+    }
     if (parent.empty() || entries_.count(parent)) break;
     entries_.emplace(parent, Entry{Kind::kDirectory, nullptr, {}});
     child = parent;
