@@ -390,20 +390,32 @@ namespace {
 // The kernel's sysfs `resource` file: one "start end flags" line per BAR (then ROM and bridge
 // windows), as libpci's sysfs method reads it; nullopt when malformed.
 std::optional<std::vector<std::array<uint64_t, 3>>> parse_resource_file(const std::string& text) {
+  // By hand, as an istream would split it (lines at '\n', words at C-locale white space): an
+  // istringstream per line cost more than the rest of the function's reading.
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; };
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
   std::vector<std::array<uint64_t, 3>> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line) && lines.size() < 17;) {
+  for (size_t start = 0; start < text.size() && lines.size() < 17;) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + start, end - start);
+    start = end + 1;
     std::array<uint64_t, 3> v{};
-    std::istringstream words(line);
+    size_t at = 0;
     for (auto& x : v) {
-      std::string w;
-      if (!(words >> w) || w.size() < 3 || w.size() > 18 || w.compare(0, 2, "0x") != 0 ||
-          w.find_first_not_of("0123456789abcdefABCDEF", 2) != std::string::npos)
-        return std::nullopt;
-      x = std::stoull(w.substr(2), nullptr, 16);
+      while (at < line.size() && space(line[at])) ++at;
+      size_t word = at;
+      while (at < line.size() && !space(line[at])) ++at;
+      std::string_view w = line.substr(word, at - word);
+      if (w.size() < 3 || w.size() > 18 || w.substr(0, 2) != "0x") return std::nullopt;
+      x = 0;
+      for (char c : w.substr(2)) {
+        if (!hex(c)) return std::nullopt;
+        x = x << 4 | static_cast<uint64_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+      }
     }
-    std::string extra;
-    if (words >> extra) return std::nullopt;
+    while (at < line.size() && space(line[at])) ++at;
+    if (at != line.size()) return std::nullopt;
     lines.push_back(v);
   }
   return lines;
@@ -528,7 +540,8 @@ Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::ve
   return decode_cached(access.get(), bdf, bytes, Source{bdf.str(), 0, readable}, findings, [](struct pci_dev*) { return false; });
 }
 
-std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings) {
+std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings,
+                                        const std::function<void(Function&)>& each) {
   // libpci decodes bytes we read through the sysroot (its config cache); it is never given a
   // path into a sysroot, so it cannot follow a stranger's link out of it.
   PrivateCopy empty(root.origin(), "");
@@ -575,6 +588,7 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
       f.device_name = lookup(a, PCI_LOOKUP_DEVICE, f.vendor, f.device);
       f.class_name = lookup(a, PCI_LOOKUP_CLASS, f.class_code >> 8);
     }
+    if (each) each(f);
   }
   return out;
 }

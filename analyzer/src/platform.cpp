@@ -226,7 +226,7 @@ void read_iommu(const Sysroot& root, Platform& p, const std::optional<std::strin
   // 1. The default domain of every group (sys/kernel/iommu_groups/N/type, 5.11+).
   std::map<std::string, int> types;
   for (const auto& g : groups)
-    if (auto t = root.read_line("sys/kernel/iommu_groups/" + g + "/type")) {
+    if (auto t = root.read_lone_line("sys/kernel/iommu_groups/" + g + "/type")) {  // one file a group
       std::string type = trim(*t);
       if (type == "identity") ++types["passthrough"];
       else if (type == "DMA" || type == "DMA-FQ") ++types["translated"];

@@ -5,12 +5,15 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <list>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -66,6 +69,18 @@ std::vector<std::string> split_path(const std::string& p) {
   return parts;
 }
 
+// No empty, "." or ".." component: split_path() and a join give the same text back.
+bool is_plain_path(std::string_view p) {
+  if (p.empty()) return false;
+  for (size_t start = 0;;) {
+    size_t end = p.find('/', start);
+    std::string_view part = p.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    if (end == std::string_view::npos) return true;
+    start = end + 1;
+  }
+}
+
 std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
 [[noreturn]] void too_large(const std::string& origin, const std::string& rel, size_t limit) {
@@ -91,6 +106,10 @@ class Sysroot::Backend {
     link = kind(path) == Kind::kSymlink;
     return link ? std::nullopt : read(path, max);
   }
+  // read_unless_link() of the one file read in its directory: a backend may skip listing it.
+  virtual std::optional<std::string> read_lone(const std::string& path, size_t max, bool& link) const {
+    return read_unless_link(path, max, link);
+  }
   virtual std::optional<uint64_t> size(const std::string& path) const = 0;
   virtual std::vector<std::string> list(const std::string& path, size_t max) const = 0;
   virtual std::optional<fs::path> host_path(const std::string&) const { return std::nullopt; }
@@ -101,27 +120,33 @@ namespace {
 // A directory on this machine (the live "/" or a snapshot directory). Every component is opened
 // with O_NOFOLLOW below a descriptor of the root, so a link swapped in behind our back fails the
 // open instead of leading out.
+//
+// Each directory opened is listed once (getdents64): the reader asks for a dozen files in each
+// function's directory, and the listing's d_type answers what they are, so a file is opened only
+// when it is there, a link is read without a stat first, and an absent file costs no system call.
+// A file the listing calls regular is opened O_NOFOLLOW|O_NONBLOCK and read without fstat: a link
+// swapped in fails the open; a FIFO (device nodes need CAP_MKNOD) opens without blocking and reads
+// as empty or EAGAIN (refused). Where d_type is DT_UNKNOWN the file is fstat'ed as before.
 class DirectoryBackend : public Sysroot::Backend {
  public:
-  DirectoryBackend(Fd root, fs::path host_root, bool live) : root_(std::move(root)), host_root_(std::move(host_root)), live_(live) {}
+  DirectoryBackend(Fd root, fs::path host_root, bool live) : host_root_(std::move(host_root)), live_(live) {
+    root_.fd = std::move(root);
+  }
   bool live() const override { return live_; }
 
   Kind kind(const std::string& path) const override {
     if (path.empty()) return Kind::kDirectory;
     auto [dir, name] = open_parent(path);
-    struct stat st{};
-    if (dir < 0 || ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Kind::kMissing;
-    if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
-    if (S_ISREG(st.st_mode)) return Kind::kFile;
-    if (S_ISLNK(st.st_mode)) return Kind::kSymlink;
-    return Kind::kOther;
+    if (!dir) return Kind::kMissing;
+    return entry_kind(*dir, name);
   }
 
   std::optional<std::string> link_target(const std::string& path) const override {
     auto [dir, name] = open_parent(path);
-    if (dir < 0) return std::nullopt;
+    if (!dir) return std::nullopt;
+    if (dir->listed && entry_kind(*dir, name) != Kind::kSymlink) return std::nullopt;
     char buf[4097];
-    ssize_t n = ::readlinkat(dir, name.c_str(), buf, sizeof buf);
+    ssize_t n = ::readlinkat(dir->fd.get(), name.c_str(), buf, sizeof buf);
     if (n < 0 || static_cast<size_t>(n) >= sizeof buf) return std::nullopt;
     return std::string(buf, static_cast<size_t>(n));
   }
@@ -132,38 +157,93 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
   std::optional<std::string> read_unless_link(const std::string& path, size_t max, bool& link) const override {
-    struct stat st{};
-    Fd fd = open_file(path, &st, &link);
-    if (fd.get() < 0) return std::nullopt;
+    auto [dir, name] = open_parent(path);
+    if (!dir) return std::nullopt;
+    Kind k = dir->listed ? entry_kind(*dir, name, /*stat_unknown=*/false) : Kind::kOther;
+    if (k == Kind::kSymlink) link = true;
+    if (k == Kind::kMissing || k == Kind::kSymlink || k == Kind::kDirectory) return std::nullopt;
+    const bool known_regular = k == Kind::kFile;  // else (DT_UNKNOWN, not listed) fstat decides
+    Fd fd(::openat(dir->fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == ELOOP) link = true;
+      return std::nullopt;
+    }
+    return read_open(fd, max, known_regular);
+  }
+
+  // The directory is not opened (nor listed) for one file: the file is opened from the nearest
+  // open directory above it with openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH), which refuses
+  // every link on the way and any step out, and fstat'ed. Anything unusual (a link, an old kernel
+  // without openat2) takes the ordinary path.
+  std::optional<std::string> read_lone(const std::string& path, size_t max, bool& link) const override {
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos || slash == 0) return read_unless_link(path, max, link);
+    std::string dir = path.substr(0, slash);
+    if (dirs_.count(dir)) return read_unless_link(path, max, link);
+    auto [parent, dir_name] = open_parent(dir);
+    if (!parent || !parent->listed || entry_kind(*parent, dir_name, false) != Kind::kDirectory)
+      return read_unless_link(path, max, link);
+    struct open_how how{};
+    how.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+    how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
+    std::string below = dir_name + path.substr(slash);
+    Fd fd(static_cast<int>(::syscall(SYS_openat2, parent->fd.get(), below.c_str(), &how, sizeof how)));
+    if (fd.get() < 0) {
+      if (errno == ENOENT) return std::nullopt;
+      return read_unless_link(path, max, link);
+    }
+    return read_open(fd, max, false);
+  }
+
+  // The bytes of an open file, at most max + 1. known_regular: the listing said so, else fstat
+  // decides (and gives a captured file's true size).
+  std::optional<std::string> read_open(const Fd& fd, size_t max, bool known_regular) const {
+    size_t expected = SIZE_MAX;  // sysfs and procfs report sizes that are not what they hold
+    if (!known_regular) {
+      struct stat st{};
+      if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+      if (!live_) expected = static_cast<size_t>(st.st_size);  // a captured tree's sizes are true
+    }
     std::string data;
     size_t used = 0;
-    // sysfs and procfs report sizes that are not what they hold: read those to EOF, bounded. A
-    // captured tree is a plain file system, whose sizes are true: no read to find the end.
-    const size_t expected = live_ ? SIZE_MAX : static_cast<size_t>(st.st_size);
     while (used <= max && used != expected) {
-      if (used == data.size()) data.resize(std::min(max + 1, data.size() * 2 + 4096));
-      ssize_t n = ::read(fd.get(), data.data() + used, data.size() - used);
+      if (used == data.size()) data.resize(std::min(max + 1, data.size() * 2 + kFirstRead));
+      const size_t asked = data.size() - used;
+      ssize_t n = ::read(fd.get(), data.data() + used, asked);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return std::nullopt;
+      if (n < 0) return std::nullopt;  // EAGAIN: a FIFO with a writer, not a file
       if (n == 0) break;
       used += static_cast<size_t>(n);
+      // A regular file of a captured tree (a plain file system) returns less than asked only at
+      // its end: one read for a small file. sysfs and procfs are read to EOF (seq_file stops short).
+      if (!live_ && static_cast<size_t>(n) < asked) break;
     }
     data.resize(used);
     return data;
   }
 
   std::optional<uint64_t> size(const std::string& path) const override {
+    auto [dir, name] = open_parent(path);
+    if (!dir) return std::nullopt;
+    if (dir->listed && entry_kind(*dir, name, false) == Kind::kMissing) return std::nullopt;
+    Fd fd(::openat(dir->fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     struct stat st{};
-    Fd fd = open_file(path, &st);
-    if (fd.get() < 0) return std::nullopt;
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
     return static_cast<uint64_t>(st.st_size);
   }
 
   std::vector<std::string> list(const std::string& path, size_t max) const override {
     std::vector<std::string> names;
-    int dir = open_directory(path);
-    if (dir < 0) return names;
-    int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    Dir* dir = open_directory(path);
+    if (!dir) return names;
+    if (dir->listed) {
+      if (dir->entries.size() > max) throw InputError(fmt::format("{}: more than {} entries", escape_text(path), max));
+      names.reserve(dir->entries.size());
+      for (const auto& e : dir->entries) names.push_back(e.name);
+      return names;
+    }
+    // Not listable through its own descriptor (O_PATH: no read permission) or too large to keep.
+    int fd = ::openat(dir->fd.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return names;
     DIR* d = ::fdopendir(fd);
     if (!d) {
@@ -188,44 +268,133 @@ class DirectoryBackend : public Sysroot::Backend {
   }
 
  private:
-  // Opens the directory `path` one component at a time without following links, from the
-  // nearest directory already open: reads come in runs from the same functions' directories.
-  int open_directory(const std::string& path) const {
-    if (path.empty()) return root_.get();
-    if (auto it = dirs_.find(path); it != dirs_.end()) return it->second.get();
-    auto slash = path.rfind('/');
-    int parent = open_directory(slash == std::string::npos ? "" : path.substr(0, slash));
-    if (parent < 0) return -1;
-    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-    Fd dir(::openat(parent, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (dir.get() < 0) return -1;
-    if (dirs_.size() >= kMaxOpenDirs) dirs_.clear();  // parent is not used past this point
-    return dirs_.emplace(path, std::move(dir)).first->second.get();
+  struct Entry {
+    std::string name;
+    Kind kind;  // from d_type; kOther stands for DT_UNKNOWN until fstatat answers
+    bool known;
+  };
+  struct Dir {
+    Fd fd;
+    bool listed = false;         // entries hold the whole directory
+    std::vector<Entry> entries;  // sorted by name
+    std::list<std::string>::iterator lru;
+  };
+
+  // Kind of `name` in an open directory: from its listing when it has one (DT_UNKNOWN is
+  // fstatat'ed once, unless stat_unknown is false: the caller opens it and fstats then).
+  Kind entry_kind(Dir& dir, const std::string& name, bool stat_unknown = true) const {
+    if (dir.listed) {
+      auto it = std::lower_bound(dir.entries.begin(), dir.entries.end(), name,
+                                 [](const Entry& e, const std::string& n) { return e.name < n; });
+      if (it == dir.entries.end() || it->name != name) return Kind::kMissing;
+      if (it->known || !stat_unknown) return it->kind;
+      it->kind = stat_kind(dir.fd.get(), name);
+      it->known = true;
+      return it->kind;
+    }
+    return stat_kind(dir.fd.get(), name);
   }
 
-  std::pair<int, std::string> open_parent(const std::string& path) const {
+  static Kind stat_kind(int dir, const std::string& name) {
+    struct stat st{};
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Kind::kMissing;
+    if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
+    if (S_ISREG(st.st_mode)) return Kind::kFile;
+    if (S_ISLNK(st.st_mode)) return Kind::kSymlink;
+    return Kind::kOther;
+  }
+
+  // The whole directory through its own descriptor, bounded; false (not listed) when it cannot
+  // be read or holds more than kMaxListed entries (then each name is looked up by itself).
+  static bool fill_listing(Dir& dir) {
+    alignas(8) static thread_local char buf[32768];
+    std::vector<Entry> entries;
+    for (;;) {
+      ssize_t n = ::getdents64(dir.fd.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return false;
+      if (n == 0) break;
+      for (ssize_t at = 0; at < n;) {
+        auto* e = reinterpret_cast<struct dirent64*>(buf + at);
+        at += e->d_reclen;
+        const char* name = e->d_name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        if (entries.size() >= kMaxListed) return false;
+        Kind k = e->d_type == DT_DIR ? Kind::kDirectory : e->d_type == DT_REG ? Kind::kFile
+               : e->d_type == DT_LNK ? Kind::kSymlink : Kind::kOther;
+        entries.push_back({name, k, e->d_type != DT_UNKNOWN});
+      }
+    }
+    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
+    dir.entries = std::move(entries);
+    dir.listed = true;
+    return true;
+  }
+
+  // Opens the directory `path` one component at a time without following links, from the
+  // nearest directory already open, and lists it: reads come in runs from the same functions'
+  // directories. The most recently used kMaxOpenDirs stay open.
+  Dir* open_directory(const std::string& path) const {
+    if (path.empty()) {
+      if (!root_tried_) {  // the root's descriptor was opened O_RDONLY by Sysroot::open: listable
+        root_tried_ = true;
+        fill_listing(root_);
+      }
+      return &root_;
+    }
+    if (last_dir_ && path == *last_path_) return last_dir_;  // reads come in runs from one directory
+    if (auto it = dirs_.find(path); it != dirs_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      last_path_ = &it->first;
+      return last_dir_ = &it->second;
+    }
+    auto slash = path.rfind('/');
+    Dir* parent = open_directory(slash == std::string::npos ? "" : path.substr(0, slash));
+    if (!parent) return nullptr;
+    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (parent->listed) {
+      Kind k = entry_kind(*parent, name, false);
+      if (k == Kind::kMissing || k == Kind::kFile || k == Kind::kSymlink) return nullptr;
+    }
+    Fd fd(::openat(parent->fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    bool listable = fd.get() >= 0;
+    if (!listable && errno == EACCES)  // a directory we may search but not read
+      fd = Fd(::openat(parent->fd.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) return nullptr;
+    // parent is not used past this point: evicting it is safe.
+    last_dir_ = nullptr;
+    while (dirs_.size() >= kMaxOpenDirs) {
+      dirs_.erase(lru_.back());
+      lru_.pop_back();
+    }
+    lru_.push_front(path);
+    auto [it, inserted] = dirs_.try_emplace(path);
+    Dir& dir = it->second;
+    dir.fd = std::move(fd);
+    dir.lru = lru_.begin();
+    if (listable) fill_listing(dir);
+    last_path_ = &it->first;
+    return last_dir_ = &dir;
+  }
+
+  std::pair<Dir*, std::string> open_parent(const std::string& path) const {
     auto slash = path.rfind('/');
     std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
     std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
     return {open_directory(dir), name};
   }
 
-  // O_NONBLOCK: a FIFO would otherwise block the open; fstat then refuses anything not regular.
-  // `link` is set when the last component is a symlink (O_NOFOLLOW refuses it with ELOOP).
-  Fd open_file(const std::string& path, struct stat* st, bool* link = nullptr) const {
-    auto [dir, name] = open_parent(path);
-    if (dir < 0) return Fd();
-    Fd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (fd.get() < 0 && errno == ELOOP && link) *link = true;
-    if (fd.get() < 0 || ::fstat(fd.get(), st) != 0 || !S_ISREG(st->st_mode)) return Fd();
-    return fd;
-  }
-
-  Fd root_;
+  static constexpr size_t kFirstRead = 8192;
+  static constexpr size_t kMaxListed = 1 << 16;
   fs::path host_root_;
   bool live_;
   static constexpr size_t kMaxOpenDirs = 256;
-  mutable std::unordered_map<std::string, Fd> dirs_;
+  mutable Dir root_;
+  mutable bool root_tried_ = false;
+  mutable std::unordered_map<std::string, Dir> dirs_;
+  mutable std::list<std::string> lru_;  // most recently used first
+  mutable const std::string* last_path_ = nullptr;  // the directory open_directory() gave last
+  mutable Dir* last_dir_ = nullptr;
 };
 
 // A snapshot archive read in one pass into memory: nothing is written to disk, so nothing can be
@@ -272,6 +441,8 @@ class ArchiveBackend : public Sysroot::Backend {
   void add(const std::string& path, Entry entry);
 
   std::unordered_map<std::string, Entry> entries_;
+  std::string last_parent_;                            // add(): the directory of the last entry
+  std::vector<std::string>* last_children_ = nullptr;  // and its children_ list
   std::unordered_map<std::string, std::vector<std::string>> children_;
 };
 
@@ -292,6 +463,7 @@ std::string entry_path(const std::string& origin, const char* raw, const Sysroot
     throw InputError(fmt::format("{}: an entry name is longer than {} bytes", origin, limits.max_path_bytes));
   if (!name.empty() && name.front() == '/')
     throw InputError(fmt::format("{}: refusing archive entry '{}': absolute path", origin, escape_text(name)));
+  if (is_plain_path(name)) return name;  // what the walk below gives back for it
   std::string out;
   for (const auto& part : split_path(name)) {
     if (part == "..")
@@ -305,11 +477,23 @@ void ArchiveBackend::add(const std::string& path, Entry entry) {
   auto [it, inserted] = entries_.insert_or_assign(path, std::move(entry));
   if (!inserted) return;
   // Record the name under its parent, creating the parent directories a tar may leave implicit.
+  // A tar lists a directory's entries one after another: the last parent seen is kept at hand
+  // (it exists by then, as an entry or made here), which saves two lookups of long names.
+  if (auto slash = path.rfind('/'); slash != std::string::npos && last_children_ &&
+                                    std::string_view(path).substr(0, slash) == last_parent_) {
+    last_children_->push_back(path.substr(slash + 1));
+    return;
+  }
   std::string child = path;
-  for (;;) {
+  for (bool first = true;; first = false) {
     auto slash = child.rfind('/');
     std::string parent = slash == std::string::npos ? "" : child.substr(0, slash);
-    children_[parent].push_back(child.substr(slash == std::string::npos ? 0 : slash + 1));
+    auto& siblings = children_[parent];
+    siblings.push_back(child.substr(slash == std::string::npos ? 0 : slash + 1));
+    if (first && !parent.empty()) {
+      last_parent_ = parent;
+      last_children_ = &siblings;
+    }
     if (parent.empty() || entries_.count(parent)) break;
     entries_.emplace(parent, Entry{Kind::kDirectory, nullptr, {}});
     child = parent;
@@ -415,6 +599,12 @@ class SubtreeBackend : public Sysroot::Backend {
   Kind kind(const std::string& p) const override { return inner_->kind(join(top_, p)); }
   std::optional<std::string> link_target(const std::string& p) const override { return inner_->link_target(join(top_, p)); }
   std::optional<std::string> read(const std::string& p, size_t max) const override { return inner_->read(join(top_, p), max); }
+  std::optional<std::string> read_unless_link(const std::string& p, size_t max, bool& link) const override {
+    return inner_->read_unless_link(join(top_, p), max, link);
+  }
+  std::optional<std::string> read_lone(const std::string& p, size_t max, bool& link) const override {
+    return inner_->read_lone(join(top_, p), max, link);
+  }
   std::optional<uint64_t> size(const std::string& p) const override { return inner_->size(join(top_, p)); }
   std::vector<std::string> list(const std::string& p, size_t max) const override { return inner_->list(join(top_, p), max); }
   std::optional<fs::path> host_path(const std::string& p) const override { return inner_->host_path(join(top_, p)); }
@@ -539,13 +729,35 @@ std::optional<std::string> Sysroot::resolve_directory(std::vector<std::string> p
     auto resolved = resolve_parts(*backend_, std::move(parts), true, limits_, directories_);
     if (resolved && !directories_.count(*resolved) && backend_->kind(*resolved) != Kind::kDirectory) resolved.reset();
     if (resolved_dirs_.size() >= kMaxResolvedDirs) resolved_dirs_.clear();  // a bound, not an expected case
+    // What it resolved to holds no link and is a directory: it resolves to itself. The reader
+    // goes on by that path (a function's sysfs_path) and so finds it at once.
+    if (resolved && *resolved != dir) resolved_dirs_.emplace(*resolved, resolved);
     cached = resolved_dirs_.emplace(dir, resolved).first;
   }
   return cached->second;
 }
 
 std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bool follow_last) const {
+  // A plain path whose directory is already resolved: only its last component is looked at, as
+  // resolve_parts() would from that directory (a link to follow takes the general walk below).
+  if (auto slash = relative.rfind('/'); slash != std::string::npos && is_plain_path(relative)) {
+    if (follow_last)
+      if (auto known = resolved_dirs_.find(relative); known != resolved_dirs_.end() && known->second) return known->second;
+    if (auto dir = resolved_dirs_.find(relative.substr(0, slash)); dir != resolved_dirs_.end()) {
+      if (!dir->second) return std::nullopt;
+      std::string path = join(*dir->second, relative.substr(slash + 1));
+      if (path.size() > limits_.max_path_bytes) return std::nullopt;
+      Kind k = directories_.count(path) ? Kind::kDirectory : backend_->kind(path);
+      if (k == Kind::kMissing) return std::nullopt;
+      if (k != Kind::kSymlink || !follow_last) return path;
+    }
+  }
   auto parts = split_path(relative);
+  // A directory already resolved (a function's, reached through its sys/bus/pci/devices link)
+  // needs no second walk: followed to the end, it resolves to what resolve_directory() found.
+  if (follow_last && !parts.empty())
+    if (auto known = resolved_dirs_.find(fmt::format("{}", fmt::join(parts, "/"))); known != resolved_dirs_.end() && known->second)
+      return known->second;
   if (parts.size() < 2 || parts.back() == "..")
     return resolve_parts(*backend_, std::move(parts), follow_last, limits_, directories_);
   std::string last = std::move(parts.back());
@@ -556,7 +768,21 @@ std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bo
 }
 
 // A file in a resolved directory is opened at once, not looked at first; only a link is resolved.
-std::optional<std::string> Sysroot::read_file(const std::string& relative, size_t max) const {
+std::optional<std::string> Sysroot::read_file(const std::string& relative, size_t max, bool lone) const {
+  // The reader's paths are plain ("dir/.../name"): their directory, once resolved, is found by
+  // its text alone, without splitting and joining the path again.
+  if (auto slash = relative.rfind('/'); slash != std::string::npos && is_plain_path(relative)) {
+    if (auto known = resolved_dirs_.find(relative.substr(0, slash)); known != resolved_dirs_.end()) {
+      if (!known->second) return std::nullopt;
+      bool link = false;
+      const std::string file = join(*known->second, relative.substr(slash + 1));
+      auto data = lone ? backend_->read_lone(file, max, link) : backend_->read_unless_link(file, max, link);
+      if (!link) return data;
+      auto path = resolve(relative);
+      if (!path) return std::nullopt;
+      return backend_->read(*path, max);
+    }
+  }
   auto parts = split_path(relative);
   if (parts.size() >= 2 && parts.back() != "..") {
     std::string last = std::move(parts.back());
@@ -564,7 +790,7 @@ std::optional<std::string> Sysroot::read_file(const std::string& relative, size_
     auto dir = resolve_directory(std::move(parts));
     if (!dir) return std::nullopt;
     bool link = false;
-    auto data = backend_->read_unless_link(join(*dir, last), max, link);
+    auto data = lone ? backend_->read_lone(join(*dir, last), max, link) : backend_->read_unless_link(join(*dir, last), max, link);
     if (!link) return data;
   }
   auto path = resolve(relative);
@@ -587,6 +813,15 @@ std::optional<std::string> Sysroot::read_text(const std::string& relative) const
 
 std::optional<std::string> Sysroot::read_line(const std::string& relative) const {
   auto text = read_text(relative);
+  if (!text) return std::nullopt;
+  auto nl = text->find('\n');
+  if (nl != std::string::npos) text->resize(nl);
+  return text;
+}
+
+std::optional<std::string> Sysroot::read_lone_line(const std::string& relative) const {
+  auto text = read_file(relative, limits_.max_file_bytes, /*lone=*/true);
+  if (text && text->size() > limits_.max_file_bytes) too_large(origin_, relative, limits_.max_file_bytes);
   if (!text) return std::nullopt;
   auto nl = text->find('\n');
   if (nl != std::string::npos) text->resize(nl);

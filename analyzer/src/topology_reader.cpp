@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-#include <regex>
+#include <exception>
 #include <set>
 #include <tuple>
 #include <sstream>
@@ -22,8 +22,6 @@
 namespace p2paudit {
 
 namespace {
-
-const std::regex kHostBridgeName("pci([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})");
 
 std::vector<std::string> components(const std::string& path) {
   std::vector<std::string> out;
@@ -56,40 +54,71 @@ std::optional<int> read_int(const Sysroot& root, const std::string& path, int lo
   return static_cast<int>(v);
 }
 
+// "pciDDDD:BB" (4 to 8 hex digits of domain, 2 of bus): a host bridge's directory below sys/devices.
+bool is_host_bridge_name(std::string_view name) {
+  auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  if (name.size() < 10 || name.size() > 14 || name.substr(0, 3) != "pci") return false;
+  size_t colon = name.size() - 3;
+  if (name[colon] != ':' || !hex(name[colon + 1]) || !hex(name[colon + 2])) return false;
+  for (size_t k = 3; k < colon; ++k)
+    if (!hex(name[k])) return false;
+  return true;
+}
+
+// What place_in_sysfs() learns of a function before every function is known: its parent's and
+// its PF's addresses, turned into indexes by link_in_sysfs().
+struct SysfsPlace {
+  std::optional<Bdf> parent;
+  bool has_physfn = false;
+  std::string physfn_link;
+};
+
 // The kernel's own view of where a function sits: its directory below sys/devices.
-void place_in_sysfs(const Sysroot& root, const std::map<Bdf, size_t>& index, std::vector<Function>& fns, size_t i,
-                    std::vector<Finding>& findings) {
-  Function& f = fns[i];
+SysfsPlace place_in_sysfs(const Sysroot& root, Function& f) {
+  SysfsPlace place;
   std::string link = "sys/bus/pci/devices/" + f.bdf.str();
   auto real = root.resolve(link);
   if (!real) throw InputError(fmt::format("{}: {}: link does not lead to a device directory", root.origin(), link));
   f.sysfs_path = *real;
   auto parts = components(*real);
   for (size_t k = 0; k + 1 < parts.size(); ++k)
-    if (std::regex_match(parts[k], kHostBridgeName)) f.host_bridge = parts[k];
+    if (is_host_bridge_name(parts[k])) f.host_bridge = parts[k];
   if (f.host_bridge.empty())
     throw InputError(fmt::format("{}: {}: no pciDDDD:BB host bridge above it", root.origin(), *real));
-  if (parts.size() >= 2) {
-    if (auto up = Bdf::parse(parts[parts.size() - 2])) {
-      if (auto it = index.find(*up); it != index.end()) f.parent = it->second;
-      else findings.push_back({*real, fmt::format("parent {} is not a listed PCI function", up->str())});
-    }
-  }
+  if (parts.size() >= 2) place.parent = Bdf::parse(parts[parts.size() - 2]);
   if (auto pf = root.read_link(*real + "/physfn")) {
+    place.has_physfn = true;
+    place.physfn_link = *pf;
+  }
+  return place;
+}
+
+void link_in_sysfs(const std::map<Bdf, size_t>& index, std::vector<Function>& fns, size_t i, const SysfsPlace& place,
+                   std::vector<Finding>& findings) {
+  Function& f = fns[i];
+  if (place.parent) {
+    if (auto it = index.find(*place.parent); it != index.end()) f.parent = it->second;
+    else findings.push_back({f.sysfs_path, fmt::format("parent {} is not a listed PCI function", place.parent->str())});
+  }
+  if (place.has_physfn) {
     f.is_virtfn = true;
-    auto pf_bdf = Bdf::parse(basename_of(*pf));
-    if (!pf_bdf || !index.count(*pf_bdf)) findings.push_back({*real + "/physfn", "points to no listed PCI function"});
-    else if (index.at(*pf_bdf) == i) findings.push_back({*real + "/physfn", "points to the function itself; ignored"});
+    auto pf_bdf = Bdf::parse(basename_of(place.physfn_link));
+    if (!pf_bdf || !index.count(*pf_bdf)) findings.push_back({f.sysfs_path + "/physfn", "points to no listed PCI function"});
+    else if (index.at(*pf_bdf) == i) findings.push_back({f.sysfs_path + "/physfn", "points to the function itself; ignored"});
     else f.physfn = index.at(*pf_bdf);
   }
 }
 
-void read_sysfs_attributes(const Sysroot& root, Function& f, std::vector<Finding>& findings) {
+void read_sysfs_attributes(const Sysroot& root, Function& f, const TopologyReadScope& scope,
+                           std::vector<Finding>& findings) {
   const std::string& dir = f.sysfs_path;
+  const bool descriptive = scope.descriptive_attributes;
   if (auto drv = root.read_link(dir + "/driver")) f.driver = escape_text(basename_of(*drv));
-  if (auto m = root.read_line(dir + "/modalias")) f.modalias = escape_text(*m);
+  if (descriptive || f.driver.empty())  // a driverless function's module is looked up by its modalias
+    if (auto m = root.read_line(dir + "/modalias")) f.modalias = escape_text(*m);
   if (auto n = read_int(root, dir + "/numa_node", -1, 4095, findings)) f.numa_node = *n;
-  if (auto c = root.read_line(dir + "/local_cpulist")) f.local_cpulist = escape_text(*c);
+  if (descriptive)
+    if (auto c = root.read_line(dir + "/local_cpulist")) f.local_cpulist = escape_text(*c);
   if (auto s = root.read_line(dir + "/current_link_speed")) f.link.current_speed = escape_text(*s);
   if (auto s = root.read_line(dir + "/max_link_speed")) f.link.max_speed = escape_text(*s);
   if (auto w = read_int(root, dir + "/current_link_width", 0, 32, findings)) f.link.current_width = *w;
@@ -99,8 +128,8 @@ void read_sysfs_attributes(const Sysroot& root, Function& f, std::vector<Finding
     std::string name = basename_of(*g);
     if (!name.empty() && name.size() < 10 && std::all_of(name.begin(), name.end(), ::isdigit)) f.iommu_group = std::stoi(name);
     else findings.push_back({dir + "/iommu_group", fmt::format("'{}' is not an IOMMU group number", escape_text(name))});
-    if (f.iommu_group)
-      if (auto t = root.read_line(fmt::format("sys/kernel/iommu_groups/{}/type", *f.iommu_group)))
+    if (f.iommu_group && descriptive)
+      if (auto t = root.read_lone_line(fmt::format("sys/kernel/iommu_groups/{}/type", *f.iommu_group)))
         f.iommu_group_type = *t;
   }
   f.has_p2pmem = root.exists(dir + "/p2pmem");
@@ -163,14 +192,13 @@ void cross_check_bus_ranges(Topology& t) {
 std::vector<HostBridge> collect_host_bridges(const Sysroot& root, const std::vector<Function>& fns) {
   std::map<std::string, HostBridge> bridges;
   for (const auto& name : root.list("sys/devices"))
-    if (std::regex_match(name, kHostBridgeName)) bridges[name].name = name;
+    if (is_host_bridge_name(name)) bridges[name].name = name;
   for (const auto& f : fns) bridges[f.host_bridge].name = f.host_bridge;
   std::vector<HostBridge> out;
   for (auto& [name, hb] : bridges) {
-    std::smatch m;
-    if (std::regex_match(name, m, kHostBridgeName)) {
-      hb.domain = static_cast<uint32_t>(std::stoul(m[1], nullptr, 16));
-      hb.bus = static_cast<uint8_t>(std::stoul(m[2], nullptr, 16));
+    if (is_host_bridge_name(name)) {
+      hb.domain = static_cast<uint32_t>(std::stoul(name.substr(3, name.size() - 6), nullptr, 16));
+      hb.bus = static_cast<uint8_t>(std::stoul(name.substr(name.size() - 2), nullptr, 16));
     }
     // Boot-time scan adds root-bus devices in devfn order; VFs are added later, when enabled.
     std::vector<size_t> devices, vfs;
@@ -229,13 +257,35 @@ void resolve_modules(const Sysroot& root, Topology& t, const std::optional<Captu
 
 }  // namespace
 
-Topology read_topology(const Sysroot& root) {
+Topology read_topology(const Sysroot& root, const TopologyReadScope& scope) {
   if (root.list("sys/bus/pci/devices").empty())
     throw InputError(fmt::format("{}: no PCI devices: sys/bus/pci/devices is missing or empty", root.origin()));
   Topology t;
   auto capture = read_capture_metadata(root);
   t.platform = read_platform(root, t.findings);
-  t.functions = read_config_space(root, t.findings);
+  // Each function's directory is read in one go, right after its config space, while the
+  // sysroot still has it open and listed. Findings and errors keep the order of the steps they
+  // belong to: config space, then placement (first error thrown), then the sysfs attributes.
+  std::vector<SysfsPlace> places;
+  std::vector<Finding> attribute_findings;
+  std::exception_ptr place_error, attribute_error;
+  t.functions = read_config_space(root, t.findings, [&](Function& f) {
+    places.emplace_back();
+    if (place_error) return;  // the first placement error ends the run: nothing more is needed
+    try {
+      places.back() = place_in_sysfs(root, f);
+    } catch (const InputError&) {
+      place_error = std::current_exception();
+      return;
+    }
+    if (attribute_error) return;
+    try {
+      read_sysfs_attributes(root, f, scope, attribute_findings);
+      read_vendor_memory(root, f, attribute_findings);
+    } catch (const InputError&) {
+      attribute_error = std::current_exception();
+    }
+  });
   if (capture)
     for (auto& f : t.functions)
       if (auto it = capture->config_sizes.find(f.bdf.str()); it != capture->config_sizes.end() && !f.config_size) {
@@ -243,16 +293,17 @@ Topology read_topology(const Sysroot& root) {
         else t.findings.push_back({kCaptureMetadataPath, fmt::format("config size {} for {} is neither 256 nor 4096; ignored",
                                                                      it->second, f.bdf.str())});
       }
+  if (place_error) std::rethrow_exception(place_error);
 
   std::map<Bdf, size_t> index;
   for (size_t i = 0; i < t.functions.size(); ++i) index[t.functions[i].bdf] = i;
-  for (size_t i = 0; i < t.functions.size(); ++i) place_in_sysfs(root, index, t.functions, i, t.findings);
+  for (size_t i = 0; i < t.functions.size(); ++i) link_in_sysfs(index, t.functions, i, places[i], t.findings);
   break_upstream_loops(t);
   settle_config_sizes(t);
+  if (attribute_error) std::rethrow_exception(attribute_error);
+  t.findings.insert(t.findings.end(), attribute_findings.begin(), attribute_findings.end());
   for (size_t i = 0; i < t.functions.size(); ++i) {
     Function& f = t.functions[i];
-    read_sysfs_attributes(root, f, t.findings);
-    read_vendor_memory(root, f, t.findings);
     if (f.parent) t.functions[*f.parent].children.push_back(i);
     if (f.physfn) t.functions[*f.physfn].virtfns.push_back(i);
     // Cut short of what the kernel exposes, or of the standard header's capabilities.

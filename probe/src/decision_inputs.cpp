@@ -48,7 +48,7 @@ Topology read_machine(const MachineSource& source, AssumptionNotes where, std::o
       throw InputError(fmt::format("{}: {}: not a regular file of at most {} bytes", root.origin(), kProbeResultsPath,
                                    root.limits().max_file_bytes));
   }
-  return read_topology(root);
+  return read_topology(root, {.descriptive_attributes = source.descriptive_attributes});
 }
 
 }  // namespace

@@ -67,6 +67,8 @@ MachineSource machine_source(const GlobalOptions& global) {
   s.assume_whitelisted = global.assume_whitelisted;
   s.assume_acs_off = global.assume_acs_off;
   s.rules_dir = rules_dir(global);
+  // Only a JSON tree (topology or the audit in --format json) prints what TopologyReadScope leaves out.
+  s.descriptive_attributes = global.format == "json";
   return s;
 }
 

@@ -51,6 +51,9 @@ class Sysroot {
   // First line (trailing newline removed), or nullopt when the file is missing, not a regular
   // file, larger than the file limit, or leads outside the sysroot.
   std::optional<std::string> read_line(const std::string& relative) const;
+  // read_line() of a file that is the only one read in its directory (an IOMMU group's `type`):
+  // opened through the directory's parent without listing the directory first.
+  std::optional<std::string> read_lone_line(const std::string& relative) const;
   std::optional<std::string> read_text(const std::string& relative) const;
   // Up to max bytes; nullopt when the file cannot be read as above.
   std::optional<std::vector<uint8_t>> read_bytes(const std::string& relative, size_t max) const;
@@ -73,7 +76,7 @@ class Sysroot {
   Sysroot() = default;
   std::optional<std::string> resolve_path(const std::string& relative, bool follow_last) const;
   std::optional<std::string> resolve_directory(std::vector<std::string> parts) const;
-  std::optional<std::string> read_file(const std::string& relative, size_t max) const;
+  std::optional<std::string> read_file(const std::string& relative, size_t max, bool lone = false) const;
 
   static constexpr size_t kMaxResolvedDirs = 1 << 20;
   std::string origin_;

@@ -8,7 +8,15 @@
 
 namespace p2paudit {
 
+// What read_topology() reads beyond what every output uses.
+struct TopologyReadScope {
+  // local_cpulist, the IOMMU group's type and a bound function's modalias (a function without a
+  // driver keeps its modalias: its module is looked up by it): only the JSON tree prints them,
+  // no rule decides on them and none can be a finding. Left empty when false.
+  bool descriptive_attributes = true;
+};
+
 // Throws InputError (naming the path) when the sysroot has no PCI devices or is malformed.
-Topology read_topology(const Sysroot& root);
+Topology read_topology(const Sysroot& root, const TopologyReadScope& scope = {});
 
 }  // namespace p2paudit
