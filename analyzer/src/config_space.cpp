@@ -532,7 +532,7 @@ std::uint64_t pci_name_list_loads() { return g_name_list_loads.load(); }
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings) {
   size_t readable = whole_regions(bytes.size());
   if (readable < 64) throw InputError(fmt::format("{}: {} bytes of config space cannot identify a function", bdf.str(), bytes.size()));
-  // One libpci context for all calls: each new one would parse pci.ids again for the names.
+  // One decoding context for all calls, set up once (names come from PciNames::shared()).
   static PrivateCopy empty("libpci", "");
   static PciAccess access;
   static bool ready = (init_for_cached_bytes(access, empty, "libpci"), true);
