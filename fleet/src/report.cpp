@@ -300,12 +300,12 @@ const std::string& ReportPairs::reason(size_t provider, size_t client, const Pai
 }
 
 void ReportPairs::each_group(
-    const std::function<void(size_t, size_t, const policy::DecisionGroup&, const std::string&)>& fn) {
+    const std::function<void(size_t, size_t, size_t, const policy::DecisionGroup&, const std::string&)>& fn) {
   for (const auto& p : devices_)
     for (const auto& c : devices_) {
       if (p.index == c.index) continue;
       size_t group = evaluator_->decide(p.index, c.index);
-      fn(p.index, c.index, evaluator_->groups()[group], copy_result(p.index, c.index));
+      fn(p.index, c.index, group, evaluator_->groups()[group], copy_result(p.index, c.index));
     }
 }
 
@@ -325,7 +325,7 @@ void ReportPairs::each_verdict(const std::function<void(const ordered_json&)>& f
 
 void ReportPairs::each_decision(const std::function<void(const ordered_json&, const std::string&)>& fn) {
   const Topology& topo = machine_.topo;
-  each_group([&](size_t p, size_t c, const policy::DecisionGroup& g, const std::string& copy) {
+  each_group([&](size_t p, size_t c, size_t, const policy::DecisionGroup& g, const std::string& copy) {
     fn(ordered_json{{"provider", topo.functions[p].bdf.str()},
                     {"client", topo.functions[c].bdf.str()},
                     {"decision", policy::to_string(g.action)},
@@ -400,7 +400,7 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
   std::map<std::string, int> copies{{"verified", 0}, {"corrupt", 0}, {"failed", 0}};
   w.key("decisions");
   w.open_array();
-  pairs.each_group([&](size_t p, size_t c, const policy::DecisionGroup& g, const std::string& copy) {
+  pairs.each_group([&](size_t p, size_t c, size_t, const policy::DecisionGroup& g, const std::string& copy) {
     if (auto it = copies.find(copy); it != copies.end()) ++it->second;
     text.clear();
     ObjectText e(text, w.element_indent());

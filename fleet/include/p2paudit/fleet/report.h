@@ -81,8 +81,9 @@ class ReportPairs {
   // (PolicyEvaluator::decide()) and its vendor.copy_result ("" when unknown).
   void each_outcome(const std::function<void(size_t provider, size_t client, const PairOutcome&)>& fn);
   const std::string& reason(size_t provider, size_t client, const PairOutcome& outcome);
-  void each_group(const std::function<void(size_t provider, size_t client, const policy::DecisionGroup& decision,
-                                           const std::string& copy_result)>& fn);
+  // `group` numbers the decision (PolicyEvaluator::groups()): pairs with one number share `decision`.
+  void each_group(const std::function<void(size_t provider, size_t client, size_t group,
+                                           const policy::DecisionGroup& decision, const std::string& copy_result)>& fn);
   const std::vector<NamedFunction>& devices() const { return devices_; }
 
  private:
