@@ -10,6 +10,7 @@
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 
 namespace p2paudit::fleet {
 
@@ -78,6 +79,76 @@ std::vector<NeededEntry> entries_needed(const Topology& topo, const KernelRules&
     if (!after.p2pdma_distance) return {};  // unknown with the entries: not claimed
     if (allowed(after)) return out;
     current = &after;
+  }
+  return {};
+}
+
+EntryIndexes::EntryIndexes(const Topology& topo, const KernelRules& kernel) : topo_(topo), kernel_(kernel) {}
+EntryIndexes::~EntryIndexes() = default;
+
+const P2pdmaIndex& EntryIndexes::with(const std::vector<NeededEntry>& entries) {
+  auto& slot = built_[entries];
+  if (!slot) {
+    slot = std::make_unique<Built>();
+    slot->rules = with_whitelist_entries(kernel_, entries);
+    slot->index = std::make_unique<P2pdmaIndex>(topo_, slot->rules);
+  }
+  return *slot->index;
+}
+
+namespace {
+
+// What entries_needed() reads of one check of an outcome (HostBridgeCheck's fields that
+// WhitelistCheck leaves out), as pci_p2pdma_distance() fills them for the run that assumes nothing.
+struct CheckState {
+  bool refused_same_host_bridge = false;  // matched an entry flagged REQ_SAME_HOST_BRIDGE, two host bridges
+  bool unknown_entry = false;             // keyed by an entry this build may lack
+};
+
+CheckState check_state(const Topology& topo, const KernelRules& rules, const WhitelistCheck& check, bool same) {
+  CheckState s;
+  // Only __host_bridge_whitelist() (5.4+) looks entries up; root_complex_whitelist() has none.
+  if (!rules.map_types || !check.root_device) return s;
+  if (check.entry) {
+    s.refused_same_host_bridge = rules.whitelist[*check.entry].same_host_bridge && !same;
+  } else {
+    s.unknown_entry = unknown_whitelist_entry(rules, topo.functions[*check.root_device]).has_value();
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<NeededEntry> entries_needed(const P2pdmaIndex& base, size_t provider, size_t client, const PairOutcome& refused,
+                                        EntryIndexes& with_entries) {
+  if (!refused.p2pdma_distance || *refused.p2pdma_distance >= 0 || !refused.through_host_bridge) return {};
+  const Topology& topo = base.topology();
+  // host_bridge_whitelist() passes same_host_bridge where both names are one (p2pdma.cpp).
+  const bool same = topo.functions[provider].host_bridge == topo.functions[client].host_bridge;
+  std::set<std::pair<uint16_t, uint16_t>> ids;
+  const PairOutcome* current = &refused;
+  const KernelRules* rules = &base.rules();
+  PairOutcome after;
+  // As entries_needed() of a verdict: each round adds the roots whose check failed, at most two.
+  for (int round = 0; round < 2; ++round) {
+    size_t before = ids.size();
+    for (size_t h = 0; h < current->whitelist_check_count; ++h) {
+      const WhitelistCheck& check = current->whitelist_checks[h];
+      if (check.passed != false) continue;
+      CheckState state = check_state(topo, *rules, check, same);
+      if (state.refused_same_host_bridge || check.entry || state.unknown_entry || !check.root_device) return {};
+      const Function& root = topo.functions[*check.root_device];
+      ids.insert({root.vendor, root.device});
+    }
+    if (ids.size() == before) return {};
+    std::vector<NeededEntry> out;
+    for (const auto& [vendor, device] : ids) out.push_back({vendor, device, same});
+    const P2pdmaIndex& with = with_entries.with(out);
+    after = with.outcome(provider, client);
+    if (!after.p2pdma_distance) return {};
+    if (*after.p2pdma_distance >= 0) return out;
+    current = &after;
+    rules = &with.rules();
   }
   return {};
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "p2paudit/input_file.h"
+#include "p2paudit/policy/evaluate.h"
 
 namespace p2paudit::fleet {
 
@@ -39,6 +40,11 @@ class Exposition {
       out_ += '}';
     }
     fmt::format_to(std::back_inserter(out_), " {}\n", value);
+    if (out_.size() >= kFlushBytes) flush();
+  }
+  // A sample already in the text format, its line end included.
+  void sample_text(std::string_view line) {
+    out_ += line;
     if (out_.size() >= kFlushBytes) flush();
   }
   void flush() {
@@ -91,11 +97,6 @@ void write_prometheus(std::ostream& out, const MachineAnalysis& machine, const P
   const ordered_json head = report_head(machine, {options.tool_version, true});
   std::map<std::string, std::string> names;  // BDF -> gpu0...: one per device, not per pair
   for (const auto& d : head["devices"]) names[d["bdf"].get<std::string>()] = d["name"].get<std::string>();
-  auto pair_labels = [&](const ordered_json& pair) {
-    std::string provider = pair["provider"], client = pair["client"];
-    return Labels{{"provider", provider}, {"client", client}, {"provider_name", names[provider]},
-                  {"client_name", names[client]}};
-  };
 
   Exposition prom(out);
   const auto& kernel = head["kernel_rules"];
@@ -111,18 +112,44 @@ void write_prometheus(std::ostream& out, const MachineAnalysis& machine, const P
   prom.gauge("p2paudit_audit_success", "1: the audit ran to the end (a wrapper writes 0 when it failed).");
   prom.sample("p2paudit_audit_success", {}, 1);
 
-  // Pairs are written as they are decided; the per-decision counts follow them.
+  // Pairs are written as they are decided; the per-decision counts follow them. A pair's sample is
+  // its devices' labels and its decision's (or verdict's), each escaped once, not once per pair.
   ReportPairs pairs(machine);
+  const Topology& topo = machine.topo;
+  std::vector<std::string> escaped_bdf(topo.functions.size()), escaped_name(topo.functions.size());
+  for (const auto& d : pairs.devices()) {
+    const std::string bdf = topo.functions[d.index].bdf.str();
+    escaped_bdf[d.index] = prometheus_label_value(bdf);
+    escaped_name[d.index] = prometheus_label_value(names[bdf]);
+  }
+  std::string line;
+  auto pair_line = [&](std::string_view metric, size_t p, size_t c, std::string_view tail) {
+    line.assign(metric);
+    line += "{provider=\"";
+    line += escaped_bdf[p];
+    line += "\",client=\"";
+    line += escaped_bdf[c];
+    line += "\",provider_name=\"";
+    line += escaped_name[p];
+    line += "\",client_name=\"";
+    line += escaped_name[c];
+    line += '"';
+    line += tail;
+    prom.sample_text(line);
+  };
   prom.gauge("p2paudit_pair_decision",
              "The policy's decision for an ordered device pair (label decision: peer, host_staged, deny), always 1.");
   std::map<std::string, int> per_decision{{"peer", 0}, {"host_staged", 0}, {"deny", 0}};
-  pairs.each_decision([&](const ordered_json& d, const std::string&) {
-    Labels labels = pair_labels(d);
-    std::string decision = d["decision"];
-    ++per_decision[decision];
-    labels.insert(labels.end(), {{"decision", decision}, {"rule", text_of(d["rule"])},
-                                 {"authority", text_of(d["authority"])}});
-    prom.sample("p2paudit_pair_decision", labels, 1);
+  std::vector<std::string> group_tails;  // per decision group: ,decision="..",rule="..",authority=".."} 1
+  pairs.each_group([&](size_t p, size_t c, size_t group, const policy::DecisionGroup& g, const std::string&) {
+    if (group >= group_tails.size()) group_tails.resize(group + 1);
+    std::string& tail = group_tails[group];
+    if (tail.empty())
+      tail = fmt::format(",decision=\"{}\",rule=\"{}\",authority=\"{}\"}} 1\n",
+                         prometheus_label_value(policy::to_string(g.action)), prometheus_label_value(g.rule),
+                         prometheus_label_value(g.authority ? policy::to_string(*g.authority) : ""));
+    ++per_decision[policy::to_string(g.action)];
+    pair_line("p2paudit_pair_decision", p, c, tail);
   });
   prom.gauge("p2paudit_pairs", "Ordered device pairs per policy decision.");
   for (const auto& [decision, count] : per_decision) prom.sample("p2paudit_pairs", {{"decision", decision}}, count);
@@ -130,10 +157,13 @@ void write_prometheus(std::ostream& out, const MachineAnalysis& machine, const P
   prom.gauge("p2paudit_pair_kernel_verdict",
              "The kernel's pci_p2pdma_distance() verdict for an ordered device pair (label verdict: allowed, refused, "
              "unknown), always 1.");
-  pairs.each_verdict([&](const ordered_json& v) {
-    Labels labels = pair_labels(v);
-    labels.insert(labels.end(), {{"verdict", text_of(v["verdict"])}, {"map_type", text_of(v["map_type"])}});
-    prom.sample("p2paudit_pair_kernel_verdict", labels, 1);
+  std::map<std::pair<std::string_view, MapType>, std::string> verdict_tails;
+  pairs.each_outcome([&](size_t p, size_t c, const PairOutcome& o) {
+    auto [it, added] = verdict_tails.try_emplace({verdict_word(o), o.map_type});
+    if (added)
+      it->second = fmt::format(",verdict=\"{}\",map_type=\"{}\"}} 1\n", prometheus_label_value(verdict_word(o)),
+                               prometheus_label_value(to_string(o.map_type)));
+    pair_line("p2paudit_pair_kernel_verdict", p, c, it->second);
   });
 
   prom.gauge("p2paudit_acs_redirect",

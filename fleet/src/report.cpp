@@ -14,6 +14,7 @@
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
+#include "p2paudit/policy/pair_facts.h"
 #include "p2paudit/probe/runtime_facts.h"
 #include "p2paudit/snapshot.h"
 #include "p2paudit/topology_reader.h"
@@ -28,26 +29,6 @@ ordered_json or_null(const std::optional<int>& v) { return v ? ordered_json(*v) 
 ordered_json or_null(const std::string& s) { return s.empty() ? ordered_json(nullptr) : ordered_json(s); }
 
 std::string pci_id(const Function& f) { return fmt::format("{:04x}:{:04x}", f.vendor, f.device); }
-
-const char* verdict_word(const PairVerdict& v) {
-  if (!v.p2pdma_distance) return "unknown";
-  return *v.p2pdma_distance < 0 ? "refused" : "allowed";
-}
-
-// The root devices whose whitelist check refused the pair: what `aggregate` counts per
-// host-bridge ID. The kernel stops at the first failing host bridge, so a pair names at most one.
-std::vector<std::string> refused_at(const Topology& topo, const PairVerdict& v) {
-  std::vector<std::string> out;
-  if (verdict_word(v) != std::string_view("refused")) return out;
-  for (const auto& check : v.host_bridges)
-    if (check.passed == false && check.root_device) out.push_back(pci_id(topo.functions[*check.root_device]));
-  return out;
-}
-
-std::string copy_result(const policy::FactSet& facts) {
-  const auto* r = facts.get("vendor.copy_result");
-  return r ? std::get<std::string>(*r) : "";
-}
 
 ordered_json machine_json(const Platform& p, bool redact) {
   ordered_json m = ordered_json::object();
@@ -91,7 +72,104 @@ std::string topology_digest(const Topology& topo) {
   return fmt::format("fnv1a64:{:016x}", hash);
 }
 
+const char* verdict_word(const PairOutcome& o) {
+  if (!o.p2pdma_distance) return "unknown";
+  return *o.p2pdma_distance < 0 ? "refused" : "allowed";
+}
+
+// The kernel stops at the first failing host bridge, so a pair names at most one.
+std::vector<std::string> refused_at(const Topology& topo, const PairOutcome& o) {
+  std::vector<std::string> out;
+  if (!o.p2pdma_distance || *o.p2pdma_distance >= 0) return out;
+  for (size_t k = 0; k < o.whitelist_check_count; ++k) {
+    const WhitelistCheck& check = o.whitelist_checks[k];
+    if (check.passed == false && check.root_device) out.push_back(pci_id(topo.functions[*check.root_device]));
+  }
+  return out;
+}
+
 namespace {
+
+// A string as escape_json_strings() and dump() print it: the common clean ASCII directly, any
+// other through the same two calls.
+void append_json_string(std::string& out, std::string_view s) {
+  bool plain = true;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) {
+    out += '"';
+    out += s;
+    out += '"';
+    return;
+  }
+  std::string text(s);
+  if (!is_clean_text(text)) text = escape_json_text(text);
+  out += nlohmann::json(std::move(text)).dump();
+}
+
+// One object of flat members as dump(2) prints it inside a document at `indent` spaces (its
+// members two further): what PrettyWriter::element() writes for such an object, without building it.
+class ObjectText {
+ public:
+  ObjectText(std::string& out, size_t indent) : out_(out), indent_(indent) { out_ += '{'; }
+  void string(std::string_view key, std::string_view value) {
+    start(key);
+    append_json_string(out_, value);
+  }
+  void string_or_null(std::string_view key, std::string_view value) {
+    if (value.empty()) null(key);
+    else string(key, value);
+  }
+  void null(std::string_view key) {
+    start(key);
+    out_ += "null";
+  }
+  void number(std::string_view key, std::optional<int> value) {
+    if (!value) return null(key);
+    start(key);
+    out_ += std::to_string(*value);
+  }
+  void strings(std::string_view key, const std::vector<std::string>& values) {
+    start(key);
+    if (values.empty()) {
+      out_ += "[]";
+      return;
+    }
+    out_ += '[';
+    for (size_t i = 0; i < values.size(); ++i) {
+      out_ += i ? ",\n" : "\n";
+      out_.append(indent_ + 4, ' ');
+      append_json_string(out_, values[i]);
+    }
+    out_ += '\n';
+    out_.append(indent_ + 2, ' ');
+    out_ += ']';
+  }
+  void close() {
+    if (!first_) {
+      out_ += '\n';
+      out_.append(indent_, ' ');
+    }
+    out_ += '}';
+  }
+
+ private:
+  void start(std::string_view key) {
+    out_ += first_ ? "\n" : ",\n";
+    first_ = false;
+    out_.append(indent_ + 2, ' ');
+    append_json_string(out_, key);
+    out_ += ": ";
+  }
+  std::string& out_;
+  size_t indent_;
+  bool first_ = true;
+};
 
 // Writes JSON exactly as json_text(document) would print it (dump(2), hostile strings escaped),
 // element by element: a pretty-printed value is re-indented to its depth (no JSON string holds a
@@ -125,6 +203,13 @@ class PrettyWriter {
     item();
     value_text(std::move(value));
   }
+  // An element of the array being written, already as dump(2) prints it at element_indent().
+  void element_text(std::string_view text) {
+    item();
+    buf_ += text;
+    if (buf_.size() >= kFlushBytes) finish();
+  }
+  size_t element_indent() const { return 2 * first_.size(); }
   void finish() {
     out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
     buf_.clear();
@@ -174,44 +259,81 @@ class PrettyWriter {
 ReportPairs::ReportPairs(const MachineAnalysis& machine)
     : machine_(machine),
       devices_(matrix_devices(machine.topo, false)),
-      evaluator_(std::make_unique<policy::PolicyEvaluator>(machine.topo, machine.kernel, machine.rules, machine.evidence)) {}
+      evaluator_(std::make_unique<policy::PolicyEvaluator>(machine.topo, machine.kernel, machine.rules, machine.evidence)),
+      reasons_(std::make_unique<VerdictReasons>(evaluator_->index())) {
+  // The machine's layer of every pair's facts, as PolicyEvaluator lays the evidence's "all" over it.
+  policy::FactSet facts = policy::machine_facts(machine.topo, machine.kernel);
+  if (machine.evidence)
+    for (const auto& [name, value] : machine.evidence->all.entries()) {
+      if (value) facts.set(name, *value);
+      else facts.set_unknown(name);
+    }
+  if (const auto* r = facts.get("vendor.copy_result")) machine_copy_result_ = std::get<std::string>(*r);
+}
 
 ReportPairs::~ReportPairs() = default;
 
-void ReportPairs::each_verdict(const std::function<void(const ordered_json&)>& fn) {
-  const Topology& topo = machine_.topo;
+const std::string& ReportPairs::copy_result(size_t provider, size_t client) const {
+  static const std::string kUnknown;
+  static const policy::FactId kCopyResult = *policy::fact_id("vendor.copy_result");
+  const policy::VendorFactsDocument* evidence = machine_.evidence;
+  // Device facts are "provider."/"client." ones: only the pair's own entry lies over the machine's.
+  if (evidence && !evidence->pairs.empty()) {
+    const Topology& topo = machine_.topo;
+    auto it = evidence->pairs.find({topo.functions[provider].bdf, topo.functions[client].bdf});
+    if (it != evidence->pairs.end())
+      if (auto here = it->second.lookup_here(kCopyResult); here.set)
+        return here.value ? std::get<std::string>(*here.value) : kUnknown;
+  }
+  return machine_copy_result_;
+}
+
+void ReportPairs::each_outcome(const std::function<void(size_t, size_t, const PairOutcome&)>& fn) {
+  const P2pdmaIndex& index = evaluator_->index();
+  for (const auto& p : devices_)
+    for (const auto& c : devices_)
+      if (p.index != c.index) fn(p.index, c.index, index.outcome(p.index, c.index));
+}
+
+const std::string& ReportPairs::reason(size_t provider, size_t client, const PairOutcome& outcome) {
+  return reasons_->reason(provider, client, outcome);
+}
+
+void ReportPairs::each_group(
+    const std::function<void(size_t, size_t, size_t, const policy::DecisionGroup&, const std::string&)>& fn) {
   for (const auto& p : devices_)
     for (const auto& c : devices_) {
       if (p.index == c.index) continue;
-      // What decide_in_full() puts in its verdict, without deciding.
-      PairVerdict v = evaluator_->index().verdict(p.index, c.index);
-      fn(ordered_json{{"provider", topo.functions[p.index].bdf.str()},
-                      {"client", topo.functions[c.index].bdf.str()},
-                      {"code", matrix_code(v)},
-                      {"map_type", to_string(v.map_type)},
-                      {"p2pdma_distance", or_null(v.p2pdma_distance)},
-                      {"verdict", verdict_word(v)},
-                      {"refused_at", refused_at(topo, v)},
-                      {"reason", v.reason}});
+      size_t group = evaluator_->decide(p.index, c.index);
+      fn(p.index, c.index, group, evaluator_->groups()[group], copy_result(p.index, c.index));
     }
+}
+
+void ReportPairs::each_verdict(const std::function<void(const ordered_json&)>& fn) {
+  const Topology& topo = machine_.topo;
+  each_outcome([&](size_t p, size_t c, const PairOutcome& o) {
+    fn(ordered_json{{"provider", topo.functions[p].bdf.str()},
+                    {"client", topo.functions[c].bdf.str()},
+                    {"code", matrix_code(o.map_type, false)},
+                    {"map_type", to_string(o.map_type)},
+                    {"p2pdma_distance", or_null(o.p2pdma_distance)},
+                    {"verdict", verdict_word(o)},
+                    {"refused_at", refused_at(topo, o)},
+                    {"reason", reason(p, c, o)}});
+  });
 }
 
 void ReportPairs::each_decision(const std::function<void(const ordered_json&, const std::string&)>& fn) {
   const Topology& topo = machine_.topo;
-  for (const auto& p : devices_)
-    for (const auto& c : devices_) {
-      if (p.index == c.index) continue;
-      auto d = evaluator_->decide_in_full(p.index, c.index);
-      std::string copy = copy_result(d.facts);
-      fn(ordered_json{{"provider", topo.functions[p.index].bdf.str()},
-                      {"client", topo.functions[c.index].bdf.str()},
-                      {"decision", policy::to_string(d.decision.action)},
-                      {"rule", or_null(d.decision.rule)},
-                      {"authority", d.decision.authority ? ordered_json(policy::to_string(*d.decision.authority))
-                                                         : ordered_json(nullptr)},
-                      {"copy_result", or_null(copy)}},
-         copy);
-    }
+  each_group([&](size_t p, size_t c, size_t, const policy::DecisionGroup& g, const std::string& copy) {
+    fn(ordered_json{{"provider", topo.functions[p].bdf.str()},
+                    {"client", topo.functions[c].bdf.str()},
+                    {"decision", policy::to_string(g.action)},
+                    {"rule", or_null(g.rule)},
+                    {"authority", g.authority ? ordered_json(policy::to_string(*g.authority)) : ordered_json(nullptr)},
+                    {"copy_result", or_null(copy)}},
+       copy);
+  });
 }
 
 ordered_json report_head(const MachineAnalysis& m, const ReportOptions& options) {
@@ -253,17 +375,43 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
   for (auto& [key, value] : head.items()) w.member(key, std::move(value));
 
   ReportPairs pairs(m);
+  // Each element written as PrettyWriter::element() would write its JSON, without building it.
+  std::vector<std::string> bdf(topo.functions.size());
+  for (const auto& d : pairs.devices()) bdf[d.index] = topo.functions[d.index].bdf.str();
+  std::string text;
   w.key("kernel_verdicts");
   w.open_array();
-  pairs.each_verdict([&](const ordered_json& v) { w.element(v); });
+  pairs.each_outcome([&](size_t p, size_t c, const PairOutcome& o) {
+    text.clear();
+    ObjectText e(text, w.element_indent());
+    e.string("provider", bdf[p]);
+    e.string("client", bdf[c]);
+    e.string("code", matrix_code(o.map_type, false));
+    e.string("map_type", to_string(o.map_type));
+    e.number("p2pdma_distance", o.p2pdma_distance);
+    e.string("verdict", verdict_word(o));
+    e.strings("refused_at", refused_at(topo, o));
+    e.string("reason", pairs.reason(p, c, o));
+    e.close();
+    w.element_text(text);
+  });
   w.close_array();
 
   std::map<std::string, int> copies{{"verified", 0}, {"corrupt", 0}, {"failed", 0}};
   w.key("decisions");
   w.open_array();
-  pairs.each_decision([&](const ordered_json& d, const std::string& copy) {
+  pairs.each_group([&](size_t p, size_t c, size_t, const policy::DecisionGroup& g, const std::string& copy) {
     if (auto it = copies.find(copy); it != copies.end()) ++it->second;
-    w.element(d);
+    text.clear();
+    ObjectText e(text, w.element_indent());
+    e.string("provider", bdf[p]);
+    e.string("client", bdf[c]);
+    e.string("decision", policy::to_string(g.action));
+    e.string_or_null("rule", g.rule);
+    e.string_or_null("authority", g.authority ? policy::to_string(*g.authority) : "");
+    e.string_or_null("copy_result", copy);
+    e.close();
+    w.element_text(text);
   });
   w.close_array();
 

@@ -11,6 +11,7 @@
 
 #include "p2paudit/input_file.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 #include "p2paudit/p2pdma_report.h"
 
 namespace p2paudit::fleet {
@@ -55,6 +56,57 @@ void for_each_unlocked_pair(const Topology& topo, const KernelRules& kernel, con
   });
 }
 
+namespace {
+
+constexpr size_t kNoIndex = SIZE_MAX;
+
+// The device at the top of each function's upstream chain (pci_upstream_bridge() up to a root
+// bus), kNoIndex where the chain loops or leaves the tree. Two functions with different tops share
+// no upstream device.
+std::vector<size_t> chain_tops(const Topology& topo) {
+  const size_t n = topo.functions.size();
+  std::vector<size_t> top(n, kNoIndex);
+  for (size_t i = 0; i < n; ++i) {
+    size_t d = i;
+    bool regular = true;
+    for (size_t steps = 0;; ++steps) {
+      auto up = pci_upstream_bridge(topo, d);
+      if (!up) break;
+      if (*up >= n || steps >= n) {
+        regular = false;
+        break;
+      }
+      d = *up;
+    }
+    if (regular) top[i] = d;
+  }
+  return top;
+}
+
+// UnlockedPair::acs_redirect: the devices whose ACS redirects, in the order pci_p2pdma_distance()
+// tests them (walk_provider_chain(), then the client's chain below the common device; the
+// provider's whole chain when there is none), with the same bounds on a chain that loops.
+std::vector<std::string> acs_redirect_on_walk(const Topology& topo, size_t provider, size_t client,
+                                              std::optional<size_t> common) {
+  std::vector<std::string> out;
+  const size_t n = topo.functions.size();
+  auto test = [&](size_t dev) {
+    if (pci_bridge_has_acs_redir(topo.functions[dev]) == true) out.push_back(topo.functions[dev].bdf.str());
+  };
+  std::optional<size_t> a = provider;
+  for (size_t guard = 0; a && guard <= n; ++guard) {
+    test(*a);
+    if (a == common) break;
+    a = pci_upstream_bridge(topo, *a);
+  }
+  if (!common) return out;
+  std::optional<size_t> b = client;
+  for (size_t hops = 0; b && b != common && hops <= n; b = pci_upstream_bridge(topo, *b), ++hops) test(*b);
+  return out;
+}
+
+}  // namespace
+
 void for_each_unlocked(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
                        const WhitelistOptions& options,
                        const std::function<void(const UnlockedPair&, const std::vector<NeededEntry>&)>& fn) {
@@ -67,26 +119,67 @@ void for_each_unlocked(const Topology& topo, const KernelRules& kernel, const po
   // kernel was booted with (--kernel-rules) is still a candidate, and its copies were peer traffic.
   const KernelRules base = without_booted_entries(kernel);
   const bool booted = base.whitelist.size() != kernel.whitelist.size();
-  for (size_t p : devices)
+  // Each pair's outcome through the index (O(depth), nothing allocated); one index per rule set.
+  const P2pdmaIndex base_index(topo, base);
+  std::optional<P2pdmaIndex> run_index;
+  if (booted) run_index.emplace(topo, kernel);
+  EntryIndexes with_entries(topo, base);
+
+  // Two functions with no upstream device in common go through the host bridge on every release,
+  // and what the kernel then decides (the CPU rule, each host bridge's whitelist check, with or
+  // without added entries) reads their host bridges only: one answer per pair of host bridges,
+  // remembered for the provider's host bridge (devices come in BDF order, so it seldom changes).
+  const std::vector<size_t> top = chain_tops(topo);
+  std::vector<size_t> host_bridge(topo.functions.size(), kNoIndex);
+  for (size_t i = 0; i < topo.functions.size(); ++i)
+    if (const HostBridge* hb = topo.host_bridge_of(topo.functions[i]))
+      host_bridge[i] = static_cast<size_t>(hb - topo.host_bridges.data());
+  constexpr size_t kUnset = SIZE_MAX, kLocked = SIZE_MAX - 1;  // else an index into `needed_lists`
+  std::vector<size_t> row;
+  size_t row_host_bridge = kNoIndex;
+  std::vector<std::vector<NeededEntry>> needed_lists;
+
+  for (size_t p : devices) {
+    if (host_bridge[p] != row_host_bridge) {
+      row.assign(topo.host_bridges.size(), kUnset);
+      row_host_bridge = host_bridge[p];
+    }
     for (size_t c : devices) {
       if (p == c) continue;
-      PairVerdict v = pci_p2pdma_distance(topo, base, p, c);
-      if (!v.p2pdma_distance || *v.p2pdma_distance >= 0 || !v.through_host_bridge) continue;
-      // Only where added entries alone turn the refusal into THRU_HOST_BRIDGE (candidate_sets.cpp).
-      auto needed = entries_needed(topo, base, v);
-      if (needed.empty()) continue;
+      const bool by_host_bridges = host_bridge[p] != kNoIndex && host_bridge[c] != kNoIndex && top[p] != kNoIndex &&
+                                   top[c] != kNoIndex && top[p] != top[c];
+      std::optional<size_t> common;
+      std::vector<NeededEntry> needed_here;
+      const std::vector<NeededEntry>* needed = &needed_here;
+      if (by_host_bridges) {
+        size_t& known = row[host_bridge[c]];
+        if (known == kUnset) {
+          auto found = entries_needed(base_index, p, c, base_index.outcome(p, c), with_entries);
+          known = found.empty() ? kLocked : needed_lists.size();
+          if (!found.empty()) needed_lists.push_back(std::move(found));
+        }
+        if (known == kLocked) continue;
+        needed = &needed_lists[known];
+      } else {
+        PairOutcome o = base_index.outcome(p, c);
+        // Only where added entries alone turn the refusal into THRU_HOST_BRIDGE (candidate_sets.cpp).
+        if (!o.p2pdma_distance || *o.p2pdma_distance >= 0 || !o.through_host_bridge) continue;
+        needed_here = entries_needed(base_index, p, c, o, with_entries);
+        if (needed_here.empty()) continue;
+        common = o.common_ancestor;
+      }
       UnlockedPair pair;
       pair.provider = p, pair.client = c;
       pair.same_host_bridge = topo.functions[p].host_bridge == topo.functions[c].host_bridge;
-      for (const auto& t : v.acs_tests)
-        if (t.redirect == true) pair.acs_redirect.push_back(topo.functions[t.function].bdf.str());
-      if (booted) {
-        PairVerdict run = pci_p2pdma_distance(topo, kernel, p, c);
+      pair.acs_redirect = acs_redirect_on_walk(topo, p, c, common);
+      if (run_index) {
+        PairOutcome run = run_index->outcome(p, c);
         pair.run_kernel_allowed = run.p2pdma_distance && *run.p2pdma_distance >= 0;
       }
       pair_copy_evidence(topo, evidence, options.claimed, pair);
-      fn(pair, needed);
+      fn(pair, *needed);
     }
+  }
 }
 
 std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const KernelRules& kernel,

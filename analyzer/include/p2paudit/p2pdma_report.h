@@ -59,4 +59,26 @@ void write_matrix_json(std::ostream& out, const P2pdmaIndex& index, const std::v
                        bool details, int indent = 0);
 std::string explain_text(const Topology& topo, const KernelRules& rules, const ManyVerdict& many);
 
+// PairVerdict::reason for many pairs of one index, rendered from the index's chain data: the
+// sentence pci_p2pdma_distance() writes, without building its kernel log, remedy or ACS tests.
+// An unknown outcome's sentence lists what is unknown: the full verdict gives it.
+class VerdictReasons {
+ public:
+  explicit VerdictReasons(const P2pdmaIndex& index);  // keeps a reference: it must outlive this
+  // index.verdict(provider, client).reason, byte for byte; `outcome` is index.outcome(provider,
+  // client). Valid until the next call.
+  const std::string& reason(size_t provider, size_t client, const PairOutcome& outcome);
+
+ private:
+  const std::string& name(size_t dev);
+  std::string device_label(size_t dev);
+
+  const P2pdmaIndex& index_;
+  std::vector<std::string> names_;  // bdf.str() of each function, made on first use
+  std::string acs_override_;        // pcie_acs_override= on the command line: why it does not help
+  bool cpu_allows_ = false;         // cpu_supports_p2pdma() holds
+  std::vector<size_t> redirecting_, unreadable_;
+  std::string text_;
+};
+
 }  // namespace p2paudit

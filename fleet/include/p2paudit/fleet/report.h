@@ -22,6 +22,7 @@
 
 namespace p2paudit::policy {
 class PolicyEvaluator;
+struct DecisionGroup;
 }
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology.h"
@@ -74,11 +75,33 @@ class ReportPairs {
   void each_verdict(const std::function<void(const nlohmann::ordered_json&)>& fn);
   void each_decision(const std::function<void(const nlohmann::ordered_json&, const std::string&)>& fn);
 
+  // The same pairs without JSON, through the index and the evaluator: nothing is built per pair
+  // but what is printed. each_outcome(): each pair's kernel outcome (P2pdmaIndex::outcome(), what
+  // kernel_verdicts shows; reason() renders its "reason"). each_group(): each pair's decision
+  // (PolicyEvaluator::decide()) and its vendor.copy_result ("" when unknown).
+  void each_outcome(const std::function<void(size_t provider, size_t client, const PairOutcome&)>& fn);
+  const std::string& reason(size_t provider, size_t client, const PairOutcome& outcome);
+  // `group` numbers the decision (PolicyEvaluator::groups()): pairs with one number share `decision`.
+  void each_group(const std::function<void(size_t provider, size_t client, size_t group,
+                                           const policy::DecisionGroup& decision, const std::string& copy_result)>& fn);
+  const std::vector<NamedFunction>& devices() const { return devices_; }
+
  private:
+  // The pair's vendor.copy_result as its fact set has it: the evidence's own entry for the pair,
+  // else the machine's (the evidence's "all" over "not_run").
+  const std::string& copy_result(size_t provider, size_t client) const;
+
   const MachineAnalysis& machine_;
   std::vector<NamedFunction> devices_;
   std::unique_ptr<policy::PolicyEvaluator> evaluator_;
+  std::unique_ptr<VerdictReasons> reasons_;
+  std::string machine_copy_result_;
 };
+
+// kernel_verdicts' "verdict" of an outcome ("allowed", "refused", "unknown") and its "refused_at":
+// the root devices' IDs whose whitelist check refused the pair.
+const char* verdict_word(const PairOutcome& outcome);
+std::vector<std::string> refused_at(const Topology& topo, const PairOutcome& outcome);
 
 // A whitelist candidate's report element without its "pairs"; and one of those pairs.
 nlohmann::ordered_json candidate_head(const Topology& topo, WhitelistCandidate& candidate);

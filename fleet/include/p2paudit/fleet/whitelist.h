@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/topology.h"
 
@@ -189,6 +191,31 @@ std::vector<NeededEntry> entries_needed(const Topology& topo, const KernelRules&
 // The rules of a kernel booted with `entries` appended to its table (REQ_SAME_HOST_BRIDGE where
 // same_host_bridge_ok), as `--assume-whitelisted` adds them.
 KernelRules with_whitelist_entries(const KernelRules& kernel, const std::vector<NeededEntry>& entries);
+
+// The kernel `kernel` with entries added, one P2pdmaIndex per set of entries (not per pair): what
+// entries_needed() of an outcome asks. Keeps references to both: they must outlive it.
+class EntryIndexes {
+ public:
+  EntryIndexes(const Topology& topo, const KernelRules& kernel);
+  ~EntryIndexes();
+  // The index of with_whitelist_entries(kernel, entries), built on first use.
+  const P2pdmaIndex& with(const std::vector<NeededEntry>& entries);
+
+ private:
+  struct Built {
+    KernelRules rules;
+    std::unique_ptr<P2pdmaIndex> index;
+  };
+  const Topology& topo_;
+  const KernelRules& kernel_;
+  std::map<std::vector<NeededEntry>, std::unique_ptr<Built>> built_;
+};
+
+// entries_needed() from the index, with nothing built per pair: `refused` is
+// base.outcome(provider, client), and each evaluation with entries asks `with_entries`, whose kernel
+// must be base.rules(). The same answer as entries_needed() of the pair's full verdict.
+std::vector<NeededEntry> entries_needed(const P2pdmaIndex& base, size_t provider, size_t client, const PairOutcome& refused,
+                                        EntryIndexes& with_entries);
 
 // Every pair that entries_needed() can unlock, with the entries it needs: one entry (a single
 // candidate's pair) or several (a set's). Nothing is kept.
