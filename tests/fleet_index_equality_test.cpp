@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // whitelist, report and --format prom decide their pairs through P2pdmaIndex and PolicyEvaluator
 // (issue 21): what they print must equal what the full pci_p2pdma_distance() of every pair gives.
-// The reference path lives here, not in the product: every pair's whole verdict, entries_needed()
-// of that verdict with a KernelRules copy per pair, decide_in_full() for the decisions, the report
+// The reference path: every pair's whole verdict, fleet::entries_needed() of that verdict (a
+// KernelRules copy per pair), decide_in_full() for the decisions, the report
 // document built in one tree and printed by json_text(). Compared on every capture in tests/data
 // under every kernel era the rules know, on random trees (unreadable ACS and root ports, several
 // host bridges, VFs, an unknown CPU), on generated machines, on public-case shapes, with
@@ -70,32 +70,7 @@ const policy::RuleSet& default_policy() {
   return rules;
 }
 
-// ---- The reference: every pair's full verdict (the code before the index, kept here) ----
-
-std::vector<NeededEntry> reference_entries_needed(const Topology& topo, const KernelRules& kernel, const PairVerdict& refused) {
-  if (!refused.p2pdma_distance || *refused.p2pdma_distance >= 0 || !refused.through_host_bridge) return {};
-  const bool same = topo.functions[refused.provider].host_bridge == topo.functions[refused.client].host_bridge;
-  std::set<std::pair<uint16_t, uint16_t>> ids;
-  const PairVerdict* current = &refused;
-  PairVerdict after;
-  for (int round = 0; round < 2; ++round) {
-    size_t before = ids.size();
-    for (const auto& check : current->host_bridges) {
-      if (check.passed != false) continue;
-      if (check.refused_same_host_bridge || check.entry || check.unknown_entry || !check.root_device) return {};
-      const Function& root = topo.functions[*check.root_device];
-      ids.insert({root.vendor, root.device});
-    }
-    if (ids.size() == before) return {};
-    std::vector<NeededEntry> out;
-    for (const auto& [vendor, device] : ids) out.push_back({vendor, device, same});
-    after = pci_p2pdma_distance(topo, fleet::with_whitelist_entries(kernel, out), refused.provider, refused.client);
-    if (!after.p2pdma_distance) return {};
-    if (*after.p2pdma_distance >= 0) return out;
-    current = &after;
-  }
-  return {};
-}
+// ---- The reference: every pair's full verdict (the code before the index) ----
 
 struct Unlocked {
   UnlockedPair pair;
@@ -114,7 +89,7 @@ std::vector<Unlocked> reference_unlocked(const Topology& topo, const KernelRules
       if (p.index == c.index) continue;
       PairVerdict v = pci_p2pdma_distance(topo, base, p.index, c.index);
       if (!v.p2pdma_distance || *v.p2pdma_distance >= 0 || !v.through_host_bridge) continue;
-      auto needed = reference_entries_needed(topo, base, v);
+      auto needed = fleet::entries_needed(topo, base, v);  // of the full verdict
       if (needed.empty()) continue;
       UnlockedPair pair;
       pair.provider = p.index, pair.client = c.index;
@@ -378,63 +353,10 @@ TEST(FleetIndexEquality, EveryCaptureUnderEveryKernelEra) {
   EXPECT_GT(counts.reasons, 5000u);
 }
 
-// A random forest: root ports and bridges under several host bridges, endpoints with VFs, ACS
-// present with and without redirect bits or unreadable, root-bus first devices away from 00.0.
-Topology random_tree(unsigned seed) {
-  std::mt19937 rng(seed);
-  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  test::Tree tree;
-  if (pick(3) == 0) tree.t.platform.cpu_vendor = "AuthenticAMD", tree.t.platform.cpu_family = 0x19;
-  if (pick(4) == 0) tree.t.platform.cpu_vendor.clear(), tree.t.platform.arch.clear();
-  if (pick(5) == 0) tree.t.platform.cmdline = "root=/dev/sda pcie_acs_override=downstream,multifunction";
-  std::vector<std::string> bridges;
-  int bus = 0;
-  for (int h = 0; h < 1 + pick(3); ++h) {
-    std::string host = fmt::format("pci0000:{:02x}", bus);
-    int root_bus = bus++;
-    bool host_dev_first = pick(3) != 0;
-    if (host_dev_first)
-      tree.host_dev(pick(2) ? 0x8086 : 0x1022, pick(3) ? (pick(2) ? 0x1450 : 0x29c0) : 0x4c43, host,
-                    fmt::format("{:02x}:00.0", root_bus));
-    for (int r = 0; r < 1 + pick(3); ++r) {
-      std::optional<uint16_t> acs;
-      if (pick(2)) acs = pick(2) ? (kAcsRr | kAcsCr) : kAcsSv;
-      std::string rp = fmt::format("{:02x}:{:02x}.0", root_bus, 1 + r);
-      size_t i = tree.rp(rp, acs, host);
-      if (pick(4) == 0) tree.t.functions[i].acs.state = CapState::kUnknown, tree.t.functions[i].config_readable = 64;
-      if (!host_dev_first && r == 0 && pick(2)) {
-        tree.t.functions[i].config_readable = 64;
-        tree.t.functions[i].is_pcie = false;
-        tree.t.functions[i].pcie_type = PcieType::kUnknown;
-      }
-      bridges.push_back(rp);
-    }
-    size_t first = bridges.size() - 1;
-    for (int d = 0; d < 2 + pick(6); ++d) {
-      const std::string parent = bridges[first + static_cast<size_t>(pick(static_cast<int>(bridges.size() - first)))];
-      std::string bdf = fmt::format("{:02x}:00.0", ++bus);
-      if (pick(2)) {
-        std::optional<uint16_t> acs;
-        if (pick(2)) acs = pick(2) ? kAcsRr : kAcsEc;
-        tree.add(bdf, parent, 0x10b5, 0x8747, pick(2) ? PcieType::kSwitchDownstream : PcieType::kSwitchUpstream, acs, host);
-        bridges.push_back(bdf);
-      } else {
-        // GPUs and NICs, so that the default view (matrix_devices) has pairs too.
-        size_t e = tree.ep(bdf, parent, std::nullopt, host);
-        if (pick(2)) tree.describe(e, 0x030200, "nvidia");
-        else tree.describe(e, 0x020000, "mlx5_core");
-        if (pick(2)) tree.vf(fmt::format("{:02x}:00.1", bus), bdf);
-      }
-    }
-    bus += 2;
-  }
-  return tree.t;
-}
-
 TEST(FleetIndexEquality, RandomTrees) {
   counts = {};
   for (unsigned seed = 1; seed <= 60; ++seed) {
-    Topology t = random_tree(seed);
+    Topology t = test::random_forest(seed, {.client_host_bridge = true, .gpus_and_nics = true});
     const std::string what = fmt::format("seed {}", seed);
     for (const auto& release : kReleases) expect_all_agree(t, rules_for(t, release), what, release == "6.1" || release == "5.4");
     expect_all_agree(t, rules_for(t, "6.1", {"8086:29c0:same-host-bridge"}), what + " assumed same");

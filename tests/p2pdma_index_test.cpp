@@ -102,59 +102,10 @@ TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnEveryOracleMachineAndEra) {
   EXPECT_GT(whitelist_checks_compared, 1000u);
 }
 
-// A random forest: root ports and bridges under several host bridges, endpoints with VFs, ACS
-// present with and without redirect bits or unreadable, root-bus first devices away from 00.0.
-Topology random_tree(unsigned seed) {
-  std::mt19937 rng(seed);
-  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
-  test::Tree tree;
-  if (pick(3) == 0) tree.t.platform.cpu_vendor = "AuthenticAMD", tree.t.platform.cpu_family = 0x19;
-  if (pick(4) == 0) tree.t.platform.cpu_vendor.clear(), tree.t.platform.arch.clear();
-  std::vector<std::string> bridges;
-  int bus = 0;
-  for (int h = 0; h < 1 + pick(3); ++h) {
-    std::string host = fmt::format("pci0000:{:02x}", bus);
-    int root_bus = bus++;
-    bool host_dev_first = pick(3) != 0;
-    if (host_dev_first)
-      tree.host_dev(pick(2) ? 0x8086 : 0x1022, pick(2) ? 0x1450 : 0x29c0, host, fmt::format("{:02x}:00.0", root_bus));
-    for (int r = 0; r < 1 + pick(3); ++r) {
-      std::optional<uint16_t> acs;
-      if (pick(2)) acs = pick(2) ? (kAcsRr | kAcsCr) : kAcsSv;
-      std::string rp = fmt::format("{:02x}:{:02x}.0", root_bus, 1 + r);
-      size_t i = tree.rp(rp, acs, host);
-      if (pick(4) == 0) tree.t.functions[i].acs.state = CapState::kUnknown, tree.t.functions[i].config_readable = 64;
-      if (!host_dev_first && r == 0 && pick(2)) {
-        tree.t.functions[i].config_readable = 64;
-        tree.t.functions[i].is_pcie = false;
-        tree.t.functions[i].pcie_type = PcieType::kUnknown;
-      }
-      bridges.push_back(rp);
-    }
-    // Bridges and endpoints below, each under a random earlier bridge of this host.
-    size_t first = bridges.size() - 1;
-    for (int d = 0; d < 2 + pick(6); ++d) {
-      const std::string parent = bridges[first + static_cast<size_t>(pick(static_cast<int>(bridges.size() - first)))];
-      std::string bdf = fmt::format("{:02x}:00.0", ++bus);
-      if (pick(2)) {
-        std::optional<uint16_t> acs;
-        if (pick(2)) acs = pick(2) ? kAcsRr : kAcsEc;
-        tree.add(bdf, parent, 0x10b5, 0x8747, pick(2) ? PcieType::kSwitchDownstream : PcieType::kSwitchUpstream, acs, host);
-        bridges.push_back(bdf);
-      } else {
-        tree.ep(bdf, parent, std::nullopt, host);
-        if (pick(2)) tree.vf(fmt::format("{:02x}:00.1", bus), bdf);
-      }
-    }
-    bus += 2;
-  }
-  return tree.t;
-}
-
 TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnRandomTrees) {
   size_t pairs = 0;
   for (unsigned seed = 1; seed <= 60; ++seed) {
-    Topology t = random_tree(seed);
+    Topology t = test::random_forest(seed);
     for (const auto& release : kReleases) pairs += expect_index_agrees(t, rules_for(t, release), fmt::format("seed {}", seed));
     pairs += expect_index_agrees(t, rules_for(t, "6.1", {"8086:29c0:same-host-bridge"}), fmt::format("seed {} assumed", seed));
     pairs += expect_index_agrees(t, rules_for(t, "6.1", {"8086:7000"}), fmt::format("seed {} root ports", seed));

@@ -6,7 +6,11 @@
 
 #include <algorithm>
 #include <optional>
+#include <random>
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "p2paudit/topology.h"
 
@@ -106,5 +110,67 @@ class Tree {
 
   Topology t;
 };
+
+// A random forest: root ports and bridges under several host bridges, endpoints with VFs, ACS
+// present with and without redirect bits or unreadable, root-bus first devices away from 00.0.
+// The options draw more from the same generator only when on, so a seed's tree without them
+// stays the same.
+struct RandomForestOptions {
+  bool client_host_bridge = false;  // host bridge devices 8086:4c43 too (a client root complex)
+  bool gpus_and_nics = false;       // endpoints described as NVIDIA GPUs or mlx5 NICs (default views)
+};
+inline Topology random_forest(unsigned seed, RandomForestOptions options = {}) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  Tree tree;
+  if (pick(3) == 0) tree.t.platform.cpu_vendor = "AuthenticAMD", tree.t.platform.cpu_family = 0x19;
+  if (pick(4) == 0) tree.t.platform.cpu_vendor.clear(), tree.t.platform.arch.clear();
+  std::vector<std::string> bridges;
+  int bus = 0;
+  for (int h = 0; h < 1 + pick(3); ++h) {
+    std::string host = fmt::format("pci0000:{:02x}", bus);
+    int root_bus = bus++;
+    bool host_dev_first = pick(3) != 0;
+    if (host_dev_first) {
+      uint16_t device = !options.client_host_bridge || pick(3) ? (pick(2) ? 0x1450 : 0x29c0) : 0x4c43;
+      uint16_t vendor = pick(2) ? 0x8086 : 0x1022;
+      tree.host_dev(vendor, device, host, fmt::format("{:02x}:00.0", root_bus));
+    }
+    for (int r = 0; r < 1 + pick(3); ++r) {
+      std::optional<uint16_t> acs;
+      if (pick(2)) acs = pick(2) ? (kAcsRr | kAcsCr) : kAcsSv;
+      std::string rp = fmt::format("{:02x}:{:02x}.0", root_bus, 1 + r);
+      size_t i = tree.rp(rp, acs, host);
+      if (pick(4) == 0) tree.t.functions[i].acs.state = CapState::kUnknown, tree.t.functions[i].config_readable = 64;
+      if (!host_dev_first && r == 0 && pick(2)) {
+        tree.t.functions[i].config_readable = 64;
+        tree.t.functions[i].is_pcie = false;
+        tree.t.functions[i].pcie_type = PcieType::kUnknown;
+      }
+      bridges.push_back(rp);
+    }
+    // Bridges and endpoints below, each under a random earlier bridge of this host.
+    size_t first = bridges.size() - 1;
+    for (int d = 0; d < 2 + pick(6); ++d) {
+      const std::string parent = bridges[first + static_cast<size_t>(pick(static_cast<int>(bridges.size() - first)))];
+      std::string bdf = fmt::format("{:02x}:00.0", ++bus);
+      if (pick(2)) {
+        std::optional<uint16_t> acs;
+        if (pick(2)) acs = pick(2) ? kAcsRr : kAcsEc;
+        tree.add(bdf, parent, 0x10b5, 0x8747, pick(2) ? PcieType::kSwitchDownstream : PcieType::kSwitchUpstream, acs, host);
+        bridges.push_back(bdf);
+      } else {
+        size_t e = tree.ep(bdf, parent, std::nullopt, host);
+        if (options.gpus_and_nics) {
+          if (pick(2)) tree.describe(e, 0x030200, "nvidia");
+          else tree.describe(e, 0x020000, "mlx5_core");
+        }
+        if (pick(2)) tree.vf(fmt::format("{:02x}:00.1", bus), bdf);
+      }
+    }
+    bus += 2;
+  }
+  return tree.t;
+}
 
 }  // namespace p2paudit::test
