@@ -28,6 +28,7 @@
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "synth.h"
+#include "kernel_eras.h"
 #include "synthetic_tree.h"
 #include "temp_dir.h"
 #include "test_support.h"
@@ -41,18 +42,10 @@ using fleet::UnlockedPair;
 using ordered_json = nlohmann::ordered_json;
 
 // One release of each era the kernel rules distinguish (kernel_rules.h).
-const std::vector<std::string> kReleases = {"4.20", "5.2", "5.4", "5.9", "5.14", "5.19", "6.1", "7.1", "7.3"};
-
-KernelRules rules_for(const Topology& t, const std::string& release, std::vector<std::string> assume = {}) {
-  Platform platform = t.platform;
-  platform.kernel_release = release;
-  return load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", platform, {"", {}, std::move(assume)});
-}
-
 // A kernel booted with an entry for every root device of the machine, as --kernel-rules adds it:
 // each candidate is judged without it, and run_kernel_allowed reads it.
 KernelRules booted_with_every_root(const Topology& t, const std::string& release) {
-  KernelRules rules = rules_for(t, release);
+  KernelRules rules = test::rules_for(t, release);
   for (const auto& hb : t.host_bridges) {
     if (hb.root_bus_devices.empty()) continue;
     const Function& root = t.functions[hb.root_bus_devices.front()];
@@ -307,45 +300,35 @@ void expect_all_agree(const Topology& t, const KernelRules& kernel, const std::s
   if (with_report) expect_report_and_prom_agree(t, kernel, nullptr, what);
 }
 
-// What an unprivileged reader gets: 64 bytes of config space, so no ACS and no PCIe type.
-Topology unprivileged(Topology t) {
-  for (auto& f : t.functions) {
-    f.config_readable = std::min<size_t>(f.config_readable, 64);
-    f.acs = Acs{};
-    if (f.is_bridge()) f.is_pcie = false, f.pcie_type = PcieType::kUnknown;
-  }
-  return t;
-}
-
 TEST(FleetIndexEquality, EveryCaptureUnderEveryKernelEra) {
   counts = {};
   for (const auto& sysroot : test::fixture_sysroots()) {
     Topology t = read_topology(Sysroot::open(sysroot));
     const std::string name = fs::path(sysroot).parent_path().filename().string();
     ++counts.machines;
-    for (const auto& release : kReleases) {
-      expect_all_agree(t, rules_for(t, release), name);
-      expect_all_agree(unprivileged(t), rules_for(t, release), name + " unprivileged", release == "6.1" || release == "5.4");
+    for (const auto& release : test::kKernelEras) {
+      expect_all_agree(t, test::rules_for(t, release), name);
+      expect_all_agree(test::unprivileged_view(t), test::rules_for(t, release), name + " unprivileged", release == "6.1" || release == "5.4");
     }
     // The machine's own release (distribution strings, whose entries may be unknown).
-    expect_all_agree(t, rules_for(t, t.platform.kernel_release), name + " own release");
+    expect_all_agree(t, test::rules_for(t, t.platform.kernel_release), name + " own release");
     // --assume-whitelisted entries, booted entries, and copy evidence.
     if (!t.host_bridges.empty() && !t.host_bridges[0].root_bus_devices.empty()) {
       const Function& root = t.functions[t.host_bridges[0].root_bus_devices.front()];
       std::string id = fmt::format("{:04x}:{:04x}", root.vendor, root.device);
-      expect_all_agree(t, rules_for(t, "6.1", {id + ":same-host-bridge"}), name + " assumed same", false);
-      expect_all_agree(t, rules_for(t, "5.9", {id}), name + " assumed", false);
+      expect_all_agree(t, test::rules_for(t, "6.1", {id + ":same-host-bridge"}), name + " assumed same", false);
+      expect_all_agree(t, test::rules_for(t, "5.9", {id}), name + " assumed", false);
     }
     const KernelRules booted = booted_with_every_root(t, "6.1");
     const auto evidence = evidence_for(t, static_cast<unsigned>(counts.machines));
     expect_unlocked_agree(t, booted, &evidence, true, name + " booted");
-    expect_unlocked_agree(t, rules_for(t, "5.4"), &evidence, true, name + " evidence");
-    expect_report_and_prom_agree(t, rules_for(t, "5.4"), &evidence, name + " evidence");
+    expect_unlocked_agree(t, test::rules_for(t, "5.4"), &evidence, true, name + " evidence");
+    expect_report_and_prom_agree(t, test::rules_for(t, "5.4"), &evidence, name + " evidence");
     expect_report_and_prom_agree(t, booted, &evidence, name + " booted");
     Topology unknown_cpu = t;
     unknown_cpu.platform.cpu_vendor.clear();
     unknown_cpu.platform.arch.clear();
-    expect_all_agree(unknown_cpu, rules_for(unknown_cpu, "6.1"), name + " no CPU");
+    expect_all_agree(unknown_cpu, test::rules_for(unknown_cpu, "6.1"), name + " no CPU");
   }
   EXPECT_GE(counts.machines, 20u);
   EXPECT_GT(counts.unlocked, 1000u);  // candidates' pairs were compared, not only their absence
@@ -358,9 +341,9 @@ TEST(FleetIndexEquality, RandomTrees) {
   for (unsigned seed = 1; seed <= 60; ++seed) {
     Topology t = test::random_forest(seed, {.client_host_bridge = true, .gpus_and_nics = true});
     const std::string what = fmt::format("seed {}", seed);
-    for (const auto& release : kReleases) expect_all_agree(t, rules_for(t, release), what, release == "6.1" || release == "5.4");
-    expect_all_agree(t, rules_for(t, "6.1", {"8086:29c0:same-host-bridge"}), what + " assumed same");
-    expect_all_agree(t, rules_for(t, "6.1", {"1022:1450"}), what + " assumed");
+    for (const auto& release : test::kKernelEras) expect_all_agree(t, test::rules_for(t, release), what, release == "6.1" || release == "5.4");
+    expect_all_agree(t, test::rules_for(t, "6.1", {"8086:29c0:same-host-bridge"}), what + " assumed same");
+    expect_all_agree(t, test::rules_for(t, "6.1", {"1022:1450"}), what + " assumed");
     const auto evidence = evidence_for(t, seed);
     expect_unlocked_agree(t, booted_with_every_root(t, "5.9"), &evidence, true, what + " booted");
     expect_report_and_prom_agree(t, booted_with_every_root(t, "5.9"), &evidence, what + " booted");
@@ -385,7 +368,7 @@ TEST(FleetIndexEquality, GeneratedMachines) {
     const std::string tarball = (dir.path() / fmt::format("machine-{}.tar.gz", static_cast<int>(acs))).string();
     synth::Machine::plan(options).write_tarball(tarball);
     Topology t = read_topology(Sysroot::open(tarball));
-    for (const auto& release : {"5.4.0", "6.1.0"}) expect_all_agree(t, rules_for(t, release), tarball);
+    for (const auto& release : {"5.4.0", "6.1.0"}) expect_all_agree(t, test::rules_for(t, release), tarball);
   }
   EXPECT_GT(counts.unlocked, 1000u);  // the generated host bridges share one ID: one entry unlocks each pair
 }

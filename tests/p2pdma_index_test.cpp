@@ -16,6 +16,7 @@
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "synth.h"
+#include "kernel_eras.h"
 #include "synthetic_tree.h"
 
 namespace p2paudit {
@@ -24,14 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 
 // One release of each era the rules distinguish (kernel_rules.h).
-const std::vector<std::string> kReleases = {"4.20", "5.2", "5.4", "5.9", "5.14", "5.19", "6.1", "7.1", "7.3"};
-
-KernelRules rules_for(const Topology& t, const std::string& release, std::vector<std::string> assume = {}) {
-  Platform platform = t.platform;
-  platform.kernel_release = release;
-  return load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", platform, {"", {}, std::move(assume)});
-}
-
 size_t whitelist_checks_compared = 0;
 
 // Returns the number of pairs compared; every difference is a test failure naming the pair.
@@ -70,16 +63,6 @@ size_t expect_index_agrees(const Topology& t, const KernelRules& rules, const st
   return compared;
 }
 
-// What an unprivileged reader gets: 64 bytes of config space, so no ACS and no PCIe type.
-Topology unprivileged(Topology t) {
-  for (auto& f : t.functions) {
-    f.config_readable = std::min<size_t>(f.config_readable, 64);
-    f.acs = Acs{};
-    if (f.is_bridge()) f.is_pcie = false, f.pcie_type = PcieType::kUnknown;
-  }
-  return t;
-}
-
 TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnEveryOracleMachineAndEra) {
   const fs::path dir = fs::path(P2PAUDIT_TEST_DATA) / "kernel-oracle";
   size_t machines = 0, pairs = 0;
@@ -88,14 +71,14 @@ TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnEveryOracleMachineAndEra) {
     Sysroot root = Sysroot::open((e.path() / "sysroot.tar.gz").string());
     Topology t = read_topology(root);
     ++machines;
-    for (const auto& release : kReleases) {
-      pairs += expect_index_agrees(t, rules_for(t, release), e.path().filename().string());
-      pairs += expect_index_agrees(unprivileged(t), rules_for(t, release), e.path().filename().string() + " unprivileged");
+    for (const auto& release : test::kKernelEras) {
+      pairs += expect_index_agrees(t, test::rules_for(t, release), e.path().filename().string());
+      pairs += expect_index_agrees(test::unprivileged_view(t), test::rules_for(t, release), e.path().filename().string() + " unprivileged");
     }
     Topology unknown_cpu = t;
     unknown_cpu.platform.cpu_vendor.clear();
     unknown_cpu.platform.arch.clear();
-    pairs += expect_index_agrees(unknown_cpu, rules_for(unknown_cpu, "6.1"), e.path().filename().string() + " no CPU");
+    pairs += expect_index_agrees(unknown_cpu, test::rules_for(unknown_cpu, "6.1"), e.path().filename().string() + " no CPU");
   }
   EXPECT_GE(machines, 20u);
   EXPECT_GT(pairs, 10000u);
@@ -106,9 +89,9 @@ TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnRandomTrees) {
   size_t pairs = 0;
   for (unsigned seed = 1; seed <= 60; ++seed) {
     Topology t = test::random_forest(seed);
-    for (const auto& release : kReleases) pairs += expect_index_agrees(t, rules_for(t, release), fmt::format("seed {}", seed));
-    pairs += expect_index_agrees(t, rules_for(t, "6.1", {"8086:29c0:same-host-bridge"}), fmt::format("seed {} assumed", seed));
-    pairs += expect_index_agrees(t, rules_for(t, "6.1", {"8086:7000"}), fmt::format("seed {} root ports", seed));
+    for (const auto& release : test::kKernelEras) pairs += expect_index_agrees(t, test::rules_for(t, release), fmt::format("seed {}", seed));
+    pairs += expect_index_agrees(t, test::rules_for(t, "6.1", {"8086:29c0:same-host-bridge"}), fmt::format("seed {} assumed", seed));
+    pairs += expect_index_agrees(t, test::rules_for(t, "6.1", {"8086:7000"}), fmt::format("seed {} root ports", seed));
   }
   EXPECT_GT(pairs, 20000u);
 }
@@ -130,7 +113,7 @@ TEST(P2pdmaIndex, AgreesWithTheFullDecisionOnGeneratedMachines) {
     synth::Machine::plan(options).write_tarball(tarball);
     Topology t = read_topology(Sysroot::open(tarball));
     ASSERT_EQ(t.functions.size(), 160u);
-    for (const auto& release : {"5.4", "6.1"}) pairs += expect_index_agrees(t, rules_for(t, release), tarball);
+    for (const auto& release : {"5.4", "6.1"}) pairs += expect_index_agrees(t, test::rules_for(t, release), tarball);
   }
   fs::remove_all(dir);
   EXPECT_EQ(pairs, 6u * 160 * 160);
@@ -144,7 +127,7 @@ TEST(P2pdmaIndex, UpstreamAndDepthFollowVfsToTheirPfsBridge) {
   tree.ep("02:00.0", "01:00.0");
   tree.vf("02:00.1", "02:00.0");
   Topology& t = tree.t;
-  KernelRules rules = rules_for(t, "6.1");
+  KernelRules rules = test::rules_for(t, "6.1");
   P2pdmaIndex index(t, rules);
   EXPECT_EQ(index.depth(tree.index("00:01.0")), 0u);
   EXPECT_EQ(index.depth(tree.index("02:00.0")), 2u);

@@ -173,4 +173,14 @@ inline Topology random_forest(unsigned seed, RandomForestOptions options = {}) {
   return tree.t;
 }
 
+// What an unprivileged reader gets: 64 bytes of config space, so no ACS and no PCIe type.
+inline Topology unprivileged_view(Topology t) {
+  for (auto& f : t.functions) {
+    f.config_readable = std::min<size_t>(f.config_readable, 64);
+    f.acs = Acs{};
+    if (f.is_bridge()) f.is_pcie = false, f.pcie_type = PcieType::kUnknown;
+  }
+  return t;
+}
+
 }  // namespace p2paudit::test
