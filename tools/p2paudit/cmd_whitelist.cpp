@@ -2,11 +2,10 @@
 // `p2paudit whitelist`: the host bridges whose absence from the kernel's P2PDMA whitelist refuses
 // peer DMA on this machine, with the pairs an entry would unlock, the evidence, and the table line
 // and commit message for upstream (docs/whitelist.md).
+#include <functional>
 #include <iostream>
 #include <memory>
-#include <functional>
 #include <ostream>
-#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>

@@ -97,7 +97,7 @@ struct CandidateContext {
 struct WhitelistOptions {
   bool all_functions = false;  // every PCI function, not only the devices the matrix shows
   // Count the pairs (pair_count, copy_results) without keeping them: memory does not grow with
-  // them; for_each_unlocked_pair() hands them out again (report, prom, html, aggregate).
+  // them; for_each_unlocked_pair() hands them out again (report, prom, html, aggregate, whitelist).
   bool count_pairs_only = false;
   // A hand-written vendor facts file (--vendor-facts): its copy results are shown as claimed and
   // never counted; `evidence` is what was measured (the runtimes' answers, probe --copy).
