@@ -17,6 +17,7 @@
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 #include "p2paudit/topology_report.h"
 
 namespace p2paudit::fleet {
@@ -466,14 +467,19 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
   std::set<size_t> keep;
   // Each copy line is written as its pair comes by: one pass over the pairs, nothing kept per pair.
   std::string copy_lines;
+  // After the entry only the map type and distance are read: the index gives them in O(depth)
+  // without texts (the same as the verdict's, p2pdma_index.h); the log before is read until full.
+  const P2pdmaIndex after_index(topo, after_rules);
+  std::set<std::pair<MapType, int>> allowed_after;
   auto visit = [&](const UnlockedPair& p) {
-    PairVerdict before = pci_p2pdma_distance(topo, in.kernel, p.provider, p.client);
-    for (const auto& l : before.kernel_log)
-      if (before_log.size() < kMaxLogLines && std::find(before_log.begin(), before_log.end(), l) == before_log.end())
-        before_log.push_back(l);
-    PairVerdict after = pci_p2pdma_distance(topo, after_rules, p.provider, p.client);
-    if (after.p2pdma_distance && *after.p2pdma_distance >= 0)
-      after_kinds.insert(fmt::format("{} at distance {}", to_string(after.map_type), *after.p2pdma_distance));
+    if (before_log.size() < kMaxLogLines) {
+      PairVerdict before = pci_p2pdma_distance(topo, in.kernel, p.provider, p.client);
+      for (const auto& l : before.kernel_log)
+        if (before_log.size() < kMaxLogLines && std::find(before_log.begin(), before_log.end(), l) == before_log.end())
+          before_log.push_back(l);
+    }
+    PairOutcome after = after_index.outcome(p.provider, p.client);
+    if (after.p2pdma_distance && *after.p2pdma_distance >= 0) allowed_after.insert({after.map_type, *after.p2pdma_distance});
     for (size_t end : {p.provider, p.client})
       for (std::optional<size_t> up = end; up; up = topo.functions[*up].parent) keep.insert(*up);
     if (p.copy_result.empty()) return;
@@ -493,6 +499,8 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
   } else {
     for (const auto& p : c.pairs) visit(p);
   }
+  for (const auto& [type, distance] : allowed_after)
+    after_kinds.insert(fmt::format("{} at distance {}", to_string(type), distance));
   for (const auto& hb : topo.host_bridges)
     if (!hb.root_bus_devices.empty() && std::any_of(hb.root_bus_devices.begin(), hb.root_bus_devices.end(),
                                                     [&](size_t i) { return keep.count(i) > 0; }))
