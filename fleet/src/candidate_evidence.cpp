@@ -230,17 +230,10 @@ std::vector<std::string> evidence_lines(const WhitelistCandidate& c) {
   return out;
 }
 
-void add_evidence_json(const Topology& topo, const WhitelistCandidate& c, nlohmann::ordered_json& j) {
+nlohmann::ordered_json evidence_copies_json(const Topology& topo, const std::vector<UnlockedPair>& pairs) {
   using nlohmann::ordered_json;
-  j["status_reason"] = c.status_reason.empty() ? ordered_json(nullptr) : ordered_json(c.status_reason);
-  if (c.upstream)
-    j["upstream"] = {{"state", c.upstream->state}, {"id", c.upstream->id},     {"date", c.upstream->date},
-                     {"subject", c.upstream->subject}, {"where", c.upstream->where}, {"link", c.upstream->link}};
-  else
-    j["upstream"] = nullptr;
-  j["emulated_host_bridge"] = c.emulated.empty() ? ordered_json(nullptr) : ordered_json(escape_line(c.emulated));
   ordered_json copies = ordered_json::array();
-  for (const auto& p : c.pairs) {
+  for (const auto& p : pairs) {
     if (p.copy_provenance.empty()) continue;
     copies.push_back({{"provider", topo.functions[p.provider].bdf.str()},
                       {"client", topo.functions[p.client].bdf.str()},
@@ -250,6 +243,19 @@ void add_evidence_json(const Topology& topo, const WhitelistCandidate& c, nlohma
                       {"counts", !p.copy_result.empty()},
                       {"note", p.copy_note}});
   }
+  return copies;
+}
+
+void add_evidence_json(const Topology& topo, const WhitelistCandidate& c, nlohmann::ordered_json& j) {
+  using nlohmann::ordered_json;
+  j["status_reason"] = c.status_reason.empty() ? ordered_json(nullptr) : ordered_json(c.status_reason);
+  if (c.upstream)
+    j["upstream"] = {{"state", c.upstream->state}, {"id", c.upstream->id},     {"date", c.upstream->date},
+                     {"subject", c.upstream->subject}, {"where", c.upstream->where}, {"link", c.upstream->link}};
+  else
+    j["upstream"] = nullptr;
+  j["emulated_host_bridge"] = c.emulated.empty() ? ordered_json(nullptr) : ordered_json(escape_line(c.emulated));
+  ordered_json copies = evidence_copies_json(topo, c.pairs);
   j["evidence"] = {{"measured_copies", c.measured_copies},
                    {"verified_pairs", c.verified.size()},
                    {"failed_copies", c.failed_copies},

@@ -162,6 +162,7 @@ std::vector<CandidateSet> candidate_sets(const Topology& topo, const KernelRules
     s.entries = needed;
     ++s.pair_count;
     ++s.copy_results[pair.copy_result];
+    if (s.first_pairs.size() < kPairsListed) s.first_pairs.push_back(pair);
     if (!options.count_pairs_only) s.pairs.push_back(pair);
   });
 
@@ -220,6 +221,22 @@ std::string kernel_table_lines(const CandidateSet& s) {
     out += (i ? "\n" : "") + kernel_table_line(c);
   }
   return out;
+}
+
+PairSource set_pairs(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
+                     const WhitelistOptions& options, const CandidateSet& s) {
+  if (!s.pairs.empty() || s.pair_count <= s.first_pairs.size()) {
+    const std::vector<UnlockedPair>& kept = s.pairs.empty() ? s.first_pairs : s.pairs;
+    return [&kept](const PairVisitor& visit) {
+      for (const auto& p : kept) visit(p);
+    };
+  }
+  const std::vector<NeededEntry> entries = s.entries;
+  return [&topo, &kernel, evidence, &options, entries](const PairVisitor& visit) {
+    for_each_unlocked(topo, kernel, evidence, options, [&](const UnlockedPair& p, const std::vector<NeededEntry>& needed) {
+      if (needed == entries) visit(p);
+    });
+  };
 }
 
 nlohmann::ordered_json candidate_set_json(const Topology& topo, const CandidateSet& s) {

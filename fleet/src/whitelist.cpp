@@ -196,6 +196,9 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
     add_pair_evidence(pair, cand);
     auto [same, added] = all_same_host_bridge.try_emplace({vendor, device}, true);
     same->second = same->second && pair.same_host_bridge;
+    if (cand.first_pairs.size() < kPairsListed) cand.first_pairs.push_back(pair);
+    cand.acs_redirect.insert(pair.acs_redirect.begin(), pair.acs_redirect.end());
+    if (!pair.copy_provenance.empty()) cand.copies.push_back(pair);  // as many as the evidence holds
     if (!options.count_pairs_only) cand.pairs.push_back(pair);
   });
 
@@ -227,6 +230,22 @@ CandidateContext candidate_context(const Topology& topo, const KernelRules& kern
   c.cpu_model_name = topo.platform.cpu_model_name;
   c.iommu_mode = topo.platform.iommu_mode.empty() ? "unknown" : topo.platform.iommu_mode;
   return c;
+}
+
+PairSource candidate_pairs(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
+                           const WhitelistOptions& options, const WhitelistCandidate& c) {
+  if (!c.pairs.empty() || c.pair_count <= c.first_pairs.size()) {
+    const std::vector<UnlockedPair>& kept = c.pairs.empty() ? c.first_pairs : c.pairs;
+    return [&kept](const PairVisitor& visit) {
+      for (const auto& p : kept) visit(p);
+    };
+  }
+  const uint16_t vendor = c.vendor, device = c.device;
+  return [&topo, &kernel, evidence, &options, vendor, device](const PairVisitor& visit) {
+    for_each_unlocked_pair(topo, kernel, evidence, options, [&](const UnlockedPair& p, uint16_t v, uint16_t d) {
+      if (v == vendor && d == device) visit(p);
+    });
+  };
 }
 
 nlohmann::ordered_json unlocked_pair_json(const Topology& topo, const UnlockedPair& p) {

@@ -17,6 +17,7 @@
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_index.h"
 #include "p2paudit/topology_report.h"
 
 namespace p2paudit::fleet {
@@ -464,17 +465,42 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
   std::vector<std::string> before_log;
   std::set<std::string> after_kinds;
   std::set<size_t> keep;
-  for (const auto& p : c.pairs) {
-    PairVerdict before = pci_p2pdma_distance(topo, in.kernel, p.provider, p.client);
-    for (const auto& l : before.kernel_log)
-      if (before_log.size() < kMaxLogLines && std::find(before_log.begin(), before_log.end(), l) == before_log.end())
-        before_log.push_back(l);
-    PairVerdict after = pci_p2pdma_distance(topo, after_rules, p.provider, p.client);
-    if (after.p2pdma_distance && *after.p2pdma_distance >= 0)
-      after_kinds.insert(fmt::format("{} at distance {}", to_string(after.map_type), *after.p2pdma_distance));
+  // Each copy line is written as its pair comes by: one pass over the pairs, nothing kept per pair.
+  std::string copy_lines;
+  // After the entry only the map type and distance are read: the index gives them in O(depth)
+  // without texts (the same as the verdict's, p2pdma_index.h); the log before is read until full.
+  const P2pdmaIndex after_index(topo, after_rules);
+  std::set<std::pair<MapType, int>> allowed_after;
+  auto visit = [&](const UnlockedPair& p) {
+    if (before_log.size() < kMaxLogLines) {
+      PairVerdict before = pci_p2pdma_distance(topo, in.kernel, p.provider, p.client);
+      for (const auto& l : before.kernel_log)
+        if (before_log.size() < kMaxLogLines && std::find(before_log.begin(), before_log.end(), l) == before_log.end())
+          before_log.push_back(l);
+    }
+    PairOutcome after = after_index.outcome(p.provider, p.client);
+    if (after.p2pdma_distance && *after.p2pdma_distance >= 0) allowed_after.insert({after.map_type, *after.p2pdma_distance});
     for (size_t end : {p.provider, p.client})
       for (std::optional<size_t> up = end; up; up = topo.functions[*up].parent) keep.insert(*up);
+    if (p.copy_result.empty()) return;
+    // How it was run and what carried it, from the evidence's provenance (candidate_evidence.cpp):
+    // a counted copy is measured and crossed the host bridge as peer traffic.
+    std::string how = p.copy_runtime.empty() ? "runtime not recorded" : "runtime " + escape_line(p.copy_runtime);
+    how += c.copy_run.empty() ? ", size and repeats not recorded in the evidence" : ", " + escape_line(c.copy_run);
+    copy_lines += fmt::format("  {} -> {}: {}{}{}\n    {}; {}\n", topo.functions[p.provider].bdf.str(),
+                              topo.functions[p.client].bdf.str(), escape_line(p.copy_result),
+                              p.copy_gbps ? fmt::format(", {:.1f} GB/s", *p.copy_gbps) : "",
+                              p.staged_gbps ? fmt::format(" (through host memory {:.1f} GB/s)", *p.staged_gbps) : "", how,
+                              p.run_kernel_allowed ? "P2PDMA carried it: the kernel of that run had the entry"
+                                                   : "the runtime's own peer path carried it, not P2PDMA");
+  };
+  if (in.pairs) {
+    in.pairs(visit);
+  } else {
+    for (const auto& p : c.pairs) visit(p);
   }
+  for (const auto& [type, distance] : allowed_after)
+    after_kinds.insert(fmt::format("{} at distance {}", to_string(type), distance));
   for (const auto& hb : topo.host_bridges)
     if (!hb.root_bus_devices.empty() && std::any_of(hb.root_bus_devices.begin(), hb.root_bus_devices.end(),
                                                     [&](size_t i) { return keep.count(i) > 0; }))
@@ -512,25 +538,11 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
   out += "\n" + wrapped(fmt::format(
       "With the entry{}, {} pair(s) map as {} and the refusal is no longer logged.",
       c.needs_same_host_bridge ? " (REQ_SAME_HOST_BRIDGE: every pair here is under one host bridge)" : "",
-      c.pairs.size(), after_kinds.empty() ? std::string("THRU_HOST_BRIDGE") : fmt::format("{}", fmt::join(after_kinds, ", "))));
+      in.pairs ? c.pair_count : c.pairs.size(), after_kinds.empty() ? std::string("THRU_HOST_BRIDGE") : fmt::format("{}", fmt::join(after_kinds, ", "))));
 
   out += "\nPeer copies (random data, compared in full):\n\n";
-  bool any = false;
-  for (const auto& p : c.pairs) {
-    if (p.copy_result.empty()) continue;
-    any = true;
-    // How it was run and what carried it, from the evidence's provenance (candidate_evidence.cpp):
-    // a counted copy is measured and crossed the host bridge as peer traffic.
-    std::string how = p.copy_runtime.empty() ? "runtime not recorded" : "runtime " + escape_line(p.copy_runtime);
-    how += c.copy_run.empty() ? ", size and repeats not recorded in the evidence" : ", " + escape_line(c.copy_run);
-    out += fmt::format("  {} -> {}: {}{}{}\n    {}; {}\n", topo.functions[p.provider].bdf.str(),
-                       topo.functions[p.client].bdf.str(), escape_line(p.copy_result),
-                       p.copy_gbps ? fmt::format(", {:.1f} GB/s", *p.copy_gbps) : "",
-                       p.staged_gbps ? fmt::format(" (through host memory {:.1f} GB/s)", *p.staged_gbps) : "", how,
-                       p.run_kernel_allowed ? "P2PDMA carried it: the kernel of that run had the entry"
-                                            : "the runtime's own peer path carried it, not P2PDMA");
-  }
-  if (!any) out += "  none yet (needs evidence: do not submit without a verified copy)\n";
+  out += copy_lines;
+  if (copy_lines.empty()) out += "  none yet (needs evidence: do not submit without a verified copy)\n";
 
   std::vector<std::string> links;
   for (const auto& r : c.reports) {

@@ -2,9 +2,11 @@
 // `p2paudit whitelist`: the host bridges whose absence from the kernel's P2PDMA whitelist refuses
 // peer DMA on this machine, with the pairs an entry would unlock, the evidence, and the table line
 // and commit message for upstream (docs/whitelist.md).
+#include <functional>
 #include <iostream>
 #include <memory>
-#include <set>
+#include <ostream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -24,6 +26,58 @@ namespace {
 
 inline constexpr int kWhitelistSchemaVersion = 1;
 
+// The document is printed with this string where each candidate's and set's "pairs" array goes,
+// then written piece by piece with the pairs streamed in: only one pair's JSON is in memory at a
+// time. A JSON string's quotes are escaped, so `"pairs": "<marker>"` is never a string's content.
+constexpr const char* kPairsHere = "@@p2paudit-pairs@@";
+
+// What json_text(document) prints with every kPairsHere replaced by the array of its pairs (each
+// as unlocked_pair_json() dumps at its depth), `lists` in document order. Flushes as it goes.
+void write_streamed(std::ostream& out, const Topology& topo, const std::string& document,
+                    const std::vector<fleet::PairSource>& lists) {
+  const std::string marker = fmt::format("\"pairs\": \"{}\"", kPairsHere);
+  size_t at = 0;
+  std::string buf;
+  for (const auto& list : lists) {
+    size_t found = document.find(marker, at);
+    if (found == std::string::npos) throw std::logic_error("whitelist JSON: a pairs array has no place");
+    size_t line = document.rfind('\n', found);
+    const size_t indent = found - (line == std::string::npos ? 0 : line + 1);
+    out.write(document.data() + at, static_cast<std::streamsize>(found - at));
+    out << "\"pairs\": ";
+    bool first = true;
+    list([&](const fleet::UnlockedPair& p) {
+      auto pj = fleet::unlocked_pair_json(topo, p);
+      escape_json_strings(pj);
+      buf += first ? "[\n" : ",\n";
+      first = false;
+      buf.append(indent + 2, ' ');
+      for (char ch : pj.dump(2)) {
+        buf += ch;
+        if (ch == '\n') buf.append(indent + 2, ' ');
+      }
+      if (buf.size() >= 64 * 1024) {
+        out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+        buf.clear();
+      }
+    });
+    if (first) {
+      buf += "[]";
+    } else {
+      buf += '\n';
+      buf.append(indent, ' ');
+      buf += ']';
+    }
+    out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    buf.clear();
+    at = found + marker.size();
+  }
+  out.write(document.data() + at, static_cast<std::streamsize>(document.size() - at));
+}
+
+// The pairs of a candidate handed out again (fleet::candidate_pairs() with the counting's arguments).
+using CandidatePairs = std::function<fleet::PairSource(const fleet::WhitelistCandidate&)>;
+
 struct WhitelistArgs {
   bool all = false;
   bool commit_message = false;
@@ -42,6 +96,15 @@ std::string pair_names(const Topology& topo, const std::vector<NamedFunction>& n
   return fmt::format("{} -> {}", name(p.provider), name(p.client));
 }
 
+// "a, b, c" of the pairs listed (the first kPairsListed), then how many more there are: the text
+// stays readable past a few pairs; --format json lists every pair (docs/whitelist.md).
+std::string listed_pairs(const std::vector<std::string>& listed, size_t pair_count) {
+  std::string out = fmt::format("{}", fmt::join(listed, ", "));
+  if (pair_count > listed.size())
+    out += fmt::format(", ... and {} more (--format json lists every pair)", pair_count - listed.size());
+  return out;
+}
+
 // Sets of entries (docs/whitelist.md, "Sets of entries"): pairs no single entry unlocks.
 void print_sets(const Topology& topo, const std::vector<NamedFunction>& named, const std::vector<fleet::WhitelistCandidate>& candidates,
                 const std::vector<fleet::CandidateSet>& sets) {
@@ -54,9 +117,9 @@ void print_sets(const Topology& topo, const std::vector<NamedFunction>& named, c
       std::cout << fmt::format("  {} {} [{}]\n", s.entries[i].id(), i < s.names.size() ? escape_line(s.names[i]) : "",
                                i < s.host_bridges.size() ? fmt::format("{}", fmt::join(s.host_bridges[i], ", ")) : "");
     std::vector<std::string> pairs;
-    for (const auto& p : s.pairs)
+    for (const auto& p : s.first_pairs)
       pairs.push_back(pair_names(topo, named, p) + (p.copy_result.empty() ? "" : " (copy " + escape_line(p.copy_result) + ")"));
-    std::cout << fmt::format("  unlocks {} pair(s), only with every entry: {}\n", s.pairs.size(), fmt::join(pairs, ", "));
+    std::cout << fmt::format("  unlocks {} pair(s), only with every entry: {}\n", s.pair_count, listed_pairs(pairs, s.pair_count));
     std::cout << "  the pairs span host bridges: no entry of the set may carry REQ_SAME_HOST_BRIDGE\n";
     // The kernel stops at the first entry that matches: one line per ID, the one without the flag.
     for (const auto& e : s.entries)
@@ -73,7 +136,8 @@ void print_sets(const Topology& topo, const std::vector<NamedFunction>& named, c
 }
 
 // --patch: the candidate named by --candidate, else the only one ready to submit.
-int write_patch(const fleet::PatchInput& in, const std::vector<fleet::WhitelistCandidate>& candidates, const WhitelistArgs& args) {
+int write_patch(fleet::PatchInput in, const std::vector<fleet::WhitelistCandidate>& candidates, const WhitelistArgs& args,
+                const CandidatePairs& pair_source) {
   std::vector<const fleet::WhitelistCandidate*> pick;
   for (const auto& c : candidates)
     if (args.candidate.empty() ? c.status == fleet::CandidateStatus::kReadyToSubmit : c.id() == args.candidate) pick.push_back(&c);
@@ -92,6 +156,7 @@ int write_patch(const fleet::PatchInput& in, const std::vector<fleet::WhitelistC
     std::cerr << fmt::format("p2paudit: whitelist --patch: Linux {} and later have {}: upgrade rather than submit\n", c.fixed_in, c.id());
     return kExitError;
   }
+  in.pairs = pair_source(c);
   auto patch = fleet::kernel_patch(in, c, args.kernel_source);
   OutputFile file(args.patch, args.force);
   file.write(patch.mbox);
@@ -107,7 +172,7 @@ int write_patch(const fleet::PatchInput& in, const std::vector<fleet::WhitelistC
 
 void print_text(const Topology& topo, const KernelRules& kernel, const fleet::CandidateContext& context,
                 const std::vector<fleet::WhitelistCandidate>& candidates, const std::vector<fleet::CandidateSet>& sets,
-                const WhitelistArgs& args) {
+                const WhitelistArgs& args, const CandidatePairs& pair_source) {
   std::cout << fmt::format("Whitelist candidates: Linux {}, {} family {} model {}, IOMMU {}\n",
                            escape_line(context.kernel_release),
                            context.cpu_vendor.empty() ? "CPU unknown" : escape_line(context.cpu_vendor),
@@ -123,20 +188,18 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
     std::cout << fmt::format("\n{} {} [{}]: {}{}\n", c.id(), escape_line(c.name), fmt::join(c.host_bridges, ", "), to_string(c.status),
                              c.status == fleet::CandidateStatus::kFixedIn ? " " + c.fixed_in : "");
     std::vector<std::string> pairs;
-    for (const auto& p : c.pairs)
+    for (const auto& p : c.first_pairs)
       pairs.push_back(pair_names(topo, named, p) +
                       (!p.copy_result.empty()         ? " (copy " + p.copy_result + ")"
                        : p.seen_copy_result.empty()   ? ""
                        : p.copy_provenance == "claimed" ? " (copy " + escape_line(p.seen_copy_result) + " claimed, not counted)"
                                                         : " (copy " + escape_line(p.seen_copy_result) + " without peer traffic, not counted)"));
-    std::cout << fmt::format("  unlocks {} pair(s): {}\n", c.pairs.size(), fmt::join(pairs, ", "));
+    std::cout << fmt::format("  unlocks {} pair(s): {}\n", c.pair_count, listed_pairs(pairs, c.pair_count));
     std::cout << (c.needs_same_host_bridge ? "  every pair shares one host bridge: REQ_SAME_HOST_BRIDGE is enough\n"
                                            : "  pairs span host bridges: the entry needs no REQ_SAME_HOST_BRIDGE\n");
-    std::set<std::string> redirects;
-    for (const auto& p : c.pairs) redirects.insert(p.acs_redirect.begin(), p.acs_redirect.end());
-    if (!redirects.empty())
+    if (!c.acs_redirect.empty())
       std::cout << fmt::format("  ACS redirect on the paths: {} (pci=disable_acs_redir= is the other way)\n",
-                               fmt::join(redirects, ", "));
+                               fmt::join(c.acs_redirect, ", "));
     for (const auto& m : c.missing) std::cout << "  missing: " << m << "\n";
     for (const auto& r : c.reports) std::cout << "  report: " << r << "\n";
     for (const auto& line : fleet::evidence_lines(c)) std::cout << "  " << line << "\n";
@@ -150,7 +213,10 @@ void print_text(const Topology& topo, const KernelRules& kernel, const fleet::Ca
               << fleet::kernel_table_line(c, fleet::platform_name(topo, context, c), nullptr) << "\n";
     if (args.commit_message) {
       std::cout << "  draft commit message:\n\n";
-      std::cout << fleet::commit_message(topo, kernel, context, c) << "\n";
+      std::cout << fleet::commit_message(fleet::PatchInput{topo, kernel, context, nullptr, fleet::git_identity(false),
+                                                           pair_source(c)},
+                                         c)
+                << "\n";
     }
   }
   print_sets(topo, named, candidates, sets);
@@ -171,17 +237,23 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
     kernel.notes.push_back(fmt::format("{}: {}", topo.findings[i].path, topo.findings[i].message));
   fleet::WhitelistOptions options;
   options.all_functions = args.all;
+  // Counted, not kept: memory stays flat in the pairs; what is printed of them is handed out again.
+  options.count_pairs_only = true;
   options.claimed = claimed ? &*claimed : nullptr;
   if (stored_probe && runtimes.source == "snapshot") try {
       options.copy_run = fleet::copy_run_of(probe::parse_probe_document(*stored_probe, "the stored probe"));
     } catch (const InputError&) {
       // runtime_evidence() has read it already; nothing more to say about its copies.
     }
-  auto candidates = fleet::whitelist_candidates(topo, kernel, evidence ? &*evidence : nullptr, options);
-  auto sets = fleet::candidate_sets(topo, kernel, evidence ? &*evidence : nullptr, options);
+  const policy::VendorFactsDocument* measured = evidence ? &*evidence : nullptr;
+  auto candidates = fleet::whitelist_candidates(topo, kernel, measured, options);
+  auto sets = fleet::candidate_sets(topo, kernel, measured, options);
   auto context = fleet::candidate_context(topo, kernel);
+  CandidatePairs pair_source = [&](const fleet::WhitelistCandidate& c) {
+    return fleet::candidate_pairs(topo, kernel, measured, options, c);
+  };
   if (!args.patch.empty())
-    return write_patch({topo, kernel, context, evidence ? &*evidence : nullptr, fleet::git_identity()}, candidates, args);
+    return write_patch({topo, kernel, context, measured, fleet::git_identity()}, candidates, args, pair_source);
   if (global.format == "json") {
     nlohmann::ordered_json j;
     j["schema_version"] = kWhitelistSchemaVersion;
@@ -194,17 +266,28 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
     j["notes"] = kernel.notes;
     j["runtime_probe"] = {{"source", runtimes.source}, {"note", runtimes.note}};
     j["candidates"] = nlohmann::ordered_json::array();
+    std::vector<fleet::PairSource> pair_lists;  // in the order the document holds them
     for (const auto& c : candidates) {
       auto cj = fleet::candidate_json(topo, c);
+      cj["evidence"]["copies"] = fleet::evidence_copies_json(topo, c.copies);  // counted, not kept: gathered
       cj["kernel_table_line"] = fleet::kernel_table_line(c, fleet::platform_name(topo, context, c), nullptr);
-      cj["commit_message"] = fleet::commit_message(topo, kernel, context, c);
+      cj["commit_message"] =
+          fleet::commit_message(fleet::PatchInput{topo, kernel, context, nullptr, fleet::git_identity(false), pair_source(c)}, c);
+      cj["pairs"] = kPairsHere;
+      pair_lists.push_back(pair_source(c));
       j["candidates"].push_back(std::move(cj));
     }
     j["candidate_sets"] = nlohmann::ordered_json::array();
-    for (const auto& s : sets) j["candidate_sets"].push_back(fleet::candidate_set_json(topo, s));
-    std::cout << json_text(j) << "\n";
+    for (const auto& s : sets) {
+      auto sj = fleet::candidate_set_json(topo, s);
+      sj["pairs"] = kPairsHere;
+      pair_lists.push_back(fleet::set_pairs(topo, kernel, measured, options, s));
+      j["candidate_sets"].push_back(std::move(sj));
+    }
+    write_streamed(std::cout, topo, json_text(j), pair_lists);
+    std::cout << "\n";
   } else {
-    print_text(topo, kernel, context, candidates, sets, args);
+    print_text(topo, kernel, context, candidates, sets, args, pair_source);
   }
   return kExitOk;
 }

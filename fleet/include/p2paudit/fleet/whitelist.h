@@ -40,6 +40,14 @@ struct UnlockedPair {
   std::string copy_note;                    // why the copy counts for the host bridge or not
 };
 
+// The pairs a candidate or a set keeps in any case (first_pairs): what the text lists before "... and
+// N more" (docs/whitelist.md); the rest are handed out again one at a time (for_each_unlocked_pair()).
+inline constexpr size_t kPairsListed = 32;
+
+// Hands out the pairs of one candidate or set again, one at a time, in the order they were counted.
+using PairVisitor = std::function<void(const UnlockedPair&)>;
+using PairSource = std::function<void(const PairVisitor&)>;
+
 enum class CandidateStatus {
   kReadyToSubmit,     // measured peer copies through this host bridge, enough of them (docs/whitelist.md)
   kNeedsEvidence,     // not enough measured evidence (missing says what and why)
@@ -58,6 +66,10 @@ struct WhitelistCandidate {
   bool needs_same_host_bridge = false;      // every unlocked pair shares one host bridge: REQ_SAME_HOST_BRIDGE
   std::vector<UnlockedPair> pairs;           // empty with WhitelistOptions::count_pairs_only
   size_t pair_count = 0;                    // the pairs it unlocks, kept or not
+  // Gathered while counting, bounded by the functions and the evidence, never by the pairs:
+  std::vector<UnlockedPair> first_pairs;    // the first kPairsListed pairs, kept or not
+  std::set<std::string> acs_redirect;       // every UnlockedPair::acs_redirect BDF of its pairs
+  std::vector<UnlockedPair> copies;         // its pairs with copy evidence (copy_provenance set), in order
   std::map<std::string, size_t> copy_results;  // copy_result ("" none) -> pairs
   CandidateStatus status = CandidateStatus::kNeedsEvidence;
   std::string fixed_in;                     // kFixedIn: "7.2" (and what the entry says there)
@@ -85,7 +97,7 @@ struct CandidateContext {
 struct WhitelistOptions {
   bool all_functions = false;  // every PCI function, not only the devices the matrix shows
   // Count the pairs (pair_count, copy_results) without keeping them: memory does not grow with
-  // them; for_each_unlocked_pair() hands them out again (report, prom, html, aggregate).
+  // them; for_each_unlocked_pair() hands them out again (report, prom, html, aggregate, whitelist).
   bool count_pairs_only = false;
   // A hand-written vendor facts file (--vendor-facts): its copy results are shown as claimed and
   // never counted; `evidence` is what was measured (the runtimes' answers, probe --copy).
@@ -144,6 +156,8 @@ struct PatchInput {
   CandidateContext context;
   const policy::VendorFactsDocument* evidence = nullptr;  // how each copy was run; may be null
   GitIdentity identity;
+  // The candidate's pairs (candidate_pairs()); empty: WhitelistCandidate::pairs.
+  PairSource pairs = {};
 };
 // The commit message: subject "PCI/P2PDMA: Add <platform> host bridge to allowlist", the machine
 // and the booted kernel, `lspci -tv` of the paths, their ports' ACS, the kernel's log before, the
@@ -232,6 +246,7 @@ struct CandidateSet {
   std::vector<std::vector<std::string>> host_bridges;  // per entry: "pci0000:00"... where it is root
   std::vector<UnlockedPair> pairs;                // empty with WhitelistOptions::count_pairs_only
   size_t pair_count = 0;
+  std::vector<UnlockedPair> first_pairs;          // the first kPairsListed pairs, kept or not
   std::map<std::string, size_t> copy_results;     // copy_result ("" none) -> pairs
   CandidateStatus status = CandidateStatus::kNeedsEvidence;
   std::string fixed_in;                           // kFixedIn: the first release with every entry
@@ -244,6 +259,13 @@ std::vector<CandidateSet> candidate_sets(const Topology& topo, const KernelRules
 // The table lines of every entry of the set, in the kernel's style, each after a comment line.
 std::string kernel_table_lines(const CandidateSet& s);
 nlohmann::ordered_json candidate_set_json(const Topology& topo, const CandidateSet& s);
+// The pairs of a candidate, or of a set, handed out again: the kept ones where they are all
+// (pairs, or first_pairs when pair_count fits), else again through for_each_unlocked() with the
+// arguments the candidates were counted with (which must outlive the source). Nothing is kept.
+PairSource candidate_pairs(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
+                           const WhitelistOptions& options, const WhitelistCandidate& c);
+PairSource set_pairs(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
+                     const WhitelistOptions& options, const CandidateSet& s);
 // ---- end of candidate sets ----
 // candidate_evidence.cpp: the copy evidence of one unlocked pair with its provenance (set
 // run_kernel_allowed first), what a pair adds to its candidate, and the candidate's status from
@@ -260,7 +282,11 @@ void decide_candidate_status(const Topology& topo, const KernelRules& kernel, Wh
 std::string copy_run_of(const nlohmann::json& probe_document);
 // The status's reason, the upstream state, the VM note and the evidence counts, one line each (text).
 std::vector<std::string> evidence_lines(const WhitelistCandidate& c);
-// The candidate's evidence, upstream state and VM note as JSON members (candidate_json adds them).
+// evidence.copies of the JSON: the pairs with copy evidence among `pairs` (c.pairs, or c.copies
+// where the pairs were counted, not kept).
+nlohmann::ordered_json evidence_copies_json(const Topology& topo, const std::vector<UnlockedPair>& pairs);
+// The candidate's evidence, upstream state and VM note as JSON members (candidate_json adds them);
+// evidence.copies from c.pairs.
 void add_evidence_json(const Topology& topo, const WhitelistCandidate& c, nlohmann::ordered_json& j);
 
 }  // namespace p2paudit::fleet
