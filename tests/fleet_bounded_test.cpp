@@ -3,10 +3,6 @@
 // peak RSS does not grow with the number of pairs (docs/performance.md, "Memory"), and running out
 // of memory in one `aggregate` input is that input's error, never the run's.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -21,6 +17,7 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/sysroot.h"
+#include "peak_rss.h"
 #include "synth.h"
 #include "temp_dir.h"
 #include "test_support.h"
@@ -161,25 +158,6 @@ void write_machine(const fs::path& dir, int root_ports) {
   synth::Machine::plan(o).write_directory(dir.string());
 }
 
-// The tool's peak RSS in KiB for `args`, its output thrown away; -1 when it did not exit 0.
-long peak_rss_kib(const std::vector<std::string>& args) {
-  std::string tool = test::tool_file();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1), ::dup2(null, 2);
-    std::vector<char*> argv{tool.data()};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(tool.c_str(), argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  struct rusage usage {};
-  if (pid < 0 || ::wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
-  return usage.ru_maxrss;
-}
-
 // 64 devices (4,032 pairs) and 192 devices (36,672 pairs): nine times the pairs. Holding one
 // report document of every pair took about 2.8 KB per pair (100 MB more at 192 devices); a
 // streamed output's peak stays what the tree and the rules take.
@@ -212,15 +190,15 @@ TEST(StreamedOutputs, PeakRssDoesNotGrowWithPairs) {
       args.insert(args.end(), command.begin(), command.end());
       return args;
     };
-    long rss_small = peak_rss_kib(with(small)), rss_big = peak_rss_kib(with(big));
+    long rss_small = test::peak_rss_kib(with(small)), rss_big = test::peak_rss_kib(with(big));
     ASSERT_GT(rss_small, 0) << command[0];
     ASSERT_GT(rss_big, 0) << command[0];
     // Generous: the bigger tree itself costs a little; a per-pair document costs 100 MB here.
     EXPECT_LT(rss_big, rss_small * 13 / 10 + 16 * 1024) << command.back() << ": " << rss_small << " KiB at 64 devices, "
                                                          << rss_big << " KiB at 192";
   }
-  long agg_small = peak_rss_kib({"aggregate", "--jobs", "1", "--format", "json", small.string()});
-  long agg_big = peak_rss_kib({"aggregate", "--jobs", "1", "--format", "json", big.string()});
+  long agg_small = test::peak_rss_kib({"aggregate", "--jobs", "1", "--format", "json", small.string()});
+  long agg_big = test::peak_rss_kib({"aggregate", "--jobs", "1", "--format", "json", big.string()});
   ASSERT_GT(agg_small, 0);
   ASSERT_GT(agg_big, 0);
   EXPECT_LT(agg_big, agg_small * 13 / 10 + 16 * 1024) << "aggregate: " << agg_small << " KiB at 64 devices, " << agg_big
