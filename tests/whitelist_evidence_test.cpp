@@ -168,6 +168,10 @@ TEST(WhitelistEvidence, ClaimIsShownAsClaimedAndCannotBeReady) {
     ASSERT_EQ(j["evidence"]["copies"].size(), 2u);
     EXPECT_EQ(j["evidence"]["copies"][0]["provenance"], "claimed");
     EXPECT_EQ(j["evidence"]["copies"][0]["counts"], false);
+    // Counted, not kept (report, prom, aggregate): the copies are listed all the same.
+    WhitelistOptions counted = options;
+    counted.count_pairs_only = true;
+    EXPECT_EQ(candidate_json(tree.t, only(whitelist_candidates(tree.t, kernel, nullptr, counted)))["evidence"], j["evidence"]);
     EXPECT_NE(joined(c.missing).find("a claim is not a measurement"), std::string::npos);
   }
 

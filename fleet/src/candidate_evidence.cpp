@@ -255,7 +255,8 @@ void add_evidence_json(const Topology& topo, const WhitelistCandidate& c, nlohma
   else
     j["upstream"] = nullptr;
   j["emulated_host_bridge"] = c.emulated.empty() ? ordered_json(nullptr) : ordered_json(escape_line(c.emulated));
-  ordered_json copies = evidence_copies_json(topo, c.pairs);
+  // c.copies, gathered as the pairs are counted: c.pairs is empty when they were counted, not kept.
+  ordered_json copies = evidence_copies_json(topo, c.copies);
   j["evidence"] = {{"measured_copies", c.measured_copies},
                    {"verified_pairs", c.verified.size()},
                    {"failed_copies", c.failed_copies},

@@ -269,7 +269,6 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
     std::vector<fleet::PairSource> pair_lists;  // in the order the document holds them
     for (const auto& c : candidates) {
       auto cj = fleet::candidate_json(topo, c);
-      cj["evidence"]["copies"] = fleet::evidence_copies_json(topo, c.copies);  // counted, not kept: gathered
       cj["kernel_table_line"] = fleet::kernel_table_line(c, fleet::platform_name(topo, context, c), nullptr);
       cj["commit_message"] =
           fleet::commit_message(fleet::PatchInput{topo, kernel, context, nullptr, fleet::git_identity(false), pair_source(c)}, c);
