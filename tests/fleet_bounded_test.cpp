@@ -102,9 +102,6 @@ TEST(AggregateBounded, AnyExceptionInOneInputIsThatInputsError) {
   EXPECT_EQ(r.state.skipped[0].input, inputs[0]);
 }
 
-// A machine of 16 x 4 endpoints behind switches under each of `root_ports` root ports.
-void write_machine(const fs::path& dir, int root_ports);
-
 // aggregate folds a snapshot pair by pair, each kind of pair once through add_report() and the
 // rest as counts: it must count exactly what the snapshot's streamed report file counts, on every
 // capture and on a generated machine with whitelist candidates and mixed ACS.
@@ -144,20 +141,6 @@ TEST(AggregateBounded, SnapshotFoldedPairByPairCountsAsItsReport) {
   EXPECT_GT(with_candidates, 2u);
 }
 
-void write_machine(const fs::path& dir, int root_ports) {
-  synth::Options o;
-  o.host_bridges = 1;
-  o.root_ports = root_ports;
-  o.depth = 1;
-  o.fanout = 16;
-  o.endpoints_per_port = 4;
-  o.vfs = 0;
-  o.cpu = synth::CpuVendor::kIntel;
-  o.kernel = "5.4.0";  // its whitelist lacks the generated Intel host bridge: most pairs are candidates' pairs too
-  fs::create_directories(dir);
-  synth::Machine::plan(o).write_directory(dir.string());
-}
-
 // 64 devices (4,032 pairs) and 192 devices (36,672 pairs): nine times the pairs. Holding one
 // report document of every pair took about 2.8 KB per pair (100 MB more at 192 devices); a
 // streamed output's peak stays what the tree and the rules take.
@@ -167,8 +150,8 @@ TEST(StreamedOutputs, PeakRssDoesNotGrowWithPairs) {
   TempDir tmp;
   ASSERT_FALSE(tmp.path().empty());
   const fs::path small = tmp.path() / "small", big = tmp.path() / "big";
-  write_machine(small, 1);
-  write_machine(big, 3);
+  test::write_candidate_machine(small, 1);
+  test::write_candidate_machine(big, 3);
 
   // The streamed report is still one JSON document with every ordered pair.
   const fs::path out = tmp.path() / "report.json";

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// The peak memory of one run of the tool, for tests that check it stays flat in the pairs.
+// For tests that check the tool's memory stays flat in the pairs: its peak in one run, and a
+// machine whose pairs are mostly whitelist candidates' pairs.
 #pragma once
 
 #include <fcntl.h>
@@ -7,9 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "synth.h"
 #include "test_support.h"
 
 namespace p2paudit::test {
@@ -31,6 +34,22 @@ inline long peak_rss_kib(const std::vector<std::string>& args) {
   struct rusage usage {};
   if (pid < 0 || ::wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
   return usage.ru_maxrss;
+}
+
+// Switches of 16 x 4 endpoints under each of `root_ports` root ports of one Intel host bridge,
+// under 5.4.0, whose whitelist lacks it: every pair across two root ports is a candidate's pair.
+inline void write_candidate_machine(const std::filesystem::path& dir, int root_ports) {
+  synth::Options o;
+  o.host_bridges = 1;
+  o.root_ports = root_ports;
+  o.depth = 1;
+  o.fanout = 16;
+  o.endpoints_per_port = 4;
+  o.vfs = 0;
+  o.cpu = synth::CpuVendor::kIntel;
+  o.kernel = "5.4.0";
+  std::filesystem::create_directories(dir);
+  synth::Machine::plan(o).write_directory(dir.string());
 }
 
 }  // namespace p2paudit::test

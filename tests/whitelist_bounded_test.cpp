@@ -14,7 +14,6 @@
 
 #include "p2paudit/fleet/whitelist.h"
 #include "peak_rss.h"
-#include "synth.h"
 #include "temp_dir.h"
 #include "test_support.h"
 
@@ -23,22 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::TempDir;
-
-// Switches of 16 x 4 endpoints under each of `root_ports` root ports of one Intel host bridge,
-// under 5.4.0, whose whitelist lacks it: every pair across two root ports is a candidate's pair.
-void write_machine(const fs::path& dir, int root_ports) {
-  synth::Options o;
-  o.host_bridges = 1;
-  o.root_ports = root_ports;
-  o.depth = 1;
-  o.fanout = 16;
-  o.endpoints_per_port = 4;
-  o.vfs = 0;
-  o.cpu = synth::CpuVendor::kIntel;
-  o.kernel = "5.4.0";
-  fs::create_directories(dir);
-  synth::Machine::plan(o).write_directory(dir.string());
-}
 
 nlohmann::json whitelist_json(const fs::path& root) {
   auto r = test::run_command(test::shell_quote(test::tool_file()) + " --sysroot " + test::shell_quote(root.string()) +
@@ -62,8 +45,8 @@ TEST(WhitelistBounded, PeakRssDoesNotGrowWithPairs) {
   TempDir tmp;
   ASSERT_FALSE(tmp.path().empty());
   const fs::path small = tmp.path() / "small", big = tmp.path() / "big";
-  write_machine(small, 2);
-  write_machine(big, 5);
+  test::write_candidate_machine(small, 2);
+  test::write_candidate_machine(big, 5);
   const std::vector<std::vector<std::string>> commands = {{"whitelist", "--all", "--no-probe"},
                                                           {"--format", "json", "whitelist", "--all", "--no-probe"}};
   for (const auto& command : commands) {
@@ -93,7 +76,7 @@ TEST(WhitelistBounded, TextSaysHowManyMorePairs) {
   TempDir tmp;
   ASSERT_FALSE(tmp.path().empty());
   const fs::path root = tmp.path() / "m";
-  write_machine(root, 2);
+  test::write_candidate_machine(root, 2);
   auto j = whitelist_json(root);
   ASSERT_FALSE(j["candidates"].empty());
   auto text = test::run_command(test::shell_quote(test::tool_file()) + " --sysroot " + test::shell_quote(root.string()) +
