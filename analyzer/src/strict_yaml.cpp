@@ -4,13 +4,28 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
-#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/anchor.h>
+#include <yaml.h>
 
 #include "p2paudit/input_file.h"
+
+namespace p2paudit {
+struct YamlTreeRoot;
+}
+
+// libyaml reads the text; the consumers read yaml-cpp nodes, and a node's mark can only be set from
+// inside yaml-cpp (detail::node::set_mark behind Node's private constructor). Node befriends every
+// specialization of YAML::as_if, so this one, used by nothing else, is the standard way to hand a
+// tree built from libyaml's events to the Node API without patching or copying yaml-cpp.
+template <>
+struct YAML::as_if<p2paudit::YamlTreeRoot, void> {
+  static YAML::Node node(YAML::detail::node& root, const YAML::detail::shared_memory_holder& memory) {
+    return YAML::Node(root, memory);
+  }
+};
 
 namespace p2paudit {
 
@@ -69,32 +84,31 @@ struct Refused {
   std::string message;
 };
 
-// Follows the parser's events to refuse, before any node is built, what load_strict_yaml() promises
-// to refuse. Sizes are of the tree as a reader walks it: an alias counts as the node it names.
-class StrictEvents : public YAML::EventHandler {
+// Follows the parser's events, in yaml-cpp's terms (a null is not a scalar; anchors are numbered), to
+// refuse what load_strict_yaml() promises to refuse. Sizes are of the tree as a reader walks it: an
+// alias counts as the node it names.
+class StrictEvents {
  public:
   explicit StrictEvents(const YamlLimits& limits) : limits_(limits) {}
 
   std::vector<YAML::Mark> document_starts;
   std::vector<YamlProblem> duplicate_keys;
 
-  void OnDocumentStart(const YAML::Mark& mark) override {
+  void on_document_start(const YAML::Mark& mark) {
     document_starts.push_back(mark);
-    if (document_starts.size() > 1) throw Refused{mark, "second document"};  // the caller words it
+    if (document_starts.size() > 1) throw Refused{mark, "a rule file holds one YAML document; this is a second"};
   }
-  void OnDocumentEnd() override {}
-
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+  void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) {
     count(mark, 1);
     finish_node(mark, anchor, 1, 0, Key{true, "null"});
   }
-  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
+  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& value) {
     count(mark, 1);
     finish_node(mark, anchor, 1, 0, Key{false, value});
   }
-  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+  void on_alias(const YAML::Mark& mark, YAML::anchor_t anchor) {
     auto it = anchors_.find(anchor);
-    if (it == anchors_.end()) throw Refused{mark, "alias to an unknown anchor"};
+    if (it == anchors_.end()) throw Refused{mark, "the referenced anchor is not defined"};
     const Anchored& a = it->second;
     if (!a.complete)
       throw Refused{mark, "alias to a node that contains the alias: the node would contain itself forever"};
@@ -104,15 +118,8 @@ class StrictEvents : public YAML::EventHandler {
     count(mark, a.nodes);
     finish_node(mark, 0, a.nodes, a.alias_depth + 1, a.scalar);
   }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
-                       YAML::EmitterStyle::value) override {
-    open(mark, anchor, false);
-  }
-  void OnSequenceEnd() override { close(); }
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
-    open(mark, anchor, true);
-  }
-  void OnMapEnd() override { close(); }
+  void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map) { open(mark, anchor, is_map); }
+  void on_collection_end() { close(); }
 
  private:
   // A mapping key as YAML compares keys: a null key differs from the string "null".
@@ -198,6 +205,237 @@ class StrictEvents : public YAML::EventHandler {
   }
 };
 
+
+// The tree yaml-cpp's own NodeBuilder makes of the same events (same node types, tags, styles and
+// marks; aliases share the node they name; a mapping keeps a repeated key as a second pair).
+class TreeBuilder {
+ public:
+  TreeBuilder() : memory_(std::make_shared<YAML::detail::memory_holder>()) {}
+
+  void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    push(mark, anchor).set_null();
+    pop();
+  }
+  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& tag, const std::string& value) {
+    YAML::detail::node& node = push(mark, anchor);
+    node.set_scalar(value);
+    node.set_tag(tag);
+    pop();
+  }
+  void on_alias(YAML::anchor_t anchor) {
+    push(*anchors_.at(anchor));
+    pop();
+  }
+  void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& tag, bool is_map,
+                           YAML::EmitterStyle::value style) {
+    YAML::detail::node& node = push(mark, anchor);
+    node.set_type(is_map ? YAML::NodeType::Map : YAML::NodeType::Sequence);
+    node.set_tag(tag);
+    node.set_style(style);
+    if (is_map) ++map_depth_;
+  }
+  void on_collection_end() {
+    if (stack_.back()->type() == YAML::NodeType::Map) --map_depth_;
+    pop();
+  }
+
+  // A null node when the text held no document, as YAML::Load returns.
+  YAML::Node root() const { return root_ ? YAML::as_if<YamlTreeRoot, void>::node(*root_, memory_) : YAML::Node(); }
+
+ private:
+  YAML::detail::shared_memory_holder memory_;
+  YAML::detail::node* root_ = nullptr;
+  std::vector<YAML::detail::node*> stack_;
+  std::vector<std::pair<YAML::detail::node*, bool>> keys_;  // a mapping's key, and whether its value follows
+  size_t map_depth_ = 0;
+  std::vector<YAML::detail::node*> anchors_{nullptr};  // anchors are numbered from 1
+
+  YAML::detail::node& push(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    YAML::detail::node& node = memory_->create_node();
+    node.set_mark(mark);
+    if (anchor) anchors_.push_back(&node);  // anchor == anchors_.size() - 1: numbered in order
+    push(node);
+    return node;
+  }
+  void push(YAML::detail::node& node) {
+    bool needs_key = !stack_.empty() && stack_.back()->type() == YAML::NodeType::Map && keys_.size() < map_depth_;
+    stack_.push_back(&node);
+    if (needs_key) keys_.emplace_back(&node, false);
+  }
+  void pop() {
+    YAML::detail::node& node = *stack_.back();
+    stack_.pop_back();
+    if (stack_.empty()) {
+      root_ = &node;
+      return;
+    }
+    YAML::detail::node& collection = *stack_.back();
+    if (collection.type() == YAML::NodeType::Sequence) {
+      collection.push_back(node, memory_);
+    } else if (keys_.back().second) {
+      collection.insert(*keys_.back().first, node, memory_);
+      keys_.pop_back();
+    } else {
+      keys_.back().second = true;
+    }
+  }
+};
+
+// Turns libyaml's character indexes into yaml-cpp's marks: a byte offset, the number of line feeds
+// before it and the bytes since the last one (libyaml also counts CR, NEL, LS and PS as line ends and
+// counts characters, not bytes). Marks come nearly in order, so a cursor makes the walk linear.
+class MarkCounter {
+ public:
+  explicit MarkCounter(std::string_view text) : text_(text) {}
+
+  YAML::Mark at_character(size_t index) {
+    if (index < characters_) rewind();
+    while (characters_ < index && byte_ < text_.size()) step();
+    return mark();
+  }
+  // The first byte at or after `byte` that is not a space, tab, line end or comment: where yaml-cpp's
+  // next token starts, which is the mark it gives a value left empty.
+  YAML::Mark next_token_from(const YAML::Mark& from) {
+    if (static_cast<size_t>(from.pos) < byte_) rewind();
+    while (byte_ < static_cast<size_t>(from.pos)) step();
+    bool line_start = byte_ == 0 || text_[byte_ - 1] == '\n' || text_[byte_ - 1] == ' ' || text_[byte_ - 1] == '\t';
+    while (byte_ < text_.size()) {
+      char c = text_[byte_];
+      if (c == '#' && line_start) {
+        while (byte_ < text_.size() && text_[byte_] != '\n') step();
+      } else if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+        step();
+        line_start = true;
+      } else {
+        break;
+      }
+    }
+    return mark();
+  }
+
+ private:
+  std::string_view text_;
+  size_t byte_ = 0, characters_ = 0, line_ = 0, line_start_ = 0;
+
+  void rewind() { byte_ = characters_ = line_ = line_start_ = 0; }
+  void step() {
+    unsigned char c = static_cast<unsigned char>(text_[byte_]);
+    byte_ += c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;  // the text is valid UTF-8
+    ++characters_;
+    if (c == '\n') ++line_, line_start_ = byte_;
+  }
+  YAML::Mark mark() const {
+    YAML::Mark m;
+    m.pos = static_cast<int>(byte_);
+    m.line = static_cast<int>(line_);
+    m.column = static_cast<int>(byte_ - line_start_);
+    return m;
+  }
+};
+
+// libyaml's parser and event, freed on every way out.
+struct LibyamlParser {
+  yaml_parser_t parser;
+  LibyamlParser(std::string_view text) {
+    if (!yaml_parser_initialize(&parser)) throw std::bad_alloc();
+    yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+    yaml_parser_set_encoding(&parser, YAML_UTF8_ENCODING);
+  }
+  ~LibyamlParser() { yaml_parser_delete(&parser); }
+  LibyamlParser(const LibyamlParser&) = delete;
+  LibyamlParser& operator=(const LibyamlParser&) = delete;
+};
+struct LibyamlEvent {
+  yaml_event_t event{};
+  ~LibyamlEvent() { yaml_event_delete(&event); }
+};
+
+// What libyaml could not read, worded as it words it, with where the construct it was in began.
+Refused parse_error(const yaml_parser_t& parser, MarkCounter& marks) {
+  std::string message = parser.problem ? parser.problem : "not YAML";
+  if (parser.problem && parser.problem_value != -1 && parser.error == YAML_READER_ERROR)
+    message += fmt::format(" (#{:x})", parser.problem_value);
+  if (parser.context) {
+    YAML::Mark context = marks.at_character(parser.context_mark.index);
+    message += fmt::format(" {} that starts at line {}", parser.context, context.line + 1);
+  }
+  return Refused{marks.at_character(parser.problem_mark.index), message};
+}
+
+bool is_null_text(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+
+// Reads `text` with libyaml and gives each event, in yaml-cpp's terms, to `strict` and `tree`.
+void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree) {
+  LibyamlParser reader(text);
+  MarkCounter marks(text);
+  std::map<std::string, YAML::anchor_t, std::less<>> anchor_numbers;
+  YAML::anchor_t last_anchor = 0;
+  auto define_anchor = [&](const yaml_char_t* name) -> YAML::anchor_t {
+    if (!name) return 0;
+    anchor_numbers.insert_or_assign(reinterpret_cast<const char*>(name), ++last_anchor);
+    return last_anchor;
+  };
+  auto tag_of = [](const yaml_char_t* tag, bool plain) -> std::string {
+    return tag ? reinterpret_cast<const char*>(tag) : plain ? "?" : "!";
+  };
+  for (;;) {
+    LibyamlEvent e;
+    if (!yaml_parser_parse(&reader.parser, &e.event)) throw parse_error(reader.parser, marks);
+    const yaml_event_t& ev = e.event;
+    YAML::Mark mark = marks.at_character(ev.start_mark.index);
+    switch (ev.type) {
+      case YAML_STREAM_END_EVENT:
+        return;
+      case YAML_DOCUMENT_START_EVENT:
+        strict.on_document_start(mark);
+        break;
+      case YAML_SCALAR_EVENT: {
+        const auto& s = ev.data.scalar;
+        std::string value(reinterpret_cast<const char*>(s.value), s.length);
+        bool plain = s.style == YAML_PLAIN_SCALAR_STYLE;
+        if (!s.tag && plain && is_null_text(value)) {
+          // An empty value with no anchor or tag: libyaml marks the end of the ':' or '-' before it.
+          if (value.empty() && !s.anchor && ev.start_mark.index == ev.end_mark.index) mark = marks.next_token_from(mark);
+          YAML::anchor_t anchor = define_anchor(s.anchor);
+          strict.on_null(mark, anchor);
+          tree.on_null(mark, anchor);
+        } else {
+          YAML::anchor_t anchor = define_anchor(s.anchor);
+          strict.on_scalar(mark, anchor, value);
+          tree.on_scalar(mark, anchor, tag_of(s.tag, plain), value);
+        }
+        break;
+      }
+      case YAML_ALIAS_EVENT: {
+        auto it = anchor_numbers.find(reinterpret_cast<const char*>(ev.data.alias.anchor));
+        strict.on_alias(mark, it == anchor_numbers.end() ? 0 : it->second);  // refuses an unknown one
+        tree.on_alias(it->second);
+        break;
+      }
+      case YAML_SEQUENCE_START_EVENT:
+      case YAML_MAPPING_START_EVENT: {
+        bool is_map = ev.type == YAML_MAPPING_START_EVENT;
+        const yaml_char_t* anchor_name = is_map ? ev.data.mapping_start.anchor : ev.data.sequence_start.anchor;
+        const yaml_char_t* tag = is_map ? ev.data.mapping_start.tag : ev.data.sequence_start.tag;
+        bool flow = is_map ? ev.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE
+                           : ev.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE;
+        YAML::anchor_t anchor = define_anchor(anchor_name);
+        strict.on_collection_start(mark, anchor, is_map);
+        tree.on_collection_start(mark, anchor, tag_of(tag, true), is_map,
+                                 flow ? YAML::EmitterStyle::Flow : YAML::EmitterStyle::Block);
+        break;
+      }
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT:
+        strict.on_collection_end();
+        tree.on_collection_end();
+        break;
+      default:  // stream start, document end
+        break;
+    }
+  }
+}
+
 std::string join_problems(const std::string& file, const std::vector<YamlProblem>& problems) {
   std::string out;
   for (const auto& p : problems) out += fmt::format("{}{}: {}", out.empty() ? "" : "\n", format_position(file, p.position), p.message);
@@ -246,31 +484,15 @@ YAML::Node load_strict_yaml(std::string_view text, const std::string& file, cons
   if (auto bad = find_bad_yaml_character(text))
     throw refuse(text_position(text, bad->offset), bad->description + " (a YAML file is UTF-8 text)");
 
-  std::istringstream in{std::string(text)};
-  YAML::Parser parser(in);
   StrictEvents events(limits);
+  TreeBuilder tree;
   try {
-    while (parser.HandleNextDocument(events)) {
-    }
+    read_events(text, events, tree);
   } catch (const Refused& r) {
-    if (events.document_starts.size() > 1) {
-      // yaml-cpp reports a document start again, at the same place, for a stray ',' or ']' at the
-      // top level: that is the problem to name, not a second document.
-      const YAML::Mark& first = events.document_starts[0];
-      if (r.mark.pos == first.pos && static_cast<size_t>(first.pos) < text.size())
-        throw refuse(yaml_position(first), fmt::format("unexpected '{}'", escape_text(text.substr(first.pos, 1))));
-      throw refuse(yaml_position(r.mark), "a rule file holds one YAML document; this is a second");
-    }
     throw refuse(yaml_position(r.mark), r.message);
-  } catch (const YAML::Exception& e) {
-    throw refuse(yaml_position(e.mark), e.msg);
   }
   if (!events.duplicate_keys.empty()) throw YamlError(file, std::move(events.duplicate_keys));
-  try {
-    return YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {  // not expected: the same parser has just read it
-    throw refuse(yaml_position(e.mark), e.msg);
-  }
+  return tree.root();
 }
 
 }  // namespace p2paudit
