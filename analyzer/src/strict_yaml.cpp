@@ -283,18 +283,22 @@ class TreeBuilder {
 
 // Turns libyaml's character indexes into yaml-cpp's marks: a byte offset, the number of line feeds
 // before it and the bytes since the last one (libyaml also counts CR, NEL, LS and PS as line ends and
-// counts characters, not bytes). Marks come nearly in order, so a cursor makes the walk linear.
+// counts characters, not bytes). yaml-cpp leaves a byte order mark out; libyaml counts it as one
+// character. Marks come nearly in order, so a cursor makes the walk linear.
 class MarkCounter {
  public:
-  explicit MarkCounter(std::string_view text) : text_(text) {}
+  explicit MarkCounter(std::string_view text)
+      : skipped_(text.starts_with(kByteOrderMark) ? 1 : 0), text_(skipped_ ? text.substr(kByteOrderMark.size()) : text) {}
 
   YAML::Mark at_character(size_t index) {
+    index -= std::min(index, skipped_);
     if (index < characters_) rewind();
     while (characters_ < index && byte_ < text_.size()) step();
     return mark();
   }
-  // The first byte at or after `byte` that is not a space, tab, line end or comment: where yaml-cpp's
-  // next token starts, which is the mark it gives a value left empty.
+  // The first byte at or after `from` that is not a space, tab, line end or comment: where yaml-cpp's
+  // next token starts, which is the mark it gives a value left empty. At the end of the text yaml-cpp
+  // puts the column back to 0.
   YAML::Mark next_token_from(const YAML::Mark& from) {
     if (static_cast<size_t>(from.pos) < byte_) rewind();
     while (byte_ < static_cast<size_t>(from.pos)) step();
@@ -310,10 +314,14 @@ class MarkCounter {
         break;
       }
     }
-    return mark();
+    YAML::Mark m = mark();
+    if (byte_ == text_.size()) m.column = 0;
+    return m;
   }
 
  private:
+  static constexpr std::string_view kByteOrderMark = "\xef\xbb\xbf";
+  size_t skipped_;  // characters before text_
   std::string_view text_;
   size_t byte_ = 0, characters_ = 0, line_ = 0, line_start_ = 0;
 
