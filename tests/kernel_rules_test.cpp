@@ -185,7 +185,7 @@ TEST_F(RuleFile, ErrorsNameFileLineAndColumn) {
   EXPECT_EQ(error_of("schema: 1\nentries:\n  - {vendor: \"8086\", device: \"1\", added: \"soon\"}\n"),
             ":3:42: 'added' is not a kernel release: 'soon'");
   EXPECT_EQ(error_of("schema: 2\nentries: []\n"), ":1:9: unsupported schema '2' (expected 1)");
-  EXPECT_EQ(error_of("schema: 1\nentries: [\n"), ":3:1: end of sequence flow not found");
+  EXPECT_EQ(error_of("schema: 1\nentries: [\n"), ":3:1: the text ends before the ']' that closes the flow sequence at line 2, column 10");
   // As strict as policy files: one document, each key once.
   EXPECT_EQ(error_of("schema: 1\nentries:\n  - {vendor: \"8086\", device: \"2030\", device: \"2031\"}\n"),
             ":3:38: duplicate key 'device' in entries[0] (first at line 3)");

@@ -579,12 +579,16 @@ TEST(Lint, ValidFilesLoad) {
 }
 
 TEST(Lint, UnparsableYaml) {
-  EXPECT_EQ(only_error("version: 1\nrules: [\n  {id: a\n"), "t.yaml:4:1: end of map flow not found");
-  EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: {kernel.allowed: true\n"), "t.yaml:5:1: end of map flow not found");
+  EXPECT_EQ(only_error("version: 1\nrules: [\n  {id: a\n"), "t.yaml:4:1: the text ends before the '}' that closes the flow mapping at line 3, column 3");
+  EXPECT_EQ(only_error("version: 1\nrules:\n- id: a\n  when: {kernel.allowed: true\n"), "t.yaml:5:1: the text ends before the '}' that closes the flow mapping at line 4, column 9");
   EXPECT_EQ(only_error(""), "t.yaml:1:1: empty rule file: expected 'version: 1' and 'rules:'");
   EXPECT_EQ(only_error("version: 1\nrules: []\n---\nversion: 1\n"), "t.yaml:3:1: a rule file holds one YAML document; this is a second");
   // yaml-cpp's own LoadAll() never returns on this one.
-  EXPECT_EQ(only_error(",version: 1\nrules: []\n"), "t.yaml:1:1: unexpected ','");
+  EXPECT_EQ(only_error(",version: 1\nrules: []\n"),
+            "t.yaml:1:1: did not find expected node content while parsing a block node that starts at line 1 (found ',')");
+  EXPECT_EQ(only_error("version: 1\nrules: []\n\t\n"),
+            "t.yaml:3:1: found character that cannot start any token while scanning for the next token that starts at line 3 "
+            "(found a tab: YAML indents with spaces)");
 }
 
 TEST(Lint, FileLevelKeys) {

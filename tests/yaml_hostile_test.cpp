@@ -168,6 +168,33 @@ TEST_F(Hostile, DuplicateKeysAreRefusedByBothLoadersWithTheSecondsPosition) {
   EXPECT_EQ(policy, "dup.yaml:7:3: duplicate key 'action' in rules[0] (first at line 5)");
 }
 
+// libyaml (YAML 1.1) reads the text; the rule files were written for yaml-cpp (1.2). Where the two
+// would read a line break differently, the file is refused with the break's position.
+TEST_F(Hostile, LineBreaksThatYaml11And12ReadDifferentlyAreRefused) {
+  EXPECT_EQ(what_of([] { load_strict_yaml("a: 1\nb: x\ry\n", "t.yaml"); }),
+            "t.yaml:2:5: carriage return without a line feed: end lines with LF or CR LF");
+  EXPECT_EQ(what_of([] { load_strict_yaml("a: 1\r\nb: 2\r", "t.yaml"); }),
+            "t.yaml:2:5: carriage return without a line feed: end lines with LF or CR LF");
+  for (auto [bytes, name] : {std::pair{"\xc2\x85", "U+0085 (NEL)"}, {"\xe2\x80\xa8", "U+2028 (LS)"}, {"\xe2\x80\xa9", "U+2029 (PS)"}}) {
+    std::string error = what_of([&] { load_strict_yaml(fmt::format("a: 1\nb: \"x{}y\"\n", bytes), "t.yaml"); });
+    EXPECT_TRUE(contains(error, fmt::format("t.yaml:2:6: line break {}: YAML 1.1 ends a line there", name))) << error;
+    error = what_of([&] { load_strict_yaml(fmt::format("a: 1 # x{}y\n", bytes), "t.yaml"); });  // in a comment too
+    EXPECT_TRUE(contains(error, "t.yaml:1:9: line break")) << error;
+  }
+  EXPECT_EQ(load_strict_yaml("a: \"x\\Ly\"\r\nb: 2\r\n", "t.yaml")["a"].Scalar(), "x\xe2\x80\xa8y");  // written as an escape
+}
+
+TEST_F(Hostile, UnclosedFlowCollectionsAndStrayIndicatorsNameWhatIsMissingOrFound) {
+  EXPECT_EQ(what_of([] { load_strict_yaml("a: [1, {b: 2}\n", "t.yaml"); }),
+            "t.yaml:2:1: the text ends before the ']' that closes the flow sequence at line 1, column 4");
+  EXPECT_EQ(what_of([] { load_strict_yaml("a: [1, {b: 2\n", "t.yaml"); }),
+            "t.yaml:2:1: the text ends before the '}' that closes the flow mapping at line 1, column 8");
+  EXPECT_EQ(what_of([] { load_strict_yaml("a: [1, , 2]\n", "t.yaml"); }),
+            "t.yaml:1:8: did not find expected node content while parsing a flow node that starts at line 1 (found ',')");
+  EXPECT_EQ(what_of([] { load_strict_yaml("a: 'open\n", "t.yaml"); }),
+            "t.yaml:2:1: found unexpected end of stream while scanning a quoted scalar that starts at line 1");
+}
+
 TEST_F(Hostile, ASecondDocumentIsRefusedByBothLoaders) {
   EXPECT_EQ(what_of([] { parse_whitelist_file(std::string(kWhitelistEntry) + "---\nschema: 1\nentries: []\n", "two.yaml"); }),
             "two.yaml:5:1: a rule file holds one YAML document; this is a second");

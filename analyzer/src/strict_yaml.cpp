@@ -71,6 +71,23 @@ std::optional<BadCharacter> find_bad_character(std::string_view text, bool yaml)
   return std::nullopt;
 }
 
+// The first line break that YAML 1.1 (libyaml, which reads the text) and yaml-cpp (whose reading the
+// loaders and the rule files were written for) take differently: NEL, LS and PS end a line in 1.1 and
+// are text in 1.2; yaml-cpp keeps a carriage return without a line feed in the text and libyaml ends
+// the line there. Refused rather than read one way when its author may have meant the other.
+std::optional<BadCharacter> find_ambiguous_line_break(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))
+      return BadCharacter{i, "carriage return without a line feed: end lines with LF or CR LF"};
+    std::string_view rest = text.substr(i);
+    for (auto [bytes, name] : {std::pair{"\xc2\x85", "U+0085 (NEL)"}, {"\xe2\x80\xa8", "U+2028 (LS)"}, {"\xe2\x80\xa9", "U+2029 (PS)"}})
+      if (rest.starts_with(bytes))
+        return BadCharacter{i, fmt::format("line break {}: YAML 1.1 ends a line there and YAML 1.2 does not; write a line "
+                                           "feed, or \\N, \\L or \\P in a double-quoted string", name)};
+  }
+  return std::nullopt;
+}
+
 // Long keys are cut where they are quoted in messages: the message is for a person.
 std::string shown_key(std::string_view key) {
   constexpr size_t kShown = 40;
@@ -318,6 +335,8 @@ class MarkCounter {
     if (byte_ == text_.size()) m.column = 0;
     return m;
   }
+  bool at_end(const YAML::Mark& m) const { return static_cast<size_t>(m.pos) >= text_.size(); }
+  size_t size() const { return text_.size(); }  // without a byte order mark
 
  private:
   static constexpr std::string_view kByteOrderMark = "\xef\xbb\xbf";
@@ -358,16 +377,36 @@ struct LibyamlEvent {
   ~LibyamlEvent() { yaml_event_delete(&event); }
 };
 
-// What libyaml could not read, worded as it words it, with where the construct it was in began.
-Refused parse_error(const yaml_parser_t& parser, MarkCounter& marks) {
+// A collection being read: the character that closes it (none for a block collection), and its mark.
+struct OpenCollection {
+  char closer = 0;
+  YAML::Mark mark;
+};
+
+// What libyaml could not read, worded as it words it, with where the construct it was in began and
+// what it found instead; a text that ends inside a flow collection is named as such.
+Refused parse_error(const yaml_parser_t& parser, MarkCounter& marks, std::string_view text,
+                    const std::vector<OpenCollection>& open) {
+  YAML::Mark where = marks.at_character(parser.problem_mark.index);
+  bool at_end = marks.at_end(where);
+  auto flow = std::find_if(open.rbegin(), open.rend(), [](const OpenCollection& c) { return c.closer != 0; });
+  if (at_end && flow != open.rend())
+    return Refused{where, fmt::format("the text ends before the '{}' that closes the flow {} at line {}, column {}", flow->closer,
+                                      flow->closer == ']' ? "sequence" : "mapping", flow->mark.line + 1, flow->mark.column + 1)};
   std::string message = parser.problem ? parser.problem : "not YAML";
-  if (parser.problem && parser.problem_value != -1 && parser.error == YAML_READER_ERROR)
-    message += fmt::format(" (#{:x})", parser.problem_value);
   if (parser.context) {
     YAML::Mark context = marks.at_character(parser.context_mark.index);
     message += fmt::format(" {} that starts at line {}", parser.context, context.line + 1);
   }
-  return Refused{marks.at_character(parser.problem_mark.index), message};
+  std::string_view rest = at_end ? "" : text.substr(static_cast<size_t>(where.pos) + (text.size() - marks.size()));
+  if (rest.starts_with('\t')) {
+    message += " (found a tab: YAML indents with spaces)";
+  } else if (parser.error == YAML_PARSER_ERROR && !rest.empty()) {
+    size_t length = 1;
+    while (length < rest.size() && (static_cast<unsigned char>(rest[length]) & 0xc0) == 0x80) ++length;
+    message += fmt::format(" (found '{}')", escape_text(rest.substr(0, length)));
+  }
+  return Refused{where, message};
 }
 
 bool is_null_text(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
@@ -383,12 +422,13 @@ void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree)
     anchor_numbers.insert_or_assign(reinterpret_cast<const char*>(name), ++last_anchor);
     return last_anchor;
   };
+  std::vector<OpenCollection> open;
   auto tag_of = [](const yaml_char_t* tag, bool plain) -> std::string {
     return tag ? reinterpret_cast<const char*>(tag) : plain ? "?" : "!";
   };
   for (;;) {
     LibyamlEvent e;
-    if (!yaml_parser_parse(&reader.parser, &e.event)) throw parse_error(reader.parser, marks);
+    if (!yaml_parser_parse(&reader.parser, &e.event)) throw parse_error(reader.parser, marks, text, open);
     const yaml_event_t& ev = e.event;
     YAML::Mark mark = marks.at_character(ev.start_mark.index);
     switch (ev.type) {
@@ -429,6 +469,7 @@ void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree)
                            : ev.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE;
         YAML::anchor_t anchor = define_anchor(anchor_name);
         strict.on_collection_start(mark, anchor, is_map);
+        open.push_back({flow ? (is_map ? '}' : ']') : '\0', mark});
         tree.on_collection_start(mark, anchor, tag_of(tag, true), is_map,
                                  flow ? YAML::EmitterStyle::Flow : YAML::EmitterStyle::Block);
         break;
@@ -437,6 +478,7 @@ void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree)
       case YAML_MAPPING_END_EVENT:
         strict.on_collection_end();
         tree.on_collection_end();
+        open.pop_back();
         break;
       default:  // stream start, document end
         break;
@@ -491,6 +533,7 @@ YAML::Node load_strict_yaml(std::string_view text, const std::string& file, cons
   };
   if (auto bad = find_bad_yaml_character(text))
     throw refuse(text_position(text, bad->offset), bad->description + " (a YAML file is UTF-8 text)");
+  if (auto ambiguous = find_ambiguous_line_break(text)) throw refuse(text_position(text, ambiguous->offset), ambiguous->description);
 
   StrictEvents events(limits);
   TreeBuilder tree;
