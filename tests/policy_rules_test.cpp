@@ -588,6 +588,9 @@ TEST(Lint, UnparsableYaml) {
             "t.yaml:1:1: did not find expected node content while parsing a block node that starts at line 1 (found ',')");
   EXPECT_EQ(only_error("version: 1\nrules: []\n\t\n"),
             "t.yaml:3:1: found character that cannot start any token while scanning for the next token that starts at line 3 "
+            "(found a tab on a blank line: remove it; YAML indents with spaces)");
+  EXPECT_EQ(only_error("version: 1\nrules:\n\t- {id: a}\n"),
+            "t.yaml:3:1: found character that cannot start any token while scanning for the next token that starts at line 3 "
             "(found a tab: YAML indents with spaces)");
 }
 

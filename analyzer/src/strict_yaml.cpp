@@ -399,8 +399,11 @@ Refused parse_error(const yaml_parser_t& parser, MarkCounter& marks, std::string
     message += fmt::format(" {} that starts at line {}", parser.context, context.line + 1);
   }
   std::string_view rest = at_end ? "" : text.substr(static_cast<size_t>(where.pos) + (text.size() - marks.size()));
-  if (rest.starts_with('\t')) {
-    message += " (found a tab: YAML indents with spaces)";
+  if (rest.starts_with('\t') && message.find("tab") == std::string::npos) {
+    // libyaml takes a tab on an otherwise blank line for indentation, where YAML 1.2 lets it be.
+    bool blank_line = rest.find_first_not_of(" \t") == std::string_view::npos || rest[rest.find_first_not_of(" \t")] == '\n' ||
+                      rest[rest.find_first_not_of(" \t")] == '\r';
+    message += blank_line ? " (found a tab on a blank line: remove it; YAML indents with spaces)" : " (found a tab: YAML indents with spaces)";
   } else if (parser.error == YAML_PARSER_ERROR && !rest.empty()) {
     size_t length = 1;
     while (length < rest.size() && (static_cast<unsigned char>(rest[length]) & 0xc0) == 0x80) ++length;
