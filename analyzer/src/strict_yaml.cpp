@@ -77,6 +77,7 @@ std::optional<BadCharacter> find_bad_character(std::string_view text, bool yaml)
 // the line there. Refused rather than read one way when its author may have meant the other.
 std::optional<BadCharacter> find_ambiguous_line_break(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r' && text[i] != '\xc2' && text[i] != '\xe2') continue;  // the bytes that start one
     if (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))
       return BadCharacter{i, "carriage return without a line feed: end lines with LF or CR LF"};
     std::string_view rest = text.substr(i);
