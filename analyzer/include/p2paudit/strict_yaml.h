@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // YAML from strangers (rule files, --kernel-rules) read strictly before anything is built from it.
-// yaml-cpp builds a document whatever it holds: aliases that expand a kilobyte into billions of
-// nodes, a silently ignored second document, the last of two equal keys. load_strict_yaml() walks
-// the parser's events first and refuses those, so the loaders see one small, unambiguous tree.
-// It is shared by the kernel-rules and the policy loaders, which must be equally strict.
+// A YAML loader builds a document whatever it holds: aliases that expand a kilobyte into billions of
+// nodes, a silently ignored second document, the last of two equal keys. load_strict_yaml() reads
+// the text once with libyaml, refuses those as its events come, and builds from the same events the
+// yaml-cpp tree (nodes, tags, marks) that YAML::Load would, so the loaders see one small, unambiguous
+// tree. It is shared by the kernel-rules and the policy loaders, which must be equally strict.
 #pragma once
 
 #include <cstddef>
@@ -74,7 +75,8 @@ struct YamlLimits {
 };
 
 // Parses `text`, the content of `file`, into its one document (a null node when the text holds
-// none). Throws YamlError when the text is not UTF-8 or not YAML, holds a second document, exceeds
+// none). Throws YamlError when the text is not UTF-8 or not YAML, holds a line break that YAML 1.1
+// and 1.2 read differently (NEL, LS, PS, a CR without LF), holds a second document, exceeds
 // `limits`, or has an alias to a node that contains it; and, after reading the whole document,
 // with every mapping key that repeats an earlier key of the same mapping.
 YAML::Node load_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits = {});
