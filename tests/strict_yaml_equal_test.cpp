@@ -146,5 +146,9 @@ TEST(StrictYamlEqual, EveryConstructGivesYamlCppsTree) {
   for (const char* text : cases) EXPECT_EQ(compare(text), "") << escape_text(text);
 }
 
+TEST(StrictYamlEqual, AnEmptyViewIsAnEmptyDocument) {
+  EXPECT_TRUE(load_strict_yaml(std::string_view(), "t.yaml").IsNull());
+}
+
 }  // namespace
 }  // namespace p2paudit

@@ -365,9 +365,10 @@ class MarkCounter {
 // libyaml's parser and event, freed on every way out.
 struct LibyamlParser {
   yaml_parser_t parser;
-  LibyamlParser(std::string_view text) {
+  explicit LibyamlParser(std::string_view text) {
     if (!yaml_parser_initialize(&parser)) throw std::bad_alloc();
-    yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+    const char* data = text.empty() ? "" : text.data();  // libyaml asserts a non-null input
+    yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(data), text.size());
     yaml_parser_set_encoding(&parser, YAML_UTF8_ENCODING);
   }
   ~LibyamlParser() { yaml_parser_delete(&parser); }
