@@ -303,7 +303,8 @@ class TreeBuilder {
 // Turns libyaml's character indexes into yaml-cpp's marks: a byte offset, the number of line feeds
 // before it and the bytes since the last one (libyaml also counts CR, NEL, LS and PS as line ends and
 // counts characters, not bytes). yaml-cpp leaves a byte order mark out; libyaml counts it as one
-// character. Marks come nearly in order, so a cursor makes the walk linear.
+// character. The events' marks come in order (differential fuzzing: only an error's marks go back,
+// once), so a cursor makes the walk linear.
 class MarkCounter {
  public:
   explicit MarkCounter(std::string_view text)
@@ -315,26 +316,25 @@ class MarkCounter {
     while (characters_ < index && byte_ < text_.size()) step();
     return mark();
   }
-  // The first byte at or after `from` that is not a space, tab, line end or comment: where yaml-cpp's
+  // The first byte after the last mark that is not a space, tab, line end or comment: where yaml-cpp's
   // next token starts, which is the mark it gives a value left empty. At the end of the text yaml-cpp
-  // puts the column back to 0.
-  YAML::Mark next_token_from(const YAML::Mark& from) {
-    if (static_cast<size_t>(from.pos) < byte_) rewind();
-    while (byte_ < static_cast<size_t>(from.pos)) step();
-    bool line_start = byte_ == 0 || text_[byte_ - 1] == '\n' || text_[byte_ - 1] == ' ' || text_[byte_ - 1] == '\t';
-    while (byte_ < text_.size()) {
-      char c = text_[byte_];
-      if (c == '#' && line_start) {
-        while (byte_ < text_.size() && text_[byte_] != '\n') step();
+  // puts the column back to 0. A copy walks, so that the events' own marks keep coming in order.
+  YAML::Mark next_token() const {
+    MarkCounter ahead = *this;
+    bool after_blank = ahead.byte_ == 0 || std::string_view(" \t\n").find(text_[ahead.byte_ - 1]) != std::string_view::npos;
+    while (ahead.byte_ < text_.size()) {
+      char c = text_[ahead.byte_];
+      if (c == '#' && after_blank) {
+        while (ahead.byte_ < text_.size() && text_[ahead.byte_] != '\n') ahead.step();
       } else if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
-        step();
-        line_start = true;
+        ahead.step();
+        after_blank = true;
       } else {
         break;
       }
     }
-    YAML::Mark m = mark();
-    if (byte_ == text_.size()) m.column = 0;
+    YAML::Mark m = ahead.mark();
+    if (ahead.byte_ == text_.size()) m.column = 0;
     return m;
   }
   bool at_end(const YAML::Mark& m) const { return static_cast<size_t>(m.pos) >= text_.size(); }
@@ -390,6 +390,9 @@ struct OpenCollection {
 // what it found instead; a text that ends inside a flow collection is named as such.
 Refused parse_error(const yaml_parser_t& parser, MarkCounter& marks, std::string_view text,
                     const std::vector<OpenCollection>& open) {
+  // The context comes first in the text: converted first, the marks keep coming in order.
+  std::optional<YAML::Mark> context;
+  if (parser.context) context = marks.at_character(parser.context_mark.index);
   YAML::Mark where = marks.at_character(parser.problem_mark.index);
   bool at_end = marks.at_end(where);
   auto flow = std::find_if(open.rbegin(), open.rend(), [](const OpenCollection& c) { return c.closer != 0; });
@@ -397,10 +400,7 @@ Refused parse_error(const yaml_parser_t& parser, MarkCounter& marks, std::string
     return Refused{where, fmt::format("the text ends before the '{}' that closes the flow {} at line {}, column {}", flow->closer,
                                       flow->closer == ']' ? "sequence" : "mapping", flow->mark.line + 1, flow->mark.column + 1)};
   std::string message = parser.problem ? parser.problem : "not YAML";
-  if (parser.context) {
-    YAML::Mark context = marks.at_character(parser.context_mark.index);
-    message += fmt::format(" {} that starts at line {}", parser.context, context.line + 1);
-  }
+  if (context) message += fmt::format(" {} that starts at line {}", parser.context, context->line + 1);
   std::string_view rest = at_end ? "" : text.substr(static_cast<size_t>(where.pos) + (text.size() - marks.size()));
   if (rest.starts_with('\t') && message.find("tab") == std::string::npos) {
     // libyaml takes a tab on an otherwise blank line for indentation, where YAML 1.2 lets it be.
@@ -449,7 +449,7 @@ void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree)
         bool plain = s.style == YAML_PLAIN_SCALAR_STYLE;
         if (!s.tag && plain && is_null_text(value)) {
           // An empty value with no anchor or tag: libyaml marks the end of the ':' or '-' before it.
-          if (value.empty() && !s.anchor && ev.start_mark.index == ev.end_mark.index) mark = marks.next_token_from(mark);
+          if (value.empty() && !s.anchor && ev.start_mark.index == ev.end_mark.index) mark = marks.next_token();
           YAML::anchor_t anchor = define_anchor(s.anchor);
           strict.on_null(mark, anchor);
           tree.on_null(mark, anchor);
