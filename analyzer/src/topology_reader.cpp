@@ -172,6 +172,20 @@ void break_upstream_loops(Topology& t) {
 
 // Parents come from sysfs; a bridge whose bus range disagrees is reported, not silently trusted.
 void cross_check_bus_ranges(Topology& t) {
+  // The bridges whose range claims a bus, in function order; found once per bus that holds
+  // root-bus functions (a few per host bridge), not once per such function.
+  std::map<std::pair<uint32_t, uint8_t>, std::vector<size_t>> claims;
+  auto claiming = [&](uint32_t domain, uint8_t bus) -> const std::vector<size_t>& {
+    auto [it, added] = claims.try_emplace({domain, bus});
+    if (added)
+      for (size_t k = 0; k < t.functions.size(); ++k) {
+        const Function& b = t.functions[k];
+        if (b.is_bridge() && b.bdf.domain == domain && b.secondary_bus && b.subordinate_bus && *b.secondary_bus != 0 &&
+            bus >= *b.secondary_bus && bus <= *b.subordinate_bus)
+          it->second.push_back(k);
+      }
+    return it->second;
+  };
   for (const auto& f : t.functions) {
     if (f.is_virtfn) continue;
     if (f.parent) {
@@ -181,11 +195,11 @@ void cross_check_bus_ranges(Topology& t) {
                                                         f.bdf.str(), p.bdf.str(), *p.secondary_bus, *p.subordinate_bus)});
       continue;
     }
-    for (const auto& b : t.functions)
-      if (b.is_bridge() && b.bdf.domain == f.bdf.domain && b.secondary_bus && b.subordinate_bus &&
-          *b.secondary_bus != 0 && f.bdf.bus >= *b.secondary_bus && f.bdf.bus <= *b.subordinate_bus)
-        t.findings.push_back({f.sysfs_path, fmt::format("sysfs places {} on a root bus, but bridge {} claims buses {:02x}-{:02x}",
-                                                        f.bdf.str(), b.bdf.str(), *b.secondary_bus, *b.subordinate_bus)});
+    for (size_t k : claiming(f.bdf.domain, f.bdf.bus)) {
+      const Function& b = t.functions[k];
+      t.findings.push_back({f.sysfs_path, fmt::format("sysfs places {} on a root bus, but bridge {} claims buses {:02x}-{:02x}",
+                                                      f.bdf.str(), b.bdf.str(), *b.secondary_bus, *b.subordinate_bus)});
+    }
   }
 }
 
@@ -194,6 +208,13 @@ std::vector<HostBridge> collect_host_bridges(const Sysroot& root, const std::vec
   for (const auto& name : root.list("sys/devices"))
     if (is_host_bridge_name(name)) bridges[name].name = name;
   for (const auto& f : fns) bridges[f.host_bridge].name = f.host_bridge;
+  // Each host bridge's root-bus functions (then its VFs), in function order: one pass over them all.
+  std::map<std::string, std::pair<std::vector<size_t>, std::vector<size_t>>> on_root_bus;
+  for (size_t i = 0; i < fns.size(); ++i)
+    if (!fns[i].parent) {
+      auto& [devices, vfs] = on_root_bus[fns[i].host_bridge];
+      (fns[i].is_virtfn ? vfs : devices).push_back(i);
+    }
   std::vector<HostBridge> out;
   for (auto& [name, hb] : bridges) {
     if (is_host_bridge_name(name)) {
@@ -201,9 +222,7 @@ std::vector<HostBridge> collect_host_bridges(const Sysroot& root, const std::vec
       hb.bus = static_cast<uint8_t>(std::stoul(name.substr(name.size() - 2), nullptr, 16));
     }
     // Boot-time scan adds root-bus devices in devfn order; VFs are added later, when enabled.
-    std::vector<size_t> devices, vfs;
-    for (size_t i = 0; i < fns.size(); ++i)
-      if (fns[i].host_bridge == name && !fns[i].parent) (fns[i].is_virtfn ? vfs : devices).push_back(i);
+    auto& [devices, vfs] = on_root_bus[name];
     auto by_devfn = [&](size_t a, size_t b) { return fns[a].bdf < fns[b].bdf; };
     std::sort(devices.begin(), devices.end(), by_devfn);
     std::sort(vfs.begin(), vfs.end(), by_devfn);
