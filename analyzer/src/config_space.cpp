@@ -388,37 +388,50 @@ int pci_find_ext_capability(const void* ctx, ConfigReader read32, size_t cfg_siz
 namespace {
 
 // The kernel's sysfs `resource` file: one "start end flags" line per BAR (then ROM and bridge
-// windows), as libpci's sysfs method reads it; nullopt when malformed.
-std::optional<std::vector<std::array<uint64_t, 3>>> parse_resource_file(const std::string& text) {
-  // By hand, as an istream would split it (lines at '\n', words at C-locale white space): an
-  // istringstream per line cost more than the rest of the function's reading.
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; };
-  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
-  std::vector<std::array<uint64_t, 3>> lines;
-  for (size_t start = 0; start < text.size() && lines.size() < 17;) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + start, end - start);
-    start = end + 1;
-    std::array<uint64_t, 3> v{};
-    size_t at = 0;
-    for (auto& x : v) {
-      while (at < line.size() && space(line[at])) ++at;
-      size_t word = at;
-      while (at < line.size() && !space(line[at])) ++at;
-      std::string_view w = line.substr(word, at - word);
-      if (w.size() < 3 || w.size() > 18 || w.substr(0, 2) != "0x") return std::nullopt;
+// windows), as libpci's sysfs method reads it.
+struct ResourceLines {
+  static constexpr size_t kMax = 17;  // 6 BARs, the ROM, the SR-IOV BARs and the bridge windows
+  std::array<std::array<uint64_t, 3>, kMax> line{};
+  size_t count = 0;
+};
+
+// C-locale white space, as an istream splits words; and each byte's hex digit value (-1: none).
+constexpr bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+constexpr std::array<int8_t, 256> kHexDigit = [] {
+  std::array<int8_t, 256> t{};
+  t.fill(-1);
+  for (int c = 0; c < 10; ++c) t['0' + c] = static_cast<int8_t>(c);
+  for (int c = 0; c < 6; ++c) t['a' + c] = t['A' + c] = static_cast<int8_t>(10 + c);
+  return t;
+}();
+
+// False when malformed: a line of other than three "0x" words of 1 to 16 hex digits. By hand, as
+// an istream would split it (lines at '\n', words at white space), into a fixed array: the file is
+// read for every function, and an istringstream per line, then a vector and a table-less digit
+// test, cost more than the rest of the function's reading.
+bool parse_resource_file(std::string_view text, ResourceLines& out) {
+  const char* at = text.data();
+  const char* const end = at + text.size();
+  out.count = 0;
+  while (at < end && out.count < ResourceLines::kMax) {
+    const char* eol = static_cast<const char*>(std::memchr(at, '\n', static_cast<size_t>(end - at)));
+    if (!eol) eol = end;
+    for (uint64_t& x : out.line[out.count]) {
+      while (at < eol && is_space(*at)) ++at;
+      if (eol - at < 3 || at[0] != '0' || at[1] != 'x') return false;
+      at += 2;
+      const char* digits = at;
       x = 0;
-      for (char c : w.substr(2)) {
-        if (!hex(c)) return std::nullopt;
-        x = x << 4 | static_cast<uint64_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-      }
+      for (int8_t d; at < eol && (d = kHexDigit[static_cast<unsigned char>(*at)]) >= 0; ++at) x = x << 4 | static_cast<uint64_t>(d);
+      if (at == digits || at - digits > 16 || (at < eol && !is_space(*at))) return false;
     }
-    while (at < line.size() && space(line[at])) ++at;
-    if (at != line.size()) return std::nullopt;
-    lines.push_back(v);
+    while (at < eol && is_space(*at)) ++at;
+    if (at != eol) return false;
+    ++out.count;
+    if (eol == end) break;
+    at = eol + 1;
   }
-  return lines;
+  return true;
 }
 
 // Addresses, sizes and flags as the kernel assigned them, into libpci's fields exactly as its
@@ -427,13 +440,13 @@ bool fill_bars_from_resource(const Sysroot& root, const std::string& dir, struct
                              std::vector<Finding>& findings) {
   auto text = root.read_text(dir + "/resource");
   if (!text) return false;
-  auto lines = parse_resource_file(*text);
-  if (!lines) {
+  ResourceLines lines;
+  if (!parse_resource_file(*text, lines)) {
     findings.push_back({dir + "/resource", "malformed (expected \"0x... 0x... 0x...\" per line); BAR sizes unknown"});
     return false;
   }
-  for (size_t i = 0; i < lines->size() && i < 6; ++i) {
-    auto [start, end, flags] = (*lines)[i];
+  for (size_t i = 0; i < lines.count && i < 6; ++i) {
+    auto [start, end, flags] = lines.line[i];
     d->flags[i] = flags;
     d->base_addr[i] = start | (flags & PCI_ADDR_FLAG_MASK);
     d->size[i] = end > start ? end - start + 1 : 0;
