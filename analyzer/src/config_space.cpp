@@ -86,17 +86,17 @@ uint32_t read_long(const void* ctx, int pos) {
   return pci_read_long(static_cast<struct pci_dev*>(const_cast<void*>(ctx)), pos);
 }
 
-// How much of config space the access method can really return: unprivileged sysfs reads stop
-// at 64 bytes, a conventional function has 256, a PCIe one 4096.
-size_t readable_config_size(struct pci_dev* d) {
-  uint8_t probe[4];
-  for (int size : {4096, 256, 64})
-    if (pci_read_block(d, size - 4, probe, 4)) return static_cast<size_t>(size);
-  return 0;
+// How many bytes of a function libpci's dump method holds, up to the last whole region: it
+// answers a read only within what the dump gave, so each region is asked for whole.
+size_t bytes_held_by_dump(struct pci_dev* d) {
+  std::array<uint8_t, 4096> bytes;
+  size_t held = 0;
+  for (size_t end : {64, 256, 4096}) {
+    if (!pci_read_block(d, static_cast<int>(held), bytes.data() + held, static_cast<int>(end - held))) break;
+    held = end;
+  }
+  return held;
 }
-
-// Only whole regions count: a file cut anywhere inside a region leaves that region unknown.
-size_t whole_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
 
 std::atomic<std::uint64_t> g_name_list_loads{0};
 
@@ -309,9 +309,9 @@ void decode_ext_caps(struct pci_dev* d, Function& f, std::vector<Finding>& findi
 struct Source {
   std::string where;
   size_t config_size = 0;
-  size_t readable = 0;  // 0: ask the access method
+  size_t readable = 0;  // whole_config_regions() of the bytes held
 };
-using Describe = std::function<Source(const Bdf&)>;
+using Describe = std::function<Source(struct pci_dev*)>;
 
 // NVIDIA's peer-clique capability (nvpcie.h, NV_PCI_VIRTUAL_P2P_APPROVAL_SIGNATURE): a vendor
 // capability anywhere in the list, dword0[31:24] = 0x50, dword1[15:0] = 0x5032 ("P2P"),
@@ -348,7 +348,7 @@ Function decode_function(struct pci_access* a, struct pci_dev* d, std::vector<Fi
   f.revision = d->rev_id;
   f.subsystem_vendor = d->subsys_vendor_id;
   f.subsystem_device = d->subsys_id;
-  f.config_readable = source.readable ? source.readable : readable_config_size(d);
+  f.config_readable = source.readable;
   uint8_t htype = pci_read_byte(d, PCI_HEADER_TYPE);
   f.header_type = htype & 0x7f;
   f.multifunction = htype & 0x80;
@@ -377,8 +377,7 @@ std::vector<Function> scan(PciAccess& access, const std::string& origin, const D
     if (!guarded([&] { pci_fill_info(d, kFillFlags); }))
       throw InputError(fmt::format("{}: {:04x}:{:02x}:{:02x}.{:x}: {}", origin, d->domain, d->bus, d->dev, d->func,
                                    g_error_message));
-    Bdf bdf{static_cast<uint32_t>(d->domain), d->bus, d->dev, d->func};
-    out.push_back(decode_function(a, d, findings, describe(bdf)));
+    out.push_back(decode_function(a, d, findings, describe(d)));
   }
   std::sort(out.begin(), out.end(), [](const Function& x, const Function& y) { return x.bdf < y.bdf; });
   return out;
@@ -559,8 +558,10 @@ void init_for_cached_bytes(PciAccess& access, PrivateCopy& empty_dump, const std
 
 std::uint64_t pci_name_list_loads() { return g_name_list_loads.load(); }
 
+size_t whole_config_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
+
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings) {
-  size_t readable = whole_regions(bytes.size());
+  size_t readable = whole_config_regions(bytes.size());
   if (readable < 64) throw InputError(fmt::format("{}: {} bytes of config space cannot identify a function", bdf.str(), bytes.size()));
   // One decoding context for all calls, set up once (names come from PciNames::shared()).
   static PrivateCopy empty("libpci", "");
@@ -588,7 +589,7 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
       continue;
     }
     auto bytes = root.read_bytes(dir + "/config", 4096);
-    size_t readable = bytes ? whole_regions(bytes->size()) : 0;
+    size_t readable = bytes ? whole_config_regions(bytes->size()) : 0;
     if (readable < 64) {
       findings.push_back({dir + "/config", fmt::format("{}: the function cannot be identified and is left out",
                                                        bytes ? fmt::format("holds only {} bytes", bytes->size())
@@ -677,7 +678,8 @@ std::vector<Function> read_config_dump(const std::string& dump_file, std::vector
   struct pci_access* a = access.get();
   a->method = PCI_ACCESS_DUMP;
   pci_set_param(a, const_cast<char*>("dump.name"), copy.name().data());
-  return scan(access, dump_file, [&](const Bdf&) { return Source{dump_file}; }, findings);
+  return scan(access, dump_file, [&](struct pci_dev* d) { return Source{dump_file, 0, whole_config_regions(bytes_held_by_dump(d))}; },
+              findings);
 }
 
 }  // namespace p2paudit

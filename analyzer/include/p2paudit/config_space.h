@@ -23,6 +23,12 @@ std::vector<Function> read_config_dump(const std::string& dump_file, std::vector
 // One function's config space as held in memory (64, 256 or 4096 bytes count); BAR sizes unknown.
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings);
 
+// How much of config space counts as read when `bytes` of it are held (a sysfs file, a dump's
+// rows, what libpci's dump method holds): only whole regions, the 64-byte header, the 256 bytes
+// of conventional and the 4096 of extended config space; a read cut inside a region leaves that
+// region unknown. Every source's readability is measured by this one rule.
+size_t whole_config_regions(size_t bytes);
+
 // Once parents are known: the config size the kernel gives each function whose size no record
 // states (pci_cfg_space_size()), and extended capabilities absent only where the kernel gives 256
 // bytes; a copy cut short of the kernel's size leaves them unknown, with a finding.
