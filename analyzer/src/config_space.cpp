@@ -572,7 +572,7 @@ Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::ve
 }
 
 std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings,
-                                        const std::function<void(Function&)>& each) {
+                                        const std::function<void(Function&, const std::optional<std::string>&)>& each) {
   // libpci decodes bytes we read through the sysroot (its config cache); it is never given a
   // path into a sysroot, so it cannot follow a stranger's link out of it.
   PrivateCopy empty(root.origin(), "");
@@ -606,7 +606,8 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
     }));
     Function& f = out.back();
     // The same test place_in_sysfs() uses for is_virtfn: the kernel links a VF, and only a VF, to its PF.
-    const bool virtfn = root.read_link(dir + "/physfn").has_value();
+    const auto physfn = root.read_link(dir + "/physfn");
+    const bool virtfn = physfn.has_value();
     unsigned vendor = f.vendor, device = f.device, class_code = f.class_code;
     check_id(root, dir, "vendor", vendor, 4, virtfn, findings);
     check_id(root, dir, "device", device, 4, virtfn, findings);
@@ -619,7 +620,7 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
       f.device_name = lookup(a, PCI_LOOKUP_DEVICE, f.vendor, f.device);
       f.class_name = lookup(a, PCI_LOOKUP_CLASS, f.class_code >> 8);
     }
-    if (each) each(f);
+    if (each) each(f, physfn);
   }
   return out;
 }

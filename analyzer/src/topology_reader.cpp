@@ -76,7 +76,8 @@ struct SysfsPlace {
 };
 
 // The kernel's own view of where a function sits: its directory below sys/devices.
-SysfsPlace place_in_sysfs(const Sysroot& root, Function& f) {
+// `physfn`: the function's physfn link, read with its config space.
+SysfsPlace place_in_sysfs(const Sysroot& root, Function& f, const std::optional<std::string>& physfn) {
   SysfsPlace place;
   std::string link = "sys/bus/pci/devices/" + f.bdf.str();
   auto real = root.resolve(link);
@@ -88,9 +89,9 @@ SysfsPlace place_in_sysfs(const Sysroot& root, Function& f) {
   if (f.host_bridge.empty())
     throw InputError(fmt::format("{}: {}: no pciDDDD:BB host bridge above it", root.origin(), *real));
   if (parts.size() >= 2) place.parent = Bdf::parse(parts[parts.size() - 2]);
-  if (auto pf = root.read_link(*real + "/physfn")) {
+  if (physfn) {
     place.has_physfn = true;
-    place.physfn_link = *pf;
+    place.physfn_link = *physfn;
   }
   return place;
 }
@@ -290,11 +291,11 @@ Topology read_topology(const Sysroot& root, const TopologyReadScope& scope) {
   std::vector<SysfsPlace> places;
   std::vector<Finding> attribute_findings;
   std::exception_ptr place_error, attribute_error;
-  t.functions = read_config_space(root, t.findings, [&](Function& f) {
+  t.functions = read_config_space(root, t.findings, [&](Function& f, const std::optional<std::string>& physfn) {
     places.emplace_back();
     if (place_error) return;  // the first placement error ends the run: nothing more is needed
     try {
-      places.back() = place_in_sysfs(root, f);
+      places.back() = place_in_sysfs(root, f, physfn);
     } catch (const InputError&) {
       place_error = std::current_exception();
       return;
