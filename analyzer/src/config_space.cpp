@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -84,17 +86,17 @@ uint32_t read_long(const void* ctx, int pos) {
   return pci_read_long(static_cast<struct pci_dev*>(const_cast<void*>(ctx)), pos);
 }
 
-// How much of config space the access method can really return: unprivileged sysfs reads stop
-// at 64 bytes, a conventional function has 256, a PCIe one 4096.
-size_t readable_config_size(struct pci_dev* d) {
-  uint8_t probe[4];
-  for (int size : {4096, 256, 64})
-    if (pci_read_block(d, size - 4, probe, 4)) return static_cast<size_t>(size);
-  return 0;
+// How many bytes of a function libpci's dump method holds, up to the last whole region: it
+// answers a read only within what the dump gave, so each region is asked for whole.
+size_t bytes_held_by_dump(struct pci_dev* d) {
+  std::array<uint8_t, 4096> bytes;
+  size_t held = 0;
+  for (size_t end : {64, 256, 4096}) {
+    if (!pci_read_block(d, static_cast<int>(held), bytes.data() + held, static_cast<int>(end - held))) break;
+    held = end;
+  }
+  return held;
 }
-
-// Only whole regions count: a file cut anywhere inside a region leaves that region unknown.
-size_t whole_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
 
 std::atomic<std::uint64_t> g_name_list_loads{0};
 
@@ -113,6 +115,21 @@ class PciNames {
   std::string lookup(int flags, unsigned arg1, unsigned arg2) {
     std::lock_guard lock(mutex_);
     if (!failed_.empty()) throw InputError(failed_);
+    // A machine has few distinct IDs (4,096 functions: about 30); libpci's lookup (a guarded call,
+    // its hash, the name copied out) cost 1.8 k instructions each.
+    auto [known, added] = answers_.try_emplace({flags, arg1, arg2});
+    if (!added) return known->second;
+    try {
+      known->second = lookup_in_libpci(flags, arg1, arg2);
+    } catch (...) {
+      answers_.erase(known);
+      throw;
+    }
+    return known->second;
+  }
+
+ private:
+  std::string lookup_in_libpci(int flags, unsigned arg1, unsigned arg2) {
     struct pci_access* a = access_.get();
     const bool loaded_before = a->id_hash || a->id_load_failed;
     char buf[256];
@@ -128,11 +145,11 @@ class PciNames {
     return name ? name : "";
   }
 
- private:
   PciNames() = default;
   std::mutex mutex_;
   PciAccess access_;
   std::string failed_;
+  std::map<std::tuple<int, unsigned, unsigned>, std::string> answers_;
 };
 
 // A name from pci.ids, "" when it has none. `decoding` is the context that decoded the function:
@@ -292,9 +309,9 @@ void decode_ext_caps(struct pci_dev* d, Function& f, std::vector<Finding>& findi
 struct Source {
   std::string where;
   size_t config_size = 0;
-  size_t readable = 0;  // 0: ask the access method
+  size_t readable = 0;  // whole_config_regions() of the bytes held
 };
-using Describe = std::function<Source(const Bdf&)>;
+using Describe = std::function<Source(struct pci_dev*)>;
 
 // NVIDIA's peer-clique capability (nvpcie.h, NV_PCI_VIRTUAL_P2P_APPROVAL_SIGNATURE): a vendor
 // capability anywhere in the list, dword0[31:24] = 0x50, dword1[15:0] = 0x5032 ("P2P"),
@@ -331,7 +348,7 @@ Function decode_function(struct pci_access* a, struct pci_dev* d, std::vector<Fi
   f.revision = d->rev_id;
   f.subsystem_vendor = d->subsys_vendor_id;
   f.subsystem_device = d->subsys_id;
-  f.config_readable = source.readable ? source.readable : readable_config_size(d);
+  f.config_readable = source.readable;
   uint8_t htype = pci_read_byte(d, PCI_HEADER_TYPE);
   f.header_type = htype & 0x7f;
   f.multifunction = htype & 0x80;
@@ -360,8 +377,7 @@ std::vector<Function> scan(PciAccess& access, const std::string& origin, const D
     if (!guarded([&] { pci_fill_info(d, kFillFlags); }))
       throw InputError(fmt::format("{}: {:04x}:{:02x}:{:02x}.{:x}: {}", origin, d->domain, d->bus, d->dev, d->func,
                                    g_error_message));
-    Bdf bdf{static_cast<uint32_t>(d->domain), d->bus, d->dev, d->func};
-    out.push_back(decode_function(a, d, findings, describe(bdf)));
+    out.push_back(decode_function(a, d, findings, describe(d)));
   }
   std::sort(out.begin(), out.end(), [](const Function& x, const Function& y) { return x.bdf < y.bdf; });
   return out;
@@ -388,37 +404,50 @@ int pci_find_ext_capability(const void* ctx, ConfigReader read32, size_t cfg_siz
 namespace {
 
 // The kernel's sysfs `resource` file: one "start end flags" line per BAR (then ROM and bridge
-// windows), as libpci's sysfs method reads it; nullopt when malformed.
-std::optional<std::vector<std::array<uint64_t, 3>>> parse_resource_file(const std::string& text) {
-  // By hand, as an istream would split it (lines at '\n', words at C-locale white space): an
-  // istringstream per line cost more than the rest of the function's reading.
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; };
-  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); };
-  std::vector<std::array<uint64_t, 3>> lines;
-  for (size_t start = 0; start < text.size() && lines.size() < 17;) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string_view line(text.data() + start, end - start);
-    start = end + 1;
-    std::array<uint64_t, 3> v{};
-    size_t at = 0;
-    for (auto& x : v) {
-      while (at < line.size() && space(line[at])) ++at;
-      size_t word = at;
-      while (at < line.size() && !space(line[at])) ++at;
-      std::string_view w = line.substr(word, at - word);
-      if (w.size() < 3 || w.size() > 18 || w.substr(0, 2) != "0x") return std::nullopt;
+// windows), as libpci's sysfs method reads it.
+struct ResourceLines {
+  static constexpr size_t kMax = 17;  // 6 BARs, the ROM, the SR-IOV BARs and the bridge windows
+  std::array<std::array<uint64_t, 3>, kMax> line{};
+  size_t count = 0;
+};
+
+// C-locale white space, as an istream splits words; and each byte's hex digit value (-1: none).
+constexpr bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+constexpr std::array<int8_t, 256> kHexDigit = [] {
+  std::array<int8_t, 256> t{};
+  t.fill(-1);
+  for (int c = 0; c < 10; ++c) t['0' + c] = static_cast<int8_t>(c);
+  for (int c = 0; c < 6; ++c) t['a' + c] = t['A' + c] = static_cast<int8_t>(10 + c);
+  return t;
+}();
+
+// False when malformed: a line of other than three "0x" words of 1 to 16 hex digits. By hand, as
+// an istream would split it (lines at '\n', words at white space), into a fixed array: the file is
+// read for every function, and an istringstream per line, then a vector and a table-less digit
+// test, cost more than the rest of the function's reading.
+bool parse_resource_file(std::string_view text, ResourceLines& out) {
+  const char* at = text.data();
+  const char* const end = at + text.size();
+  out.count = 0;
+  while (at < end && out.count < ResourceLines::kMax) {
+    const char* eol = static_cast<const char*>(std::memchr(at, '\n', static_cast<size_t>(end - at)));
+    if (!eol) eol = end;
+    for (uint64_t& x : out.line[out.count]) {
+      while (at < eol && is_space(*at)) ++at;
+      if (eol - at < 3 || at[0] != '0' || at[1] != 'x') return false;
+      at += 2;
+      const char* digits = at;
       x = 0;
-      for (char c : w.substr(2)) {
-        if (!hex(c)) return std::nullopt;
-        x = x << 4 | static_cast<uint64_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-      }
+      for (int8_t d; at < eol && (d = kHexDigit[static_cast<unsigned char>(*at)]) >= 0; ++at) x = x << 4 | static_cast<uint64_t>(d);
+      if (at == digits || at - digits > 16 || (at < eol && !is_space(*at))) return false;
     }
-    while (at < line.size() && space(line[at])) ++at;
-    if (at != line.size()) return std::nullopt;
-    lines.push_back(v);
+    while (at < eol && is_space(*at)) ++at;
+    if (at != eol) return false;
+    ++out.count;
+    if (eol == end) break;
+    at = eol + 1;
   }
-  return lines;
+  return true;
 }
 
 // Addresses, sizes and flags as the kernel assigned them, into libpci's fields exactly as its
@@ -427,13 +456,13 @@ bool fill_bars_from_resource(const Sysroot& root, const std::string& dir, struct
                              std::vector<Finding>& findings) {
   auto text = root.read_text(dir + "/resource");
   if (!text) return false;
-  auto lines = parse_resource_file(*text);
-  if (!lines) {
+  ResourceLines lines;
+  if (!parse_resource_file(*text, lines)) {
     findings.push_back({dir + "/resource", "malformed (expected \"0x... 0x... 0x...\" per line); BAR sizes unknown"});
     return false;
   }
-  for (size_t i = 0; i < lines->size() && i < 6; ++i) {
-    auto [start, end, flags] = (*lines)[i];
+  for (size_t i = 0; i < lines.count && i < 6; ++i) {
+    auto [start, end, flags] = lines.line[i];
     d->flags[i] = flags;
     d->base_addr[i] = start | (flags & PCI_ADDR_FLAG_MASK);
     d->size[i] = end > start ? end - start + 1 : 0;
@@ -529,8 +558,10 @@ void init_for_cached_bytes(PciAccess& access, PrivateCopy& empty_dump, const std
 
 std::uint64_t pci_name_list_loads() { return g_name_list_loads.load(); }
 
+size_t whole_config_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
+
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings) {
-  size_t readable = whole_regions(bytes.size());
+  size_t readable = whole_config_regions(bytes.size());
   if (readable < 64) throw InputError(fmt::format("{}: {} bytes of config space cannot identify a function", bdf.str(), bytes.size()));
   // One decoding context for all calls, set up once (names come from PciNames::shared()).
   static PrivateCopy empty("libpci", "");
@@ -541,7 +572,7 @@ Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::ve
 }
 
 std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings,
-                                        const std::function<void(Function&)>& each) {
+                                        const std::function<void(Function&, const std::optional<std::string>&)>& each) {
   // libpci decodes bytes we read through the sysroot (its config cache); it is never given a
   // path into a sysroot, so it cannot follow a stranger's link out of it.
   PrivateCopy empty(root.origin(), "");
@@ -558,7 +589,7 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
       continue;
     }
     auto bytes = root.read_bytes(dir + "/config", 4096);
-    size_t readable = bytes ? whole_regions(bytes->size()) : 0;
+    size_t readable = bytes ? whole_config_regions(bytes->size()) : 0;
     if (readable < 64) {
       findings.push_back({dir + "/config", fmt::format("{}: the function cannot be identified and is left out",
                                                        bytes ? fmt::format("holds only {} bytes", bytes->size())
@@ -575,7 +606,8 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
     }));
     Function& f = out.back();
     // The same test place_in_sysfs() uses for is_virtfn: the kernel links a VF, and only a VF, to its PF.
-    const bool virtfn = root.read_link(dir + "/physfn").has_value();
+    const auto physfn = root.read_link(dir + "/physfn");
+    const bool virtfn = physfn.has_value();
     unsigned vendor = f.vendor, device = f.device, class_code = f.class_code;
     check_id(root, dir, "vendor", vendor, 4, virtfn, findings);
     check_id(root, dir, "device", device, 4, virtfn, findings);
@@ -588,7 +620,7 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
       f.device_name = lookup(a, PCI_LOOKUP_DEVICE, f.vendor, f.device);
       f.class_name = lookup(a, PCI_LOOKUP_CLASS, f.class_code >> 8);
     }
-    if (each) each(f);
+    if (each) each(f, physfn);
   }
   return out;
 }
@@ -647,7 +679,8 @@ std::vector<Function> read_config_dump(const std::string& dump_file, std::vector
   struct pci_access* a = access.get();
   a->method = PCI_ACCESS_DUMP;
   pci_set_param(a, const_cast<char*>("dump.name"), copy.name().data());
-  return scan(access, dump_file, [&](const Bdf&) { return Source{dump_file}; }, findings);
+  return scan(access, dump_file, [&](struct pci_dev* d) { return Source{dump_file, 0, whole_config_regions(bytes_held_by_dump(d))}; },
+              findings);
 }
 
 }  // namespace p2paudit

@@ -76,10 +76,6 @@ std::optional<Bdf> dump_header(std::string_view line) {
              static_cast<uint8_t>(fn - '0')};
 }
 
-// Only whole regions count, as for a sysfs read (config_space.cpp): the 64-byte header, the
-// 256 bytes of conventional config space, the 4096 of extended config space.
-size_t whole_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
-
 bool is_blank(std::string_view line) {
   return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t'; });
 }
@@ -645,7 +641,7 @@ std::vector<Decoded> decode_dump(const std::string& file, const ParsedDump& dump
     if (d.rows) with_rows.insert(d.bdf);
   for (const DumpedFunction& d : dump.functions) {
     std::string who = d.bdf.str();
-    size_t readable = whole_regions(d.bytes.size());
+    size_t readable = whole_config_regions(d.bytes.size());
     if (d.rows == 0 && with_rows.count(d.bdf)) continue;
     if (d.rows == 0) {
       leave_out(fmt::format("line {}: {}: no hex rows follow its header line: left out (the dump has no config "

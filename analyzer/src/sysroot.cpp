@@ -204,12 +204,21 @@ class DirectoryBackend : public Sysroot::Backend {
       if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
       if (!live_) expected = static_cast<size_t>(st.st_size);  // a captured tree's sizes are true
     }
+    // A small file is read into `first`: a string sized for the read would be cleared first, 8 KiB
+    // for every 5-byte attribute. `data` takes the bytes once they outgrow it.
+    char first[kFirstRead];
     std::string data;
-    size_t used = 0;
+    char* buf = first;
+    size_t used = 0, capacity = std::min(max + 1, kFirstRead);
     while (used <= max && used != expected) {
-      if (used == data.size()) data.resize(std::min(max + 1, data.size() * 2 + kFirstRead));
-      const size_t asked = data.size() - used;
-      ssize_t n = ::read(fd.get(), data.data() + used, asked);
+      if (used == capacity) {
+        if (buf == first) data.assign(first, used);
+        capacity = std::min(max + 1, capacity * 2 + kFirstRead);
+        data.resize(capacity);
+        buf = data.data();
+      }
+      const size_t asked = capacity - used;
+      ssize_t n = ::read(fd.get(), buf + used, asked);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return std::nullopt;  // EAGAIN: a FIFO with a writer, not a file
       if (n == 0) break;
@@ -218,6 +227,7 @@ class DirectoryBackend : public Sysroot::Backend {
       // its end: one read for a small file. sysfs and procfs are read to EOF (seq_file stops short).
       if (!live_ && static_cast<size_t>(n) < asked) break;
     }
+    if (buf == first) return std::string(first, used);
     data.resize(used);
     return data;
   }

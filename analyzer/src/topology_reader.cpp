@@ -7,7 +7,6 @@
 #include <exception>
 #include <set>
 #include <tuple>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -23,11 +22,14 @@ namespace p2paudit {
 
 namespace {
 
-std::vector<std::string> components(const std::string& path) {
-  std::vector<std::string> out;
-  std::istringstream in(path);
-  for (std::string part; std::getline(in, part, '/');)
-    if (!part.empty()) out.push_back(part);
+// The non-empty names between slashes (an istringstream per function cost more than its use).
+std::vector<std::string_view> components(std::string_view path) {
+  std::vector<std::string_view> out;
+  for (size_t at = 0; at < path.size();) {
+    size_t slash = std::min(path.find('/', at), path.size());
+    if (slash > at) out.push_back(path.substr(at, slash - at));
+    at = slash + 1;
+  }
   return out;
 }
 
@@ -74,7 +76,8 @@ struct SysfsPlace {
 };
 
 // The kernel's own view of where a function sits: its directory below sys/devices.
-SysfsPlace place_in_sysfs(const Sysroot& root, Function& f) {
+// `physfn`: the function's physfn link, read with its config space.
+SysfsPlace place_in_sysfs(const Sysroot& root, Function& f, const std::optional<std::string>& physfn) {
   SysfsPlace place;
   std::string link = "sys/bus/pci/devices/" + f.bdf.str();
   auto real = root.resolve(link);
@@ -86,9 +89,9 @@ SysfsPlace place_in_sysfs(const Sysroot& root, Function& f) {
   if (f.host_bridge.empty())
     throw InputError(fmt::format("{}: {}: no pciDDDD:BB host bridge above it", root.origin(), *real));
   if (parts.size() >= 2) place.parent = Bdf::parse(parts[parts.size() - 2]);
-  if (auto pf = root.read_link(*real + "/physfn")) {
+  if (physfn) {
     place.has_physfn = true;
-    place.physfn_link = *pf;
+    place.physfn_link = *physfn;
   }
   return place;
 }
@@ -172,6 +175,20 @@ void break_upstream_loops(Topology& t) {
 
 // Parents come from sysfs; a bridge whose bus range disagrees is reported, not silently trusted.
 void cross_check_bus_ranges(Topology& t) {
+  // The bridges whose range claims a bus, in function order; found once per bus that holds
+  // root-bus functions (a few per host bridge), not once per such function.
+  std::map<std::pair<uint32_t, uint8_t>, std::vector<size_t>> claims;
+  auto claiming = [&](uint32_t domain, uint8_t bus) -> const std::vector<size_t>& {
+    auto [it, added] = claims.try_emplace({domain, bus});
+    if (added)
+      for (size_t k = 0; k < t.functions.size(); ++k) {
+        const Function& b = t.functions[k];
+        if (b.is_bridge() && b.bdf.domain == domain && b.secondary_bus && b.subordinate_bus && *b.secondary_bus != 0 &&
+            bus >= *b.secondary_bus && bus <= *b.subordinate_bus)
+          it->second.push_back(k);
+      }
+    return it->second;
+  };
   for (const auto& f : t.functions) {
     if (f.is_virtfn) continue;
     if (f.parent) {
@@ -181,11 +198,11 @@ void cross_check_bus_ranges(Topology& t) {
                                                         f.bdf.str(), p.bdf.str(), *p.secondary_bus, *p.subordinate_bus)});
       continue;
     }
-    for (const auto& b : t.functions)
-      if (b.is_bridge() && b.bdf.domain == f.bdf.domain && b.secondary_bus && b.subordinate_bus &&
-          *b.secondary_bus != 0 && f.bdf.bus >= *b.secondary_bus && f.bdf.bus <= *b.subordinate_bus)
-        t.findings.push_back({f.sysfs_path, fmt::format("sysfs places {} on a root bus, but bridge {} claims buses {:02x}-{:02x}",
-                                                        f.bdf.str(), b.bdf.str(), *b.secondary_bus, *b.subordinate_bus)});
+    for (size_t k : claiming(f.bdf.domain, f.bdf.bus)) {
+      const Function& b = t.functions[k];
+      t.findings.push_back({f.sysfs_path, fmt::format("sysfs places {} on a root bus, but bridge {} claims buses {:02x}-{:02x}",
+                                                      f.bdf.str(), b.bdf.str(), *b.secondary_bus, *b.subordinate_bus)});
+    }
   }
 }
 
@@ -194,6 +211,13 @@ std::vector<HostBridge> collect_host_bridges(const Sysroot& root, const std::vec
   for (const auto& name : root.list("sys/devices"))
     if (is_host_bridge_name(name)) bridges[name].name = name;
   for (const auto& f : fns) bridges[f.host_bridge].name = f.host_bridge;
+  // Each host bridge's root-bus functions (then its VFs), in function order: one pass over them all.
+  std::map<std::string, std::pair<std::vector<size_t>, std::vector<size_t>>> on_root_bus;
+  for (size_t i = 0; i < fns.size(); ++i)
+    if (!fns[i].parent) {
+      auto& [devices, vfs] = on_root_bus[fns[i].host_bridge];
+      (fns[i].is_virtfn ? vfs : devices).push_back(i);
+    }
   std::vector<HostBridge> out;
   for (auto& [name, hb] : bridges) {
     if (is_host_bridge_name(name)) {
@@ -201,9 +225,7 @@ std::vector<HostBridge> collect_host_bridges(const Sysroot& root, const std::vec
       hb.bus = static_cast<uint8_t>(std::stoul(name.substr(name.size() - 2), nullptr, 16));
     }
     // Boot-time scan adds root-bus devices in devfn order; VFs are added later, when enabled.
-    std::vector<size_t> devices, vfs;
-    for (size_t i = 0; i < fns.size(); ++i)
-      if (fns[i].host_bridge == name && !fns[i].parent) (fns[i].is_virtfn ? vfs : devices).push_back(i);
+    auto& [devices, vfs] = on_root_bus[name];
     auto by_devfn = [&](size_t a, size_t b) { return fns[a].bdf < fns[b].bdf; };
     std::sort(devices.begin(), devices.end(), by_devfn);
     std::sort(vfs.begin(), vfs.end(), by_devfn);
@@ -269,11 +291,11 @@ Topology read_topology(const Sysroot& root, const TopologyReadScope& scope) {
   std::vector<SysfsPlace> places;
   std::vector<Finding> attribute_findings;
   std::exception_ptr place_error, attribute_error;
-  t.functions = read_config_space(root, t.findings, [&](Function& f) {
+  t.functions = read_config_space(root, t.findings, [&](Function& f, const std::optional<std::string>& physfn) {
     places.emplace_back();
     if (place_error) return;  // the first placement error ends the run: nothing more is needed
     try {
-      places.back() = place_in_sysfs(root, f);
+      places.back() = place_in_sysfs(root, f, physfn);
     } catch (const InputError&) {
       place_error = std::current_exception();
       return;

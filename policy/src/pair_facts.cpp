@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <stdexcept>
@@ -19,13 +21,13 @@ namespace {
 
 // "16.0 GT/s PCIe" -> 16.0; nullopt for "Unknown" or an empty attribute.
 std::optional<double> gts(const std::string& speed) {
-  try {
-    size_t used = 0;
-    double v = std::stod(speed, &used);
-    if (used > 0 && v > 0) return v;
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
+  // std::stod's own test (strtod, no digits or out of range: no number) without its exception:
+  // a function without a link (most of a large machine) threw one each.
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(speed.c_str(), &end);
+  if (end == speed.c_str() || errno == ERANGE || !(v > 0)) return std::nullopt;
+  return v;
 }
 
 // The pair facts set for every pair, by id: looking names up costs more than the rest.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,19 @@ namespace p2paudit {
 // Functions with identity, names, capabilities, BARs and windows filled in; sysfs-only facts
 // (parents, drivers, IOMMU groups) are left to the topology reader. Throws InputError.
 // `each`, when given, is called with every function kept, right after its config space: the
-// topology reader reads the rest of that function's directory while it is still open.
+// topology reader reads the rest of that function's directory while it is still open. `physfn`
+// is the function's physfn link as read (a VF's only), so the reader need not read it again.
 std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings,
-                                        const std::function<void(Function&)>& each = {});
+                                        const std::function<void(Function&, const std::optional<std::string>& physfn)>& each = {});
 std::vector<Function> read_config_dump(const std::string& dump_file, std::vector<Finding>& findings);
 // One function's config space as held in memory (64, 256 or 4096 bytes count); BAR sizes unknown.
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings);
+
+// How much of config space counts as read when `bytes` of it are held (a sysfs file, a dump's
+// rows, what libpci's dump method holds): only whole regions, the 64-byte header, the 256 bytes
+// of conventional and the 4096 of extended config space; a read cut inside a region leaves that
+// region unknown. Every source's readability is measured by this one rule.
+size_t whole_config_regions(size_t bytes);
 
 // Once parents are known: the config size the kernel gives each function whose size no record
 // states (pci_cfg_space_size()), and extended capabilities absent only where the kernel gives 256
