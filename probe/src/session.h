@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// The parent side shared by the dlopen() backends (NVML, CUDA): runs a runtime "session" in an
-// isolated child and turns its messages into a RuntimeReport, starting a new child after the pair
-// a driver crashed or hung in, so the other pairs are still asked.
+// The parent side shared by the dlopen() backends. run_pair_children() is the one per-pair child
+// loop (NVML, CUDA, HIP and Level Zero): a new child after the pair a driver crashed or hung in, so
+// the other pairs are still asked. run_session() (NVML, CUDA, HIP) runs a runtime "session" in it
+// and turns its messages into a RuntimeReport; run_pair_task() asks a second question per pair.
 //
 // The session (run in the child, `first_pair` = the first ordered pair to ask) sends:
 //   isolated_partial({"driver_version", "library"?, "devices": [{"index", "bdf"?, "name", "extra"}]}) once
