@@ -33,14 +33,13 @@ struct Recorder {
       }
       return nlohmann::json{{"done", true}};
     };
-    l.take = [this](const IsolatedResult& r, size_t first) -> std::optional<size_t> {
+    l.take = [this](const IsolatedResult& r, size_t) -> std::optional<size_t> {
       size_t done = 0;
       for (const auto& piece : r.partial) {
         taken.push_back(piece["item"].get<size_t>());
         ends.push_back(piece["end"].get<size_t>());
         ++done;
       }
-      (void)first;
       return done;
     };
     l.charge = [this](size_t item, const IsolatedResult& r) {
