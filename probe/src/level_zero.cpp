@@ -412,12 +412,8 @@ RuntimeReport probe_devices(const ProbeOptions& options, std::vector<DeviceSlot>
     for (const char* name : {"can_access_peer", "access", "atomics"}) {
       if (!pair.answers.contains(name)) pair.answers[name] = status == "failed" ? "unknown" : status;
     }
-    // The first pair that crashed or hung is the report's too.
-    if ((status == "crashed" || status == "hung") && report.status == "ok") {
-      report.status = status;
-      report.phase = r.phase;
-      report.error = error;
-    }
+    // A pair that crashed or hung; one that failed is that pair's answer only.
+    if (status == "crashed" || status == "hung") detail::report_first_death(report, status, r.phase, error);
     return true;
   };
   queries.take = [&](const IsolatedResult& r, size_t item) -> std::optional<size_t> {

@@ -318,11 +318,7 @@ void copy_pairs(RuntimeReport& report, const std::vector<DeviceSlot>& slots, con
     answers["phase"] = copy.phase;
     answers["error"] = copy.error;
     if (copy.status != "crashed" && copy.status != "hung") return false;
-    if (report.status == "ok") {
-      report.status = copy.status;
-      report.phase = copy.phase;
-      report.error = copy.error;
-    }
+    detail::report_first_death(report, copy.status, copy.phase, copy.error);
     return true;
   };
   copies.take = [&](const IsolatedResult& r, size_t item) -> std::optional<size_t> {

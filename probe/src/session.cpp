@@ -82,15 +82,17 @@ void add_note(RuntimeReport& report, const std::string& sentence) {
   note = note.is_string() ? note.get<std::string>() + "; " + sentence : sentence;
 }
 
+void report_first_death(RuntimeReport& report, const std::string& status, const std::string& phase,
+                        const std::string& error) {
+  if (report.status != "ok") return;
+  report.status = status;
+  report.phase = phase;
+  report.error = error;
+}
+
 namespace {
 
-// The first child that crashed or hung is the report's.
-void report_death(RuntimeReport& report, const IsolatedResult& r) {
-  if (report.status != "ok") return;
-  report.status = r.status;
-  report.phase = r.phase;
-  report.error = r.error;
-}
+void report_death(RuntimeReport& report, const IsolatedResult& r) { report_first_death(report, r.status, r.phase, r.error); }
 
 PairAnswer ordered_pair_answer(size_t k, int n) {
   auto [provider, client] = ordered_pair(k, n);

@@ -67,6 +67,11 @@ RuntimeReport run_session(const std::string& runtime, const std::string& library
 void run_pair_task(RuntimeReport& report, const std::string& key, const ProbeOptions& options,
                    const std::function<nlohmann::json(const std::vector<std::pair<int, int>>& pairs)>& session);
 
+// The first child that died (crashed, hung or failed) makes the report's status, phase and error;
+// the other pairs are still asked.
+void report_first_death(RuntimeReport& report, const std::string& status, const std::string& phase,
+                        const std::string& error);
+
 // Adds a sentence to report.extra["note"] (the text printer shows it).
 void add_note(RuntimeReport& report, const std::string& sentence);
 
