@@ -311,6 +311,22 @@ TEST(ProbeReality, OutOfDeviceMemoryOnTheB70SeedIsTheKernelsRefusal) {
   EXPECT_EQ(d["runtime_probe"]["source"], "live");
 }
 
+// The reality check reads the answers runtime_facts() bound to the tree: a runtime device whose
+// PCI IDs are not those of the function at its address is a finding, and its answers are checked
+// against no prediction.
+TEST(ProbeReality, AnswersOfADeviceThatIsNotTheFunctionThereAreNotChecked) {
+  B70SeedMachine machine;
+  auto r = test::run_command(ze_env("ok") + "FAKE_ZE_DEVICE_ID=0bad " + P2PAUDIT_TOOL + " --sysroot " +
+                             test::shell_quote(machine.dir()) + " probe --format json 2>/dev/null");
+  auto j = json::parse(r.output, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  size_t answered = 0;
+  for (const auto& rt : j["runtimes"])
+    if (rt["runtime"] == "level_zero") answered = rt["pairs"].size();
+  EXPECT_EQ(answered, 2u) << "the runtime answered both pairs";
+  EXPECT_TRUE(j["reality"].empty()) << j["reality"].dump(2);
+}
+
 TEST(ProbeReality, CorruptLevelZeroCopyIsTheLoudestLineAndDecidesHostStaged) {
   B70SeedMachine machine;
   std::string dir = machine.dir();

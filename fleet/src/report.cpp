@@ -15,7 +15,7 @@
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/policy/pair_facts.h"
-#include "p2paudit/probe/runtime_facts.h"
+#include "p2paudit/probe/decision_inputs.h"
 #include "p2paudit/snapshot.h"
 #include "p2paudit/topology_reader.h"
 
@@ -450,10 +450,9 @@ void with_sysroot_analysis(const Sysroot& root, const KernelRuleData& kernel_dat
     std::string origin = fmt::format("{}: {}", root.origin(), kProbeResultsPath);
     auto text = root.read_text(kProbeResultsPath);
     if (!text) throw InputError(fmt::format("{}: not a regular file of at most {} bytes", origin, root.limits().max_file_bytes));
-    auto facts = probe::runtime_facts(probe::parse_probe_document(*text, origin), origin, &topo);
-    for (auto& finding : facts.findings) topo.findings.push_back(std::move(finding));
-    probe = {"snapshot", "runtime answers stored in the snapshot (snapshot --probe)", std::move(facts.asked)};
-    evidence = std::move(facts.facts);
+    RuntimeEvidence stored = stored_runtime_evidence(*text, origin, topo);
+    probe = {stored.source, stored.note, std::move(stored.asked)};
+    evidence = std::move(stored.facts);
   } else {
     probe.note = "the snapshot holds no probe results (`p2paudit snapshot --probe` stores them)";
   }

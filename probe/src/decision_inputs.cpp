@@ -51,6 +51,14 @@ Topology read_machine(const MachineSource& source, AssumptionNotes where, std::o
   return read_topology(root, {.descriptive_attributes = source.descriptive_attributes});
 }
 
+// The facts a probe document establishes, bound to topo; what did not bind goes to its findings.
+void take_runtime_facts(RuntimeEvidence& e, const nlohmann::json& document, const std::string& origin, Topology& topo) {
+  auto facts = probe::runtime_facts(document, origin, &topo);
+  for (auto& finding : facts.findings) topo.findings.push_back(std::move(finding));
+  e.asked = std::move(facts.asked);
+  e.facts = std::move(facts.facts);
+}
+
 }  // namespace
 
 Topology read_source_topology(const MachineSource& source, AssumptionNotes where,
@@ -101,15 +109,9 @@ bool runtimes_describe(const MachineSource& source) {
 
 RuntimeEvidence read_runtime_evidence(const MachineSource& source, const std::optional<std::string>& stored_probe,
                                       bool ask_live, Topology& topo) {
+  if (stored_probe) return stored_runtime_evidence(*stored_probe, fmt::format("{}: {}", source.sysroot, kProbeResultsPath), topo);
   RuntimeEvidence e;
-  nlohmann::json document;
-  std::string origin;
-  if (stored_probe) {
-    origin = fmt::format("{}: {}", source.sysroot, kProbeResultsPath);
-    document = probe::parse_probe_document(*stored_probe, origin);
-    e.source = "snapshot";
-    e.note = "runtime answers stored in the snapshot (snapshot --probe)";
-  } else if (!ask_live) {
+  if (!ask_live) {
     e.note = "the runtimes were not asked (--no-probe)";
     return e;
   } else if (!runtimes_describe(source)) {
@@ -117,16 +119,19 @@ RuntimeEvidence read_runtime_evidence(const MachineSource& source, const std::op
                                 : "the runtimes were not asked: this is not the live machine, and the snapshot holds no "
                                   "probe results (`p2paudit snapshot --probe` stores them)";
     return e;
-  } else {
-    origin = "the runtime probe";
-    document = probe::probe_document(probe::probe_all({}), nullptr, source.origin(), "", {});
-    e.source = "live";
-    e.note = "the runtimes were asked (queries only; --no-probe skips them)";
   }
-  auto facts = probe::runtime_facts(document, origin, &topo);
-  for (auto& finding : facts.findings) topo.findings.push_back(std::move(finding));
-  e.asked = std::move(facts.asked);
-  e.facts = std::move(facts.facts);
+  e.source = "live";
+  e.note = "the runtimes were asked (queries only; --no-probe skips them)";
+  take_runtime_facts(e, probe::probe_document(probe::probe_all({}), nullptr, source.origin(), "", {}),
+                     "the runtime probe", topo);
+  return e;
+}
+
+RuntimeEvidence stored_runtime_evidence(std::string_view stored_probe, const std::string& origin, Topology& topo) {
+  RuntimeEvidence e;
+  e.source = "snapshot";
+  e.note = "runtime answers stored in the snapshot (snapshot --probe)";
+  take_runtime_facts(e, probe::parse_probe_document(stored_probe, origin), origin, topo);
   return e;
 }
 
@@ -134,6 +139,18 @@ policy::VendorFactsDocument load_vendor_facts(const std::string& path, Topology&
   auto file = policy::VendorFactsDocument::load(path);
   for (auto& finding : file.bind(topo, path)) topo.findings.push_back(std::move(finding));
   return file;
+}
+
+DecisionEvidence read_decision_evidence(const MachineSource& source, const std::optional<std::string>& stored_probe,
+                                        bool ask_live, const std::string& vendor_facts, Topology& topo) {
+  const size_t read_findings = topo.findings.size();
+  DecisionEvidence e;
+  e.runtimes = read_runtime_evidence(source, stored_probe, ask_live, topo);
+  // A stranger's file: only a regular file, bounded, and only the facts vendor tools supply.
+  if (!vendor_facts.empty()) e.claimed = load_vendor_facts(vendor_facts, topo);
+  for (size_t i = read_findings; i < topo.findings.size(); ++i)
+    e.unbound.push_back(fmt::format("{}: {}", topo.findings[i].path, topo.findings[i].message));
+  return e;
 }
 
 nlohmann::ordered_json runtime_evidence_json(const RuntimeEvidence& r) {
@@ -151,19 +168,16 @@ DecisionInputs read_decision_inputs(const MachineSource& source, const PolicyInp
   files.insert(files.end(), policy.rule_files.begin(), policy.rule_files.end());
   if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
   in.rules = policy::RuleSet::load(files);
-  const size_t read_findings = in.topo.findings.size();
-  in.runtimes = read_runtime_evidence(source, stored_probe, policy.ask_live, in.topo);
+  DecisionEvidence evidence = read_decision_evidence(source, stored_probe, policy.ask_live, policy.vendor_facts, in.topo);
+  in.runtimes = std::move(evidence.runtimes);
   in.vendor = std::move(in.runtimes.facts);
   in.runtimes.facts.reset();
-  // A stranger's file: only a regular file, bounded, and only the facts vendor tools supply.
-  if (!policy.vendor_facts.empty()) {
-    auto file = load_vendor_facts(policy.vendor_facts, in.topo);
-    if (in.vendor) in.vendor->merge(file);
-    else in.vendor = std::move(file);
+  if (evidence.claimed) {
+    if (in.vendor) in.vendor->merge(*evidence.claimed);
+    else in.vendor = std::move(evidence.claimed);
   }
   // Answers that did not bind to the tree: in the findings, and where this output prints its notes.
-  for (size_t i = read_findings; i < in.topo.findings.size(); ++i) {
-    std::string note = fmt::format("{}: {}", in.topo.findings[i].path, in.topo.findings[i].message);
+  for (auto& note : evidence.unbound) {
     if (where == AssumptionNotes::kAside) put_aside(aside, std::move(note));
     else if (where == AssumptionNotes::kKernelNotes) in.kernel.notes.push_back(std::move(note));
   }

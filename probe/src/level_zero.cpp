@@ -7,6 +7,7 @@
 // (level_zero_mirror.cpp). docs/probe-level-zero.md describes what is asked and what the answers mean.
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -368,72 +369,66 @@ RuntimeReport probe_devices(const ProbeOptions& options, std::vector<DeviceSlot>
     }
   }
 
-  // Every ordered pair of devices of one driver, each in its own child (and with --copy, its copy
-  // in another).
-  int copy_deaths = 0;
-  for (size_t p = 0; p < slots.size(); ++p) {
-    for (size_t c = 0; c < slots.size(); ++c) {
-      if (p == c || slots[p].driver != slots[c].driver) continue;
-      options.report_progress(fmt::format("level_zero: pair {} -> {}", slots[p].bdf.empty() ? std::to_string(p) : slots[p].bdf,
-                                          slots[c].bdf.empty() ? std::to_string(c) : slots[c].bdf));
-      PairAnswer pair;
-      pair.provider = static_cast<int>(p);
-      pair.client = static_cast<int>(c);
-      const size_t drv = slots[p].driver, a = slots[p].position, b = slots[c].position;
-      const IsolatedResult r = run_isolated("zeInit", options.timeout_seconds, [=] { return pair_body(drv, a, b); });
-      if (r.ok() && r.value.contains("answers")) {
-        for (const auto& [name, value] : r.value["answers"].items()) store_answer(pair.answers, name, value);
-      } else {
-        // What the child said before it died is kept; the rest is the way it died.
-        for (const json& piece : r.partial) {
-          if (piece.contains("answer")) store_answer(pair.answers, piece["answer"].get<std::string>(), piece["value"]);
-        }
-        const std::string status = r.ok() ? "failed" : r.status;
-        std::string error = r.error;
-        if (r.ok() && r.value.contains("failure")) error = failure_text(r.value["failure"]);
-        if (r.ok() && r.value.contains("absent")) error = r.value["absent"].get<std::string>();
-        pair.answers["status"] = status;
-        pair.answers["phase"] = r.phase;
-        pair.answers["error"] = error;
-        for (const char* name : {"can_access_peer", "access", "atomics"}) {
-          if (!pair.answers.contains(name)) pair.answers[name] = status == "failed" ? "unknown" : status;
-        }
-        // The first pair that crashed or hung is the report's too; the other pairs still ran.
-        if ((status == "crashed" || status == "hung") && report.status == "ok") {
-          report.status = status;
-          report.phase = r.phase;
-          report.error = error;
-        }
-      }
-      if (options.copy.enabled) {
-        // A driver that already died on this pair's queries, or on the copies of kMaxPairFailures
-        // pairs, is not asked to copy: each death costs up to a time limit and says nothing new.
-        if (pair.answers.contains("status")) {
-          pair.answers["copy"] = "not_asked";
-        } else if (copy_deaths >= detail::kMaxPairFailures) {
-          pair.answers["copy"] = "not_asked";
-        } else {
-          CopyOutcome copy = copy_pair(slots[p], slots[c], options);
-          pair.answers["copy"] = std::move(copy.copy);
-          if (copy.status != "ok") {
-            pair.answers["phase"] = copy.phase;
-            pair.answers["error"] = copy.error;
-            if (copy.status == "crashed" || copy.status == "hung") {
-              if (++copy_deaths == detail::kMaxPairFailures)
-                add_note(report, std::to_string(copy_deaths) + " copy children crashed or hung: the remaining pairs' "
-                                 "copies were not asked");
-              if (report.status == "ok") {
-                report.status = copy.status;
-                report.phase = copy.phase;
-                report.error = copy.error;
-              }
-            }
-          }
-        }
-      }
-      report.pairs.push_back(std::move(pair));
+  // Every ordered pair of devices of one driver, each in a child of its own (a fresh zeInit: what
+  // one pair did to the driver is not the next pair's question); a pair that crashes or hangs is
+  // that pair's answer, and the other pairs still run.
+  std::vector<std::pair<size_t, size_t>> pairs;  // positions in slots
+  for (size_t p = 0; p < slots.size(); ++p)
+    for (size_t c = 0; c < slots.size(); ++c)
+      if (p != c && slots[p].driver == slots[c].driver) pairs.emplace_back(p, c);
+  detail::PairChildren queries;
+  queries.phase = "zeInit";
+  queries.per_child = 1;
+  queries.max_deaths = std::numeric_limits<int>::max();
+  queries.count = [&] { return std::optional<size_t>(pairs.size()); };
+  queries.progress = [&](size_t item, size_t) {
+    const auto [p, c] = pairs[item];
+    options.report_progress(fmt::format("level_zero: pair {} -> {}", slots[p].bdf.empty() ? std::to_string(p) : slots[p].bdf,
+                                        slots[c].bdf.empty() ? std::to_string(c) : slots[c].bdf));
+  };
+  queries.ask = [&](size_t item, size_t) {
+    const auto [p, c] = pairs[item];
+    return pair_body(slots[p].driver, slots[p].position, slots[c].position);
+  };
+  const auto new_pair = [&](size_t item) -> PairAnswer& {
+    PairAnswer& pair = report.pairs.emplace_back();
+    pair.provider = static_cast<int>(pairs[item].first);
+    pair.client = static_cast<int>(pairs[item].second);
+    return pair;
+  };
+  // A pair the child did not answer: what it said before it died is kept; the rest is why.
+  const auto unanswered = [&](size_t item, const IsolatedResult& r) {
+    PairAnswer& pair = new_pair(item);
+    for (const json& piece : r.partial) {
+      if (piece.contains("answer")) store_answer(pair.answers, piece["answer"].get<std::string>(), piece["value"]);
     }
-  }
+    const std::string status = r.ok() ? "failed" : r.status;
+    std::string error = r.error;
+    if (r.ok() && r.value.contains("failure")) error = failure_text(r.value["failure"]);
+    if (r.ok() && r.value.contains("absent")) error = r.value["absent"].get<std::string>();
+    pair.answers["status"] = status;
+    pair.answers["phase"] = r.phase;
+    pair.answers["error"] = error;
+    for (const char* name : {"can_access_peer", "access", "atomics"}) {
+      if (!pair.answers.contains(name)) pair.answers[name] = status == "failed" ? "unknown" : status;
+    }
+    // A pair that crashed or hung; one that failed is that pair's answer only.
+    if (status == "crashed" || status == "hung") detail::report_first_death(report, status, r.phase, error);
+    return true;
+  };
+  queries.take = [&](const IsolatedResult& r, size_t item) -> std::optional<size_t> {
+    if (!r.ok()) return 0;
+    if (!r.value.contains("answers")) {
+      unanswered(item, r);
+      return 1;
+    }
+    PairAnswer& pair = new_pair(item);
+    for (const auto& [name, value] : r.value["answers"].items()) store_answer(pair.answers, name, value);
+    return 1;
+  };
+  queries.charge = unanswered;
+  detail::run_pair_children(queries, options.timeout_seconds);
+  if (options.copy.enabled) copy_pairs(report, slots, options);
   return report;
 }
 

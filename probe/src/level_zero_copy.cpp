@@ -15,6 +15,7 @@
 #include "level_zero_api.h"
 #include "level_zero_steps.h"
 #include "p2paudit/probe/isolate.h"
+#include "session.h"
 
 namespace p2paudit::probe::level_zero {
 namespace {
@@ -249,23 +250,17 @@ ordered_json ordered_copy(const json& copy) {
   return out;
 }
 
-}  // namespace
+// --copy for one ordered pair as its child ended: `copy` is answers["copy"] (probe.h): the object,
+// or the way the child died ("hung", "crashed", "failed"); status/phase/error are the child's
+// (status "ok" when it returned; a child that died after measuring still gives the object).
+struct CopyOutcome {
+  ordered_json copy;
+  std::string status = "ok";
+  std::string phase;
+  std::string error;
+};
 
-ordered_json in_order(const json& j, std::initializer_list<const char*> first) {
-  if (!j.is_object()) return ordered_json::parse(j.dump());
-  ordered_json out = ordered_json::object();
-  for (const char* key : first)
-    if (j.contains(key)) out[key] = ordered_json::parse(j[key].dump());
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!out.contains(it.key())) out[it.key()] = ordered_json::parse(it.value().dump());
-  return out;
-}
-
-CopyOutcome copy_pair(const DeviceSlot& provider, const DeviceSlot& client, const ProbeOptions& options) {
-  CopyOptions bounded = options.copy;
-  bounded.repeat = std::clamp(bounded.repeat, 1, kMaxCopyRepeat);
-  const IsolatedResult r = run_isolated("zeInit", options.timeout_seconds,
-                                        [&] { return copy_body(provider, client, bounded); });
+CopyOutcome copy_outcome(const IsolatedResult& r) {
   CopyOutcome out;
   json copy;
   if (r.ok() && r.value.is_object() && r.value.contains("copy")) copy = r.value["copy"];
@@ -282,6 +277,61 @@ CopyOutcome copy_pair(const DeviceSlot& provider, const DeviceSlot& client, cons
   }
   out.copy = copy.is_object() ? ordered_copy(copy) : ordered_json(out.status);
   return out;
+}
+
+}  // namespace
+
+ordered_json in_order(const json& j, std::initializer_list<const char*> first) {
+  if (!j.is_object()) return ordered_json::parse(j.dump());
+  ordered_json out = ordered_json::object();
+  for (const char* key : first)
+    if (j.contains(key)) out[key] = ordered_json::parse(j[key].dump());
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!out.contains(it.key())) out[it.key()] = ordered_json::parse(it.value().dump());
+  return out;
+}
+
+void copy_pairs(RuntimeReport& report, const std::vector<DeviceSlot>& slots, const ProbeOptions& options) {
+  CopyOptions bounded = options.copy;
+  bounded.repeat = std::clamp(bounded.repeat, 1, kMaxCopyRepeat);
+  // A driver that already died on a pair's queries is not asked to copy: each death costs up to a
+  // time limit and says nothing new.
+  std::vector<PairAnswer*> todo;
+  for (auto& pair : report.pairs) {
+    if (pair.answers.contains("status")) pair.answers["copy"] = "not_asked";
+    else todo.push_back(&pair);
+  }
+  detail::PairChildren copies;
+  copies.phase = "zeInit";
+  copies.per_child = 1;
+  copies.count = [&] { return std::optional<size_t>(todo.size()); };
+  copies.ask = [&](size_t item, size_t) {
+    return copy_body(slots[static_cast<size_t>(todo[item]->provider)], slots[static_cast<size_t>(todo[item]->client)],
+                     bounded);
+  };
+  // The copy's answer, or how its child died; true when it crashed or hung.
+  const auto store = [&](size_t item, const IsolatedResult& r) {
+    const CopyOutcome copy = copy_outcome(r);
+    auto& answers = todo[item]->answers;
+    answers["copy"] = copy.copy;
+    if (copy.status == "ok") return false;
+    answers["phase"] = copy.phase;
+    answers["error"] = copy.error;
+    if (copy.status != "crashed" && copy.status != "hung") return false;
+    detail::report_first_death(report, copy.status, copy.phase, copy.error);
+    return true;
+  };
+  copies.take = [&](const IsolatedResult& r, size_t item) -> std::optional<size_t> {
+    if (!r.ok()) return 0;
+    store(item, r);
+    return 1;
+  };
+  copies.charge = store;
+  copies.skip = [&](size_t item) { todo[item]->answers["copy"] = "not_asked"; };
+  const int deaths = detail::run_pair_children(copies, options.timeout_seconds);
+  if (deaths >= copies.max_deaths)
+    detail::add_note(report, std::to_string(deaths) + " copy children crashed or hung: the remaining pairs' copies "
+                             "were not asked");
 }
 
 }  // namespace p2paudit::probe::level_zero

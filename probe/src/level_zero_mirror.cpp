@@ -13,6 +13,7 @@
 #include "level_zero_steps.h"
 #include "mirror_meter.h"
 #include "p2paudit/probe/isolate.h"
+#include "session.h"
 
 namespace p2paudit::probe::level_zero {
 namespace {
@@ -162,18 +163,13 @@ ordered_json run_json(const IsolatedResult& r, const std::string& visible, size_
 
 }  // namespace
 
-void add_note(RuntimeReport& report, const std::string& sentence) {
-  auto& note = report.extra["note"];
-  note = note.is_string() ? note.get<std::string>() + "; " + sentence : sentence;
-}
-
 void measure_mirror(RuntimeReport& report, const std::vector<DeviceSlot>& slots, const ProbeOptions& options) {
   if (slots.empty()) {
-    add_note(report, "--mirror: no Level Zero device to measure");
+    detail::add_note(report, "--mirror: no Level Zero device to measure");
     return;
   }
   if (options.copy.size_bytes == 0) {
-    add_note(report, "--mirror: --size 0, nothing to allocate");
+    detail::add_note(report, "--mirror: --size 0, nothing to allocate");
     return;
   }
   // The driver with the most devices (a context spans one driver); its first device is allocated on.

@@ -23,25 +23,15 @@ struct DeviceSlot {
   std::string bdf;       // "0000:03:00.0", "" when the driver did not say
 };
 
-// --copy for one ordered pair, in its own child. `copy` is answers["copy"] (probe.h): the object,
-// or the way the child died ("hung", "crashed", "failed"); status/phase/error are the child's
-// (status "ok" when it returned; a child that died after measuring still gives the object).
-struct CopyOutcome {
-  nlohmann::ordered_json copy;
-  std::string status = "ok";
-  std::string phase;
-  std::string error;
-};
-CopyOutcome copy_pair(const DeviceSlot& provider, const DeviceSlot& client, const ProbeOptions& options);
+// --copy: per pair whose queries were answered, in a child of its own (session.h's loop), stored
+// in the pair's answers["copy"] (probe.h); the other pairs' copies are "not_asked".
+void copy_pairs(RuntimeReport& report, const std::vector<DeviceSlot>& slots, const ProbeOptions& options);
 
 // --mirror: sets report.extra["mirror"], or adds a note when there is nothing to measure.
 void measure_mirror(RuntimeReport& report, const std::vector<DeviceSlot>& devices, const ProbeOptions& options);
 
 // json (keys sorted, as it crossed a child's pipe) as ordered_json with the documented keys first.
 nlohmann::ordered_json in_order(const nlohmann::json& j, std::initializer_list<const char*> first);
-
-// Adds a sentence to report.extra["note"] (the text printer shows it).
-void add_note(RuntimeReport& report, const std::string& sentence);
 
 // Bounds for the buffers --copy and --mirror allocate and the repeats they time, whatever a
 // library caller passes (the command line checks its own).

@@ -16,21 +16,11 @@ std::string str(const nlohmann::json& j, const char* key) {
 }
 
 // The runtime's peer answer for the pair, as a person reads it.
-std::string runtime_answer(const std::string& runtime, const nlohmann::json& answers, std::optional<bool>& yes) {
-  auto one = [&](const std::string& a) -> std::string {
-    if (a == "ok") return yes = true, "yes";
-    if (a == "not_supported") return yes = false, "no";
-    if (a.starts_with("NVML_P2P_STATUS_")) return yes = false, "no (" + a + ")";
-    return a.empty() ? "not asked" : a;
-  };
-  if (runtime != "nvml") return one(str(answers, "can_access_peer"));
-  std::string read = str(answers, "read"), write = str(answers, "write");
-  std::string r = one(read);
-  if (yes == true && write != "ok") {
-    yes.reset();
-    return one(write);
-  }
-  return r;
+std::string runtime_answer(const std::string& answer) {
+  if (answer == "ok") return "yes";
+  if (answer == "not_supported") return "no";
+  if (answer.starts_with("NVML_P2P_STATUS_")) return "no (" + answer + ")";
+  return answer.empty() ? "not asked" : answer;
 }
 
 bool is_out_of_device_memory(const std::string& error) {
@@ -158,45 +148,32 @@ std::string copy_text(const nlohmann::json& copy) {
 }  // namespace
 
 std::vector<RealityCheck> check_predictions(const Topology& topo, const KernelRules& kernel,
-                                            const policy::RuleSet& rules, const nlohmann::json& document,
-                                            const policy::VendorFactsDocument& runtime_facts) {
-  std::map<Bdf, size_t> index;
-  for (size_t i = 0; i < topo.functions.size(); ++i) index[topo.functions[i].bdf] = i;
+                                            const policy::RuleSet& rules, const RuntimeFacts& runtime_facts) {
+  // A pair two runtimes answered is decided once: offline, and with every runtime's answers.
+  std::map<std::pair<size_t, size_t>, std::pair<policy::PairDecision, policy::PairDecision>> decided;
   std::vector<RealityCheck> out;
-  if (!document.is_object() || !document.contains("runtimes") || !document["runtimes"].is_array()) return out;
-  for (const auto& rt : document["runtimes"]) {
-    if (!rt.is_object() || !rt.contains("devices") || !rt.contains("pairs")) continue;
-    const std::string runtime = str(rt, "runtime");
-    std::vector<std::optional<size_t>> where;
-    for (const auto& d : rt["devices"]) {
-      auto bdf = Bdf::parse(str(d, "bdf"));
-      auto it = bdf ? index.find(*bdf) : index.end();
-      where.push_back(it != index.end() ? std::optional<size_t>(it->second) : std::nullopt);
-    }
-    for (const auto& p : rt["pairs"]) {
-      if (!p.is_object() || !p.contains("provider") || !p.contains("client") || !p["provider"].is_number_integer() ||
-          !p["client"].is_number_integer() || !p.contains("answers") || p["provider"].get<long long>() < 0 ||
-          p["client"].get<long long>() < 0)
-        continue;
-      size_t a = p["provider"].get<size_t>(), b = p["client"].get<size_t>();
-      if (a >= where.size() || b >= where.size() || !where[a] || !where[b]) continue;
-      const auto& answers = p["answers"];
-      RealityCheck c;
-      c.runtime = runtime;
-      c.provider = *where[a];
-      c.client = *where[b];
-      auto offline = policy::decide_pair(topo, kernel, rules, nullptr, c.provider, c.client);
-      auto with = policy::decide_pair(topo, kernel, rules, &runtime_facts, c.provider, c.client);
-      c.kernel = to_string(offline.verdict.map_type);
-      c.predicted = decision_text(offline.decision);
-      c.decided = decision_text(with.decision);
-      std::optional<bool> yes;
-      c.runtime_says = runtime_answer(runtime, answers, yes);
-      const nlohmann::json copy = answers.is_object() && answers.contains("copy") ? answers["copy"] : nlohmann::json();
-      c.copy = copy_text(copy);
-      explain(c, offline, yes, copy);
-      out.push_back(std::move(c));
-    }
+  for (const auto& p : runtime_facts.pairs) {
+    const auto provider = topo.index_of(p.provider), client = topo.index_of(p.client);
+    if (!provider || !client) continue;  // bound answers are the tree's functions': never here
+    RealityCheck c;
+    c.runtime = p.runtime;
+    c.provider = *provider;
+    c.client = *client;
+    auto it = decided.find({c.provider, c.client});
+    if (it == decided.end())
+      it = decided
+               .emplace(std::pair{c.provider, c.client},
+                        std::pair{policy::decide_pair(topo, kernel, rules, nullptr, c.provider, c.client),
+                                  policy::decide_pair(topo, kernel, rules, &runtime_facts.facts, c.provider, c.client)})
+               .first;
+    const auto& [offline, with] = it->second;
+    c.kernel = to_string(offline.verdict.map_type);
+    c.predicted = decision_text(offline.decision);
+    c.decided = decision_text(with.decision);
+    c.runtime_says = runtime_answer(p.peer_answer);
+    c.copy = copy_text(p.copy);
+    explain(c, offline, peer_yes_no(p.peer_answer), p.copy);
+    out.push_back(std::move(c));
   }
   return out;
 }

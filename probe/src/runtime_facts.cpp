@@ -29,14 +29,16 @@ std::vector<RuntimeReport> probe_all(const ProbeOptions& options) {
   return reports;
 }
 
+std::map<Bdf, std::string> function_names(const Topology& topo) {
+  std::map<Bdf, std::string> names;
+  for (const auto& f : topo.functions) names[f.bdf] = "";
+  for (const auto& nf : matrix_devices(topo, false)) names[topo.functions[nf.index].bdf] = nf.short_name;
+  return names;
+}
+
 nlohmann::ordered_json probe_document(const std::vector<RuntimeReport>& reports, const Topology* topo,
                                       const std::string& source, const std::string& note, const ProbeOptions& options) {
-  // The topology's short names ("gpu0"); "" for a function the default view leaves out.
-  std::map<Bdf, std::string> names;
-  if (topo) {
-    for (const auto& f : topo->functions) names[f.bdf] = "";
-    for (const auto& nf : matrix_devices(*topo, false)) names[topo->functions[nf.index].bdf] = nf.short_name;
-  }
+  const std::map<Bdf, std::string> names = topo ? function_names(*topo) : std::map<Bdf, std::string>{};
   nlohmann::ordered_json j;
   j["schema_version"] = kProbeSchemaVersion;
   j["source"] = source;
@@ -58,6 +60,14 @@ nlohmann::ordered_json probe_document(const std::vector<RuntimeReport>& reports,
   }
   j["runtimes"] = std::move(runtimes);
   return j;
+}
+
+std::optional<bool> peer_yes_no(const std::string& answer) {
+  if (answer == "ok") return true;
+  if (answer == "not_supported") return false;
+  // NVML's refusals (CHIPSET/GPU/IOH_TOPOLOGY NOT_SUPPORTED, DISABLED_BY_REGKEY) are a "no".
+  if (answer.starts_with("NVML_P2P_STATUS_")) return false;
+  return std::nullopt;
 }
 
 bool runtime_uses_kernel_p2pdma(const std::string& runtime) { return runtime == "level_zero" || runtime == "hip"; }
@@ -104,15 +114,6 @@ class DocumentReader {
  private:
   std::string origin_;
 };
-
-// A runtime's answer as a yes/no: nullopt for anything else (an error name, "hung", "unknown").
-std::optional<bool> yes_no(const std::string& answer) {
-  if (answer == "ok") return true;
-  if (answer == "not_supported") return false;
-  // NVML's refusals (CHIPSET/GPU/IOH_TOPOLOGY NOT_SUPPORTED, DISABLED_BY_REGKEY) are a "no".
-  if (answer.starts_with("NVML_P2P_STATUS_")) return false;
-  return std::nullopt;
-}
 
 std::string answer_text(const nlohmann::json& answers, const char* key) {
   return answers.contains(key) && answers[key].is_string() ? answers[key].get<std::string>() : "";
@@ -308,18 +309,21 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
       std::optional<bool> peer;
       if (runtime == "nvml") {
         std::string read = answer_text(answers, "read"), write = answer_text(answers, "write");
-        auto r = yes_no(read), w = yes_no(write);
+        auto r = peer_yes_no(read), w = peer_yes_no(write);
         if (r && w) peer = *r && *w;
         answer = read != "ok" ? read : write;
-        if (auto n = yes_no(answer_text(answers, "nvlink"))) e.nvlink = *n;
-      } else if (runtime == "cuda" || runtime == "hip" || runtime == "level_zero") {
+        if (auto n = peer_yes_no(answer_text(answers, "nvlink"))) e.nvlink = *n;
+      } else {
         answer = answer_text(answers, "can_access_peer");
-        peer = yes_no(answer);
+        if (runtime == "cuda" || runtime == "hip" || runtime == "level_zero") peer = peer_yes_no(answer);
         if (runtime == "hip") {
           std::string link = answer_text(answers, "link_type");
           if (!link.empty() && link.find("LINK_INFO_TYPE_") != std::string::npos) e.xgmi = link.ends_with("XGMI");
         }
       }
+      if (topo)
+        out.pairs.push_back({runtime, *bdfs[size_t(provider)], *bdfs[size_t(client)], answer,
+                             answers.contains("copy") ? answers["copy"] : nlohmann::json()});
       int rank = peer_preference(runtime);
       if (peer && rank > e.peer_rank) {
         e.peer_rank = rank, e.peer = peer, e.peer_runtime = runtime;

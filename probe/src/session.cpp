@@ -49,6 +49,61 @@ void take_devices(RuntimeReport& report, const nlohmann::json& piece) {
 
 }  // namespace
 
+int run_pair_children(const PairChildren& loop, int timeout_seconds) {
+  int deaths = 0;
+  size_t first = 0;
+  const auto skip_from = [&](size_t item) {
+    for (size_t n = loop.count().value_or(0); loop.skip && item < n; ++item) loop.skip(item);
+  };
+  for (std::optional<size_t> n = loop.count(); !n || first < *n; n = loop.count()) {
+    const size_t end = n ? std::min(*n, loop.per_child == SIZE_MAX ? *n : first + loop.per_child) : SIZE_MAX;
+    if (loop.progress && n) loop.progress(first, *n);
+    const IsolatedResult r = run_isolated(loop.phase, timeout_seconds, [&] { return loop.ask(first, end); });
+    const std::optional<size_t> finished = loop.take(r, first);
+    if (!finished) return deaths;
+    first += *finished;
+    if (first >= loop.count().value_or(0)) return deaths;
+    if (r.ok()) {
+      if (first >= end) continue;  // its range done: the next child asks the next ones
+      skip_from(first);            // it returned without answering the rest
+      return deaths;
+    }
+    // Died in item `first`: it answers the death, and a new child asks the ones after it.
+    if (loop.charge(first++, r) && ++deaths >= loop.max_deaths) {
+      skip_from(first);
+      return deaths;
+    }
+  }
+  return deaths;
+}
+
+void add_note(RuntimeReport& report, const std::string& sentence) {
+  auto& note = report.extra["note"];
+  note = note.is_string() ? note.get<std::string>() + "; " + sentence : sentence;
+}
+
+void report_first_death(RuntimeReport& report, const std::string& status, const std::string& phase,
+                        const std::string& error) {
+  if (report.status != "ok") return;
+  report.status = status;
+  report.phase = phase;
+  report.error = error;
+}
+
+namespace {
+
+void report_death(RuntimeReport& report, const IsolatedResult& r) { report_first_death(report, r.status, r.phase, r.error); }
+
+PairAnswer ordered_pair_answer(size_t k, int n) {
+  auto [provider, client] = ordered_pair(k, n);
+  PairAnswer p;
+  p.provider = provider;
+  p.client = client;
+  return p;
+}
+
+}  // namespace
+
 RuntimeReport run_session(const std::string& runtime, const std::string& library, const ProbeOptions& options,
                           const std::vector<std::string>& answer_keys,
                           const std::function<nlohmann::json(size_t first_pair)>& session) {
@@ -57,10 +112,16 @@ RuntimeReport run_session(const std::string& runtime, const std::string& library
   report.library = library;
   report.status = "ok";
   bool have_devices = false;
-  size_t first = 0;
-  int pair_failures = 0;
-  for (;;) {
-    IsolatedResult r = run_isolated("dlopen", options.timeout_seconds, [&] { return session(first); });
+  const auto device_count = [&] { return static_cast<int>(report.devices.size()); };
+  PairChildren loop;
+  loop.phase = "dlopen";
+  loop.count = [&]() -> std::optional<size_t> {
+    if (!have_devices) return std::nullopt;
+    const int n = device_count();
+    return n > 1 ? static_cast<size_t>(n) * static_cast<size_t>(n - 1) : 0;
+  };
+  loop.ask = [&](size_t first, size_t) { return session(first); };
+  loop.take = [&](const IsolatedResult& r, size_t first) -> std::optional<size_t> {
     bool devices_this_run = false;
     size_t pairs_this_run = 0;
     for (const auto& piece : r.partial) {
@@ -99,49 +160,33 @@ RuntimeReport run_session(const std::string& runtime, const std::string& library
         report.extra["error_code"] = f.value("code", 0LL);
         report.extra["error_name"] = name;
       }
-      return report;
+      return std::nullopt;
     }
-    // Crashed, hung or failed. Before the devices were known: the whole runtime.
-    int n = static_cast<int>(report.devices.size());
-    size_t total = n > 1 ? static_cast<size_t>(n) * static_cast<size_t>(n - 1) : 0;
-    if (!devices_this_run || total == 0 || first + pairs_this_run >= total) {
-      if (report.status == "ok") {
-        report.status = r.status;
-        report.phase = r.phase;
-        report.error = r.error;
-      }
-      return report;
+    // Crashed, hung or failed before the devices were known, or after the last pair: the whole runtime.
+    if (!devices_this_run || loop.count().value_or(0) == 0 || first + pairs_this_run >= *loop.count()) {
+      report_death(report, r);
+      return std::nullopt;
     }
-    // In a pair: that pair answers "crashed"/"hung", and a new child asks the next ones.
-    size_t k = first + pairs_this_run;
-    auto [prov, cli] = ordered_pair(k, n);
-    PairAnswer bad;
-    bad.provider = prov;
-    bad.client = cli;
+    return pairs_this_run;
+  };
+  loop.charge = [&](size_t k, const IsolatedResult& r) {
+    PairAnswer bad = ordered_pair_answer(k, device_count());
     for (const auto& key : answer_keys) bad.answers[key] = r.status;
     bad.answers["phase"] = r.phase;
     bad.answers["error"] = r.error;
     report.pairs.push_back(std::move(bad));
-    if (report.status == "ok") {
-      report.status = r.status;
-      report.phase = r.phase;
-      report.error = r.error;
-    }
-    first = k + 1;
-    if (++pair_failures >= kMaxPairFailures) {
-      for (size_t rest = first; rest < total; ++rest) {
-        auto [p2, c2] = ordered_pair(rest, n);
-        PairAnswer skipped;
-        skipped.provider = p2;
-        skipped.client = c2;
-        for (const auto& key : answer_keys) skipped.answers[key] = "not_asked";
-        report.pairs.push_back(std::move(skipped));
-      }
-      report.extra["note"] = fmt::format("{} pairs crashed or hung: the remaining pairs were not asked", pair_failures);
-      return report;
-    }
-    if (first >= total) return report;
-  }
+    report_death(report, r);
+    return true;
+  };
+  loop.skip = [&](size_t k) {
+    PairAnswer skipped = ordered_pair_answer(k, device_count());
+    for (const auto& key : answer_keys) skipped.answers[key] = "not_asked";
+    report.pairs.push_back(std::move(skipped));
+  };
+  const int deaths = run_pair_children(loop, options.timeout_seconds);
+  if (deaths >= loop.max_deaths)
+    report.extra["note"] = fmt::format("{} pairs crashed or hung: the remaining pairs were not asked", deaths);
+  return report;
 }
 
 namespace {
@@ -163,43 +208,40 @@ void run_pair_task(RuntimeReport& report, const std::string& key, const ProbeOpt
     if (answered(p)) todo.push_back(&p);
     else p.answers[key] = "not_asked";
   }
-  size_t next = 0;  // the first pair of todo not yet done
-  int failures = 0;
-  while (next < todo.size()) {
+  PairChildren loop;
+  loop.phase = key;
+  loop.count = [&] { return std::optional<size_t>(todo.size()); };
+  loop.progress = [&](size_t done, size_t n) {
+    options.report_progress(fmt::format("{} {}: {} of {} pairs done", report.runtime, key, done, n));
+  };
+  loop.ask = [&](size_t first, size_t end) {
     std::vector<std::pair<int, int>> pairs;
-    for (size_t i = next; i < todo.size(); ++i) pairs.emplace_back(todo[i]->provider, todo[i]->client);
-    options.report_progress(fmt::format("{} {}: {} of {} pairs done", report.runtime, key, next, todo.size()));
-    IsolatedResult r = run_isolated(key, options.timeout_seconds, [&] { return session(pairs); });
+    for (size_t i = first; i < end; ++i) pairs.emplace_back(todo[i]->provider, todo[i]->client);
+    return session(pairs);
+  };
+  loop.take = [&](const IsolatedResult& r, size_t first) -> std::optional<size_t> {
     size_t done = 0;
     for (const auto& piece : r.partial) {
       if (!piece.contains("item") || !piece["item"].is_number_unsigned() || !piece.contains("answer")) continue;
       size_t item = piece["item"].get<size_t>();
-      if (item >= pairs.size()) continue;
-      todo[next + item]->answers[key] = ordered(piece["answer"]);
+      if (item >= todo.size() - first) continue;
+      todo[first + item]->answers[key] = ordered(piece["answer"]);
       done = std::max(done, item + 1);
     }
-    next += done;
-    if (next >= todo.size()) return;
-    if (r.ok()) break;  // the child finished without answering the rest: they stay not asked
-    // Died in pair `next`: it answers the failure, and a new child does the ones after it.
-    auto& bad = todo[next++]->answers;
+    return done;
+  };
+  loop.charge = [&](size_t item, const IsolatedResult& r) {
+    auto& bad = todo[item]->answers;
     bad[key] = r.status;
     bad["phase"] = r.phase;
     bad["error"] = r.error;
-    if (report.status == "ok") {
-      report.status = r.status;
-      report.phase = r.phase;
-      report.error = r.error;
-    }
-    if (++failures >= kMaxPairFailures) {
-      std::string note = fmt::format("{} pairs crashed or hung in {}: the remaining pairs were not asked", failures, key);
-      if (report.extra.contains("note") && report.extra["note"].is_string())
-        note = report.extra["note"].get<std::string>() + "; " + note;
-      report.extra["note"] = note;
-      break;
-    }
-  }
-  for (size_t i = next; i < todo.size(); ++i) todo[i]->answers[key] = "not_asked";
+    report_death(report, r);
+    return true;
+  };
+  loop.skip = [&](size_t item) { todo[item]->answers[key] = "not_asked"; };
+  const int deaths = run_pair_children(loop, options.timeout_seconds);
+  if (deaths >= loop.max_deaths)
+    add_note(report, fmt::format("{} pairs crashed or hung in {}: the remaining pairs were not asked", deaths, key));
 }
 
 }  // namespace p2paudit::probe::detail

@@ -13,7 +13,6 @@
 #include "p2paudit/input_file.h"
 #include "p2paudit/text_style.h"
 #include "p2paudit/json_output.h"
-#include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/probe/probe.h"
 #include "p2paudit/probe/reality.h"
@@ -31,8 +30,8 @@ struct ProbeArgs {
   bool mirror = false;
 };
 
-// The short name of a runtime device's PCI function in the topology ("gpu0"), "" when the function
-// has none, nullopt when the topology has no such function.
+// The short name of a runtime device's PCI function in the topology (probe::function_names(), as
+// the JSON document names it), nullopt when the topology has no such function.
 struct Names {
   std::map<Bdf, std::string> by_bdf;
   bool have_topology = false;
@@ -283,8 +282,7 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
   }
   Names names;
   if (topo) {
-    for (const auto& f : topo->functions) names.by_bdf[f.bdf] = "";
-    for (const auto& nf : matrix_devices(*topo, false)) names.by_bdf[topo->functions[nf.index].bdf] = nf.short_name;
+    names.by_bdf = probe::function_names(*topo);
     names.have_topology = true;
   }
 
@@ -297,8 +295,7 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
   if (topo) {
     KernelRules kernel = load_kernel_rules(global, *topo);
     auto rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
-    auto facts = probe::runtime_facts(document, "the probe", &*topo);
-    checks = probe::check_predictions(*topo, kernel, rules, document, facts.facts);
+    checks = probe::check_predictions(*topo, kernel, rules, probe::runtime_facts(document, "the probe", &*topo));
   }
   auto corrupt = corruption_lines(reports);
   // Every copy asked for and not verified: corrupt, failed, not run, or a child that died.

@@ -227,14 +227,13 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
   std::optional<std::string> stored_probe;
   Topology topo = load_topology(global, &stored_probe);
   KernelRules kernel = load_kernel_rules(global, topo);
-  const size_t read_findings = topo.findings.size();
-  RuntimeEvidence runtimes = runtime_evidence(global, stored_probe, args.no_probe || global.no_probe, topo);
-  std::optional<policy::VendorFactsDocument> evidence = std::move(runtimes.facts);
   // A hand-written file is a claim, kept apart from what was measured (docs/whitelist.md).
-  std::optional<policy::VendorFactsDocument> claimed;
-  if (!args.vendor_facts.empty()) claimed = load_vendor_facts(args.vendor_facts, topo);
-  for (size_t i = read_findings; i < topo.findings.size(); ++i)  // answers that did not bind to the tree
-    kernel.notes.push_back(fmt::format("{}: {}", topo.findings[i].path, topo.findings[i].message));
+  DecisionEvidence read = read_decision_evidence(machine_source(global), stored_probe,
+                                                 !(args.no_probe || global.no_probe), args.vendor_facts, topo);
+  RuntimeEvidence& runtimes = read.runtimes;
+  std::optional<policy::VendorFactsDocument> evidence = std::move(runtimes.facts);
+  std::optional<policy::VendorFactsDocument>& claimed = read.claimed;
+  kernel.notes.insert(kernel.notes.end(), read.unbound.begin(), read.unbound.end());  // answers that did not bind
   fleet::WhitelistOptions options;
   options.all_functions = args.all;
   // Counted, not kept: memory stays flat in the pairs; what is printed of them is handed out again.

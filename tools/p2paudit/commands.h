@@ -94,11 +94,6 @@ AssumptionNotes assumption_notes(const GlobalOptions& global);
 // Prints each statement read_source_*() put aside on stderr ("p2paudit: note: ...").
 void print_aside(const std::vector<std::string>& aside);
 
-// The runtimes' answers as policy facts (p2paudit::read_runtime_evidence): asked now on the live
-// machine (queries only, no copies) unless no_probe, read from a snapshot taken with --probe, or none.
-RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optional<std::string>& stored_probe,
-                                 bool no_probe, Topology& topo);
-
 // A machine as `report` and `--format prom` analyse it: the topology, its kernel rules, the default
 // policy and the runtimes' answers (asked unless no_probe, or the snapshot's stored ones).
 struct AnalysedMachine {

@@ -111,11 +111,6 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& option
   return n << shift;
 }
 
-RuntimeEvidence runtime_evidence(const GlobalOptions& global, const std::optional<std::string>& stored_probe,
-                                 bool no_probe, Topology& topo) {
-  return read_runtime_evidence(machine_source(global), stored_probe, !no_probe, topo);
-}
-
 AnalysedMachine load_analysed_machine(const GlobalOptions& global, bool no_probe) {
   // The inputs `check` reads, through the same function (the default policy, no vendor facts file).
   PolicyInputs policy;

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -75,9 +76,24 @@ struct RuntimeEvidence {
 // and added to topo.findings.
 RuntimeEvidence read_runtime_evidence(const MachineSource& source, const std::optional<std::string>& stored_probe,
                                       bool ask_live, Topology& topo);
+// A snapshot's stored answers (the text of its kProbeResultsPath; `origin` names it in messages),
+// bound to `topo` the same way: read_runtime_evidence() of a snapshot, and the fleet's reports.
+RuntimeEvidence stored_runtime_evidence(std::string_view stored_probe, const std::string& origin, Topology& topo);
 // A --vendor-facts file, bound to `topo` the same way (VendorFactsDocument::bind), its drops in
 // topo.findings.
 policy::VendorFactsDocument load_vendor_facts(const std::string& path, Topology& topo);
+
+// What a decision takes from outside the tree: the runtimes' answers (read_runtime_evidence), then
+// a --vendor-facts file (when `vendor_facts` names one), each bound to `topo`. The two are kept
+// apart: `policy` lays the file over the answers, `whitelist` keeps a claim apart from what was
+// measured.
+struct DecisionEvidence {
+  RuntimeEvidence runtimes;
+  std::optional<policy::VendorFactsDocument> claimed;  // the --vendor-facts file
+  std::vector<std::string> unbound;                    // "origin: message" per answer that did not bind to topo
+};
+DecisionEvidence read_decision_evidence(const MachineSource& source, const std::optional<std::string>& stored_probe,
+                                        bool ask_live, const std::string& vendor_facts, Topology& topo);
 // {"source", "note", "asked"}: the JSON outputs' "runtime_probe".
 nlohmann::ordered_json runtime_evidence_json(const RuntimeEvidence& evidence);
 

@@ -12,6 +12,7 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/policy/rules.h"
+#include "p2paudit/probe/runtime_facts.h"
 #include "p2paudit/topology.h"
 
 namespace p2paudit::probe {
@@ -30,11 +31,10 @@ struct RealityCheck {
   std::vector<std::string> kernel_log; // the kernel's own lines for the pair, when it refuses
 };
 
-// One entry per pair of runtime devices that are both in the topology, in the document's order.
-// `runtime_facts` is what runtime_facts() made of the same document.
+// One entry per pair runtime_facts() read of runtime devices bound to the topology's functions, in
+// the document's order (runtime_facts(document, origin, &topo)).
 std::vector<RealityCheck> check_predictions(const Topology& topo, const KernelRules& kernel,
-                                            const policy::RuleSet& rules, const nlohmann::json& document,
-                                            const policy::VendorFactsDocument& runtime_facts);
+                                            const policy::RuleSet& rules, const RuntimeFacts& runtime_facts);
 
 nlohmann::ordered_json reality_json(const Topology& topo, const RealityCheck& check);
 

@@ -4,6 +4,7 @@
 // vendor.copy_*...), in the same schema as a hand-written vendor facts file (docs/probe.md).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,13 @@ inline constexpr int kProbeSchemaVersion = 1;
 // NVML, CUDA, Level Zero (when built in) and HIP, in that order.
 std::vector<RuntimeReport> probe_all(const ProbeOptions& options);
 
+// What the probe calls the function a runtime device drives: the topology's short name ("gpu0"),
+// "" for a function the default view leaves out; a function missing here is not in the topology.
+std::map<Bdf, std::string> function_names(const Topology& topo);
+
 // The `probe --format json` document: {"schema_version", "source", "note"?, "timeout_seconds",
 // "copy"?, "mirror"?, "runtimes": [RuntimeReport::to_json() + per device "in_topology" and
-// "function" (the topology's short name) when `topo` is given]}.
+// "function" (function_names(), null for "") when `topo` is given]}.
 nlohmann::ordered_json probe_document(const std::vector<RuntimeReport>& reports, const Topology* topo,
                                       const std::string& source, const std::string& note, const ProbeOptions& options);
 
@@ -36,8 +41,18 @@ nlohmann::ordered_json probe_document(const std::vector<RuntimeReport>& reports,
 // and CUDA, AMD for HIP) match the function's and the function is a GPU or an accelerator; a device
 // that does not match is a finding and its answers are dropped. The facts are then bound with
 // VendorFactsDocument::bind (vendor.nvlink and vendor.xgmi on their vendor's GPUs only).
+// One pair's answers as read, for the reality check (reality.h).
+struct RuntimePairAnswers {
+  std::string runtime;
+  Bdf provider, client;
+  std::string peer_answer;   // "ok", "not_supported", a refusal or error name; "" when not asked
+                             // (NVML: read's, or write's when read is "ok")
+  nlohmann::json copy;       // answers["copy"] (probe.h), null when no copy was asked
+};
+
 struct RuntimeFacts {
   policy::VendorFactsDocument facts;
+  std::vector<RuntimePairAnswers> pairs;  // with `topo`: every pair of bound devices, in the document's order
   std::vector<std::string> asked;   // "nvml ok", "cuda absent", ... in the document's order
   std::vector<Finding> findings;    // answers not bound to the tree, and why
   size_t unbound = 0;               // runtime devices whose answers were dropped
@@ -50,6 +65,9 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
 // A stored document's text (a snapshot's kProbeResultsPath) parsed with bounds on nesting and
 // size; InputError naming `origin` when it is not such JSON.
 nlohmann::json parse_probe_document(std::string_view text, const std::string& origin);
+
+// A runtime's peer answer as a yes or no: nullopt for anything else (an error name, "hung", "unknown").
+std::optional<bool> peer_yes_no(const std::string& answer);
 
 // Which runtime's peer path goes through the kernel's P2PDMA (dma-buf import in xe, i915 and
 // amdgpu): for those a kernel refusal is what the runtime meets; NVIDIA's driver never asks it.
