@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "p2paudit/kmod_index.h"
+#include "p2paudit/platform.h"
 
 namespace p2paudit {
 
@@ -38,10 +39,6 @@ const char* const kIndexFiles[] = {"modules.dep.bin", "modules.alias.bin", "modu
 // Given NULL, libkmod reads /etc, /run, /usr/local/lib and /lib modprobe.d: the analyst's own
 // machine. A context for a sysroot gets an empty list (libkmod's "no configuration") instead.
 const char* const kNoConfiguration[] = {nullptr};
-
-bool is_plain_release(const std::string& r) {
-  return !r.empty() && r != "." && r != ".." && r.find('/') == std::string::npos && r.size() < 128;
-}
 
 bool write_all(int fd, const std::vector<uint8_t>& data) {
   size_t done = 0;
@@ -342,7 +339,7 @@ ModuleResolver::ModuleResolver(const Sysroot& root, const std::string& kernel_re
     : root_(root) {
   if (root.is_live()) {
     ctx_ = kmod_new(nullptr, nullptr);
-  } else if (!root.is_archive() && is_plain_release(kernel_release)) {
+  } else if (!root.is_archive() && is_safe_kernel_release(kernel_release)) {
     std::string rel = "lib/modules/" + kernel_release;
     if (auto resolved = root.resolve(rel)) copy_indexes(root, *resolved, where);
   }

@@ -46,10 +46,6 @@ std::string grouped_grid_heading(size_t devices, std::string_view every_pair) {
                      devices, kDeviceGridColumns, every_pair);
 }
 
-size_t text_columns(std::string_view s) {
-  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xc0) != 0x80; }));
-}
-
 GroupedGrid::GroupedGrid(const Topology& topo, const std::vector<NamedFunction>& devices, size_t most_groups,
                          std::vector<PairKind> kinds)
     : kinds_(std::move(kinds)) {

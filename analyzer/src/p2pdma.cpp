@@ -8,20 +8,11 @@
 
 #include "p2paudit/input_file.h"
 #include "p2paudit/platform.h"
+#include "p2pdma_unknowns.h"
 
 namespace p2paudit {
 
 namespace {
-
-// Facts a sysroot may not give. Each evaluation assumes one value for each; the answer is known
-// only where every assumption the decision depended on gives the same result.
-enum Unknown : unsigned {
-  kAcsUnknown = 1,       // ACS control word not readable: assume every such device redirects
-  kCpuUnknown = 2,       // boot CPU vendor/family or arch not known: assume AMD Zen
-  kRootPortUnknown = 4,  // PCIe type of a root bus's first device not readable: assume Root Port
-  kWhitelistUnknown = 8, // a whitelist entry this distribution build may or may not carry: assume it does
-  kAllUnknowns = 15,
-};
 
 // The kernel's seq_buf: vsnprintf into a fixed buffer; once a print does not fit, len becomes
 // size + 1 and nothing more is written (so the printed list is cut at size - 1 characters).

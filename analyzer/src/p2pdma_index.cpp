@@ -3,19 +3,9 @@
 
 #include <set>
 
+#include "p2pdma_unknowns.h"
+
 namespace p2paudit {
-
-namespace {
-
-// The facts a sysroot may not give, as pci_p2pdma_distance_many() explores them (p2pdma.cpp):
-// each evaluation assumes one value for each, and only answers every assumption agrees on are known.
-enum Assumption : unsigned {
-  kAcsUnreadable = 1,      // every device whose ACS control was not readable redirects
-  kCpuUnknown = 2,         // the boot CPU is AMD Zen
-  kRootPortUnreadable = 4, // a root bus's first device is a Root Port
-};
-
-}  // namespace
 
 P2pdmaIndex::P2pdmaIndex(const Topology& topo, const KernelRules& rules) : topo_(topo), rules_(rules) {
   const size_t n = topo.functions.size();
@@ -106,8 +96,8 @@ bool P2pdmaIndex::host_bridge_passes(Evaluation& e, size_t dev, bool same, unsig
   check = {h, false};
   if (h == kNone) return false;
   const HostBridgeResult& r = same ? whitelist_same_[h] : whitelist_different_[h];
-  if (r.root_port_unknown) used |= kRootPortUnreadable;
-  return check.passed = r.passed[(assume & kRootPortUnreadable) ? 1 : 0];
+  if (r.root_port_unknown) used |= kRootPortUnknown;
+  return check.passed = r.passed[(assume & kRootPortUnknown) ? 1 : 0];
 }
 
 // One run of calc_map_type_and_dist() (5.4+) or upstream_bridge_distance() (4.20-5.3) under one
@@ -119,8 +109,8 @@ P2pdmaIndex::Evaluation P2pdmaIndex::evaluate(size_t provider, size_t client, st
   e.dist = dist_a + dist_b;
   int acs_cnt = 0;
   if (common) {
-    if (acs_unreadable) used |= kAcsUnreadable;
-    acs_cnt = static_cast<int>(acs_redirecting + ((assume & kAcsUnreadable) ? acs_unreadable : 0));
+    if (acs_unreadable) used |= kAcsUnknown;
+    acs_cnt = static_cast<int>(acs_redirecting + ((assume & kAcsUnknown) ? acs_unreadable : 0));
   }
   if (!rules_.map_types) {
     if (!common) {
@@ -189,13 +179,13 @@ PairOutcome P2pdmaIndex::outcome(size_t provider, size_t client) const {
 
   // As pci_p2pdma_distance_many() does: evaluate under every combination of the assumptions some
   // evaluation consulted, until no new one is consulted.
-  Evaluation runs[8];
+  Evaluation runs[kIndexUnknowns + 1];
   size_t count = 0;
   unsigned explore = 0;
   for (;;) {
     count = 0;
     unsigned used = 0;
-    for (unsigned assume = 0; assume < 8; ++assume)
+    for (unsigned assume = 0; assume <= kIndexUnknowns; ++assume)
       if (!(assume & ~explore)) runs[count++] = evaluate(provider, client, out.common_ancestor, out.acs_redirecting, out.acs_unreadable,
                                                        dist_a, dist_b, assume, used);
     if (!(used & ~explore)) break;

@@ -96,20 +96,11 @@ void read_cpuinfo(const Sysroot& root, Platform& p, std::vector<Finding>& findin
   if (!p.cpu_vendor.empty() && p.cpu_family) p.arch = "x86";
 }
 
-// A release names a directory (boot/config-R, lib/modules/R): one path component of the
-// characters kernel releases use, so a hostile "../../etc/shadow" cannot steer a lookup.
-bool is_safe_release(const std::string& r) {
-  if (r.empty() || r.size() > 128 || r == "." || r == "..") return false;
-  return std::all_of(r.begin(), r.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '+' || c == '~';
-  });
-}
-
 // Returns the config text (for the IOMMU defaults), or nullopt when none was found.
 std::optional<std::string> read_kernel_config(const Sysroot& root, Platform& p, std::vector<Finding>& findings) {
   std::optional<std::string> config;
   std::string boot = "boot/config-" + p.kernel_release;
-  if (is_safe_release(p.kernel_release) && (config = root.read_text(boot))) {
+  if (is_safe_kernel_release(p.kernel_release) && (config = root.read_text(boot))) {
     p.kernel_config_source = boot;
   } else if (auto gz = root.read_text("proc/config.gz")) {
     config = gunzip_bounded(*gz, root.limits().max_file_bytes);
@@ -268,6 +259,13 @@ void read_iommu(const Sysroot& root, Platform& p, const std::optional<std::strin
 
 }  // namespace
 
+bool is_safe_kernel_release(const std::string& r) {
+  if (r.empty() || r.size() > 128 || r == "." || r == "..") return false;
+  return std::all_of(r.begin(), r.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '+' || c == '~';
+  });
+}
+
 std::optional<std::string> cmdline_param(const std::string& cmdline, const std::string& name) {
   std::optional<std::string> value;
   for (const auto& word : split_words(cmdline)) {
@@ -356,7 +354,7 @@ Platform read_platform(const Sysroot& root, std::vector<Finding>& findings) {
                           fmt::format("{} bytes, longer than the {} bytes of a kernel release (struct utsname): kernel "
                                       "release unknown", p.kernel_release.size(), kUtsFieldBytes)});
       p.kernel_release.clear();
-    } else if (!is_safe_release(p.kernel_release)) {
+    } else if (!is_safe_kernel_release(p.kernel_release)) {
       findings.push_back({"proc/sys/kernel/osrelease", fmt::format("'{}' is not a kernel release: kernel release unknown",
                                                                    escape_text(p.kernel_release))});
       p.kernel_release.clear();

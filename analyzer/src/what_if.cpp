@@ -135,26 +135,29 @@ std::string what_if_why(const std::vector<std::string>& causes, const std::strin
   return causes.empty() ? reason : join(causes, "; ") + ": " + reason;
 }
 
+std::vector<std::optional<size_t>> functions_as_read(const Topology& before_topo, const Topology& after_topo,
+                                                     const std::vector<NamedFunction>& devices) {
+  std::vector<std::optional<size_t>> as_read;
+  as_read.reserve(devices.size());
+  for (const auto& d : devices) as_read.push_back(before_topo.index_of(after_topo.functions[d.index].bdf));
+  return as_read;
+}
+
 std::vector<PairChange> kernel_verdict_changes(const P2pdmaIndex& before, const P2pdmaIndex& after,
                                                const std::vector<NamedFunction>& devices) {
   const Topology& before_topo = before.topology();
   const Topology& after_topo = after.topology();
-  std::vector<std::optional<size_t>> as_read;  // the same function in `before`, by device position
-  for (const auto& d : devices) as_read.push_back(before_topo.index_of(after_topo.functions[d.index].bdf));
   auto state = [](const PairOutcome& o) { return PairState{o.map_type, o.p2pdma_distance, "", ""}; };
-  std::vector<PairChange> changes;
-  for (size_t p = 0; p < devices.size(); ++p)
-    for (size_t c = 0; c < devices.size(); ++c) {
-      if (!as_read[p] || !as_read[c]) continue;  // the same machine has the same functions; never expected
-      PairChange change{devices[p].index, devices[c].index, state(before.outcome(*as_read[p], *as_read[c])),
-                        state(after.outcome(devices[p].index, devices[c].index)), ""};
-      if (change.before == change.after) continue;
-      PairVerdict was = before.verdict(*as_read[p], *as_read[c]);
-      PairVerdict now = after.verdict(devices[p].index, devices[c].index);
-      change.why = what_if_why(what_if_causes(before_topo, before.rules(), was, after_topo, after.rules(), now), now.reason);
-      changes.push_back(std::move(change));
-    }
-  return changes;
+  return changes_against_as_read(
+      before_topo, after_topo, devices,
+      [&](size_t before_p, size_t before_c, size_t after_p, size_t after_c) -> std::optional<PairChange> {
+        PairChange change{after_p, after_c, state(before.outcome(before_p, before_c)), state(after.outcome(after_p, after_c)), ""};
+        if (change.before == change.after) return std::nullopt;
+        PairVerdict was = before.verdict(before_p, before_c);
+        PairVerdict now = after.verdict(after_p, after_c);
+        change.why = what_if_why(what_if_causes(before_topo, before.rules(), was, after_topo, after.rules(), now), now.reason);
+        return change;
+      });
 }
 
 std::vector<std::string> notes_added(const KernelRules& before, const KernelRules& after) {

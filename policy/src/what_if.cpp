@@ -20,23 +20,18 @@ std::vector<PairChange> decision_changes(PolicyEvaluator& before, PolicyEvaluato
                                          const std::vector<NamedFunction>& devices) {
   const Topology& before_topo = before.topology();
   const Topology& after_topo = after.topology();
-  std::vector<std::optional<size_t>> as_read;  // the same function in `before`, by device position
-  for (const auto& d : devices) as_read.push_back(before_topo.index_of(after_topo.functions[d.index].bdf));
   auto state = [](PolicyEvaluator& e, size_t p, size_t c) {
     PairOutcome o = e.index().outcome(p, c);
     const DecisionGroup& g = e.groups()[e.decide(p, c)];
     return PairState{o.map_type, o.p2pdma_distance, to_string(g.action), g.rule};
   };
-  std::vector<PairChange> changes;
-  for (size_t p = 0; p < devices.size(); ++p)
-    for (size_t c = 0; c < devices.size(); ++c) {
-      if (!as_read[p] || !as_read[c]) continue;  // the same machine has the same functions; never expected
-      size_t ap = devices[p].index, ac = devices[c].index;
-      if (state(before, *as_read[p], *as_read[c]) == state(after, ap, ac)) continue;
-      changes.push_back(decision_change(before_topo, before.index().rules(), before.decide_in_full(*as_read[p], *as_read[c]),
-                                        after_topo, after.index().rules(), after.decide_in_full(ap, ac)));
-    }
-  return changes;
+  return changes_against_as_read(
+      before_topo, after_topo, devices,
+      [&](size_t before_p, size_t before_c, size_t after_p, size_t after_c) -> std::optional<PairChange> {
+        if (state(before, before_p, before_c) == state(after, after_p, after_c)) return std::nullopt;
+        return decision_change(before_topo, before.index().rules(), before.decide_in_full(before_p, before_c),
+                               after_topo, after.index().rules(), after.decide_in_full(after_p, after_c));
+      });
 }
 
 }  // namespace p2paudit::policy

@@ -35,9 +35,6 @@ inline bool device_grid_fits(size_t devices, size_t cell_columns) {
 // option that lists every pair.
 std::string grouped_grid_heading(size_t devices, std::string_view every_pair);
 
-// Terminal columns of UTF-8 text: every code point one column.
-size_t text_columns(std::string_view s);
-
 // A kind of pair the cells count: its code in a cell ("P" of "P12"), the tone of its cells, and
 // how bad it is: a cell takes the tone of the worst kind it holds.
 struct PairKind {

@@ -13,6 +13,11 @@ namespace p2paudit {
 
 Platform read_platform(const Sysroot& root, std::vector<Finding>& findings);
 
+// Whether a kernel release may name a directory (boot/config-R, lib/modules/R): one path component
+// of the characters kernel releases use, so a hostile "../../etc/shadow" cannot steer a lookup.
+// read_platform() keeps only such a release (else it is unknown: "").
+bool is_safe_kernel_release(const std::string& release);
+
 // The value of a kernel command-line parameter ("iommu", "pci", ...), last one wins as in the
 // kernel; nullopt when absent. A bare flag yields "".
 std::optional<std::string> cmdline_param(const std::string& cmdline, const std::string& name);

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -45,6 +46,30 @@ std::vector<std::string> what_if_causes(const Topology& before_topo, const Kerne
                                         const KernelRules& after_rules, const PairVerdict& after);
 // "<causes>: <the new answer's reason>".
 std::string what_if_why(const std::vector<std::string>& causes, const std::string& reason);
+
+// Per entry of `devices` (functions of `after_topo`): the same function, by BDF, in `before_topo`
+// (the machine as read); nullopt where it has none.
+std::vector<std::optional<size_t>> functions_as_read(const Topology& before_topo, const Topology& after_topo,
+                                                     const std::vector<NamedFunction>& devices);
+
+// The changes of the ordered pairs of `devices` (functions of `after_topo`) against the same pairs
+// on the machine as read: `change_of(before_provider, before_client, after_provider, after_client)`
+// gives a pair's change, nullopt when it has none. The what-if options add or remove no function,
+// so a device missing from `before_topo` is never expected; its pairs are left out. Both --diff
+// comparisons (kernel verdicts here, decisions in the policy library) pair the functions this way.
+template <typename ChangeOf>
+std::vector<PairChange> changes_against_as_read(const Topology& before_topo, const Topology& after_topo,
+                                                const std::vector<NamedFunction>& devices, ChangeOf change_of) {
+  const std::vector<std::optional<size_t>> as_read = functions_as_read(before_topo, after_topo, devices);
+  std::vector<PairChange> changes;
+  for (size_t p = 0; p < devices.size(); ++p)
+    for (size_t c = 0; c < devices.size(); ++c) {
+      if (!as_read[p] || !as_read[c]) continue;
+      if (std::optional<PairChange> change = change_of(*as_read[p], *as_read[c], devices[p].index, devices[c].index))
+        changes.push_back(std::move(*change));
+    }
+  return changes;
+}
 
 // The ordered pairs of `devices` (functions of `after`'s topology) whose map type or
 // pci_p2pdma_distance() differs from the same pair (by BDF) in `before`.

@@ -4,6 +4,7 @@
 // The text gate: what reaches a terminal is the tool's own layout and input shown as text.
 #pragma once
 
+#include <cstddef>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -42,6 +43,9 @@ class TextGate {
   std::streambuf* original_;
   std::unique_ptr<Buffer> buffer_;
 };
+
+// Terminal columns of UTF-8 text: every code point one column.
+size_t text_columns(std::string_view s);
 
 // The tool's own control bytes ("\033[31m", "\r") in the form an installed gate lets through;
 // unchanged while no gate is installed (library callers writing to their own streams).

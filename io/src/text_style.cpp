@@ -3,6 +3,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <atomic>
 #include <ostream>
 #include <random>
@@ -139,6 +140,10 @@ TextGate::~TextGate() {
   stream_.rdbuf(original_);
   original_->pubsync();
   g_gates.fetch_sub(1);
+}
+
+size_t text_columns(std::string_view s) {
+  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xc0) != 0x80; }));
 }
 
 }  // namespace p2paudit
