@@ -847,8 +847,9 @@ bool ArchiveBackend::load_by_tar_walk(LoadState& st, int fd) {
       break;  // libarchive stops at the first block of zeros, whatever follows
     }
     auto sum = plain_octal(h + 148, 8);
-    unsigned check = 0;
-    for (size_t i = 0; i < 512; ++i) check += i >= 148 && i < 156 ? ' ' : static_cast<unsigned char>(h[i]);
+    unsigned check = 8 * ' ';  // the checksum field counts as blanks
+    for (size_t i = 0; i < 512; ++i) check += static_cast<unsigned char>(h[i]);
+    for (size_t i = 148; i < 156; ++i) check -= static_cast<unsigned char>(h[i]);
     if (!sum || *sum != check) return false;
     const char mode0 = h[100];
     if (mode0 != ' ' && (mode0 < '0' || mode0 > '7')) return false;
