@@ -370,11 +370,12 @@ class DirectoryBackend : public Sysroot::Backend {
 class Arena {
  public:
   char* allocate(size_t n) {
+    // A large piece has a block of its own, and the current block goes on: the most left unused
+    // is a quarter of a block per block.
+    if (n > kBlock / 4) return blocks_.emplace_back(new char[n]).get();  // not zeroed: all written
     if (n > left_) {
-      const size_t block = std::max(n, kBlock);
-      blocks_.emplace_back(new char[block]);  // not zeroed: every byte handed out is written
-      next_ = blocks_.back().get();
-      left_ = block;
+      next_ = blocks_.emplace_back(new char[kBlock]).get();
+      left_ = kBlock;
     }
     char* p = next_;
     next_ += n;
