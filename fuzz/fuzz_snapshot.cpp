@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
-// A snapshot archive from a stranger: read in memory, the tree rebuilt and printed as JSON and text.
+// A snapshot archive from a stranger: read in memory, the tree rebuilt and printed as JSON and text;
+// and read by the tar walk and by libarchive's tar reader alone, which must agree (same tree or
+// same error).
 #include <cstdint>
+#include <string>
+
+#include "../tests/archive_tree.h"
 
 #include "fuzz_input.h"
 #include "p2paudit/errors.h"
@@ -19,5 +24,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)p2paudit::topology_tree_text(t);
   } catch (const p2paudit::InputError&) {
   }
+  auto outcome = [&](p2paudit::ArchiveReader reader) {
+    try {
+      return p2paudit::test::tree_text(p2paudit::Sysroot::open(file.path(), limits, reader), 100'000);
+    } catch (const p2paudit::InputError& e) {
+      return std::string("error: ") + e.what();
+    }
+  };
+  if (outcome(p2paudit::ArchiveReader::kTarWalk) != outcome(p2paudit::ArchiveReader::kLibarchive)) __builtin_trap();
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <list>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -30,29 +31,6 @@ namespace p2paudit {
 namespace {
 
 enum class Kind { kMissing, kDirectory, kFile, kSymlink, kOther };
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = o.fd_;
-      o.fd_ = -1;
-    }
-    return *this;
-  }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 std::vector<std::string> split_path(const std::string& p) {
   std::vector<std::string> parts;
@@ -96,6 +74,7 @@ class Sysroot::Backend {
   virtual ~Backend() = default;
   virtual bool live() const { return false; }
   virtual bool archive() const { return false; }
+  virtual ArchiveReader reader() const { return ArchiveReader::kLibarchive; }
   virtual Kind kind(const std::string& path) const = 0;
   virtual std::optional<std::string> link_target(const std::string& path) const = 0;
   // A regular file's bytes, at most max + 1 of them (so the caller can tell "too large").
@@ -198,38 +177,16 @@ class DirectoryBackend : public Sysroot::Backend {
   // The bytes of an open file, at most max + 1. known_regular: the listing said so, else fstat
   // decides (and gives a captured file's true size).
   std::optional<std::string> read_open(const Fd& fd, size_t max, bool known_regular) const {
-    size_t expected = SIZE_MAX;  // sysfs and procfs report sizes that are not what they hold
+    uint64_t expected = UINT64_MAX;  // sysfs and procfs report sizes that are not what they hold
     if (!known_regular) {
       struct stat st{};
       if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-      if (!live_) expected = static_cast<size_t>(st.st_size);  // a captured tree's sizes are true
+      if (!live_) expected = static_cast<uint64_t>(st.st_size);  // a captured tree's sizes are true
     }
-    // A small file is read into `first`: a string sized for the read would be cleared first, 8 KiB
-    // for every 5-byte attribute. `data` takes the bytes once they outgrow it.
-    char first[kFirstRead];
-    std::string data;
-    char* buf = first;
-    size_t used = 0, capacity = std::min(max + 1, kFirstRead);
-    while (used <= max && used != expected) {
-      if (used == capacity) {
-        if (buf == first) data.assign(first, used);
-        capacity = std::min(max + 1, capacity * 2 + kFirstRead);
-        data.resize(capacity);
-        buf = data.data();
-      }
-      const size_t asked = capacity - used;
-      ssize_t n = ::read(fd.get(), buf + used, asked);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return std::nullopt;  // EAGAIN: a FIFO with a writer, not a file
-      if (n == 0) break;
-      used += static_cast<size_t>(n);
-      // A regular file of a captured tree (a plain file system) returns less than asked only at
-      // its end: one read for a small file. sysfs and procfs are read to EOF (seq_file stops short).
-      if (!live_ && static_cast<size_t>(n) < asked) break;
-    }
-    if (buf == first) return std::string(first, used);
-    data.resize(used);
-    return data;
+    // A regular file of a captured tree (a plain file system) returns less than asked only at its
+    // end: one read for a small file. sysfs and procfs are read to EOF (seq_file stops short).
+    return read_bounded(fd.get(), max, {.first_read = kFirstRead, .step = kFirstRead, .known_size = expected,
+                                        .short_read_ends = !live_});
   }
 
   std::optional<uint64_t> size(const std::string& path) const override {
@@ -407,6 +364,47 @@ class DirectoryBackend : public Sysroot::Backend {
   mutable Dir* last_dir_ = nullptr;
 };
 
+// Bytes that live as long as an archive backend (entry names, link targets, file data): carved
+// from large blocks, so that 100k entries cost a few allocations instead of 100k, and freeing them
+// costs as few.
+class Arena {
+ public:
+  char* allocate(size_t n) {
+    // A large piece has a block of its own, and the current block goes on: the most left unused
+    // is a quarter of a block per block.
+    if (n > kBlock / 4) return blocks_.emplace_back(new char[n]).get();  // not zeroed: all written
+    if (n > left_) {
+      next_ = blocks_.emplace_back(new char[kBlock]).get();
+      left_ = kBlock;
+    }
+    char* p = next_;
+    next_ += n;
+    left_ -= n;
+    return p;
+  }
+  std::string_view copy(std::string_view s) {
+    if (s.empty()) return {};
+    char* p = allocate(s.size());
+    std::memcpy(p, s.data(), s.size());
+    return {p, s.size()};
+  }
+
+ private:
+  static constexpr size_t kBlock = 1 << 20;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  char* next_ = nullptr;
+  size_t left_ = 0;
+};
+
+// One entry of an archive as the tar format gives it, before our checks: the same whether the
+// header was read by libarchive or by the tar walk below.
+struct TarEntry {
+  std::string_view name;
+  const char* hardlink = nullptr;  // NUL-terminated, or nullptr when not a hard link
+  unsigned type = 0;               // AE_IFREG, AE_IFDIR, ...
+  const char* symlink = nullptr;   // NUL-terminated target, or nullptr
+};
+
 // A snapshot archive read in one pass into memory: nothing is written to disk, so nothing can be
 // redirected, and nothing is left behind when the tool is interrupted.
 class ArchiveBackend : public Sysroot::Backend {
@@ -415,45 +413,98 @@ class ArchiveBackend : public Sysroot::Backend {
 
   Kind kind(const std::string& path) const override {
     if (path.empty()) return Kind::kDirectory;
-    auto it = entries_.find(path);
-    return it == entries_.end() ? Kind::kMissing : it->second.kind;
+    const Entry* e = find(path);
+    return e ? e->kind : Kind::kMissing;
   }
   std::optional<std::string> link_target(const std::string& path) const override {
-    auto it = entries_.find(path);
-    if (it == entries_.end() || it->second.kind != Kind::kSymlink) return std::nullopt;
-    return it->second.target;
+    const Entry* e = find(path);
+    if (!e || e->kind != Kind::kSymlink) return std::nullopt;
+    return std::string(e->bytes);
   }
   std::optional<std::string> read(const std::string& path, size_t max) const override {
-    auto it = entries_.find(path);
-    if (it == entries_.end() || it->second.kind != Kind::kFile) return std::nullopt;
-    const std::string& data = *it->second.data;
-    return data.size() > max ? data.substr(0, max + 1) : data;
+    const Entry* e = find(path);
+    if (!e || e->kind != Kind::kFile) return std::nullopt;
+    return std::string(e->bytes.substr(0, max + 1));
+  }
+  std::optional<std::string> read_unless_link(const std::string& path, size_t max, bool& link) const override {
+    const Entry* e = find(path);  // one lookup where kind() then read() would take two
+    if (e && e->kind == Kind::kSymlink) link = true;
+    if (!e || e->kind != Kind::kFile) return std::nullopt;
+    return std::string(e->bytes.substr(0, max + 1));
   }
   std::optional<uint64_t> size(const std::string& path) const override {
-    auto it = entries_.find(path);
-    if (it == entries_.end() || it->second.kind != Kind::kFile) return std::nullopt;
-    return it->second.data->size();
+    const Entry* e = find(path);
+    if (!e || e->kind != Kind::kFile) return std::nullopt;
+    return e->bytes.size();
   }
   std::vector<std::string> list(const std::string& path, size_t) const override {
     if (kind(path) != Kind::kDirectory) return {};
-    auto it = children_.find(path);
-    return it == children_.end() ? std::vector<std::string>{} : it->second;
+    const uint32_t children = path.empty() ? kRootChildren : find(path)->children;
+    if (children == kNoChildren) return {};
+    std::vector<std::string> names;
+    names.reserve(children_[children].size());
+    for (uint32_t child : children_[children]) names.emplace_back(entries_[child].name());
+    return names;
   }
 
-  void load(const std::string& origin, int fd, const SysrootLimits& limits);
+  void load(const std::string& origin, int fd, const SysrootLimits& limits, ArchiveReader reader);
+  ArchiveReader reader() const override { return reader_; }
 
  private:
+  static constexpr uint32_t kNoChildren = UINT32_MAX;
+  static constexpr uint32_t kRootChildren = 0;
   struct Entry {
+    std::string_view path;   // in arena_
+    size_t hash = 0;
     Kind kind = Kind::kMissing;
-    std::shared_ptr<const std::string> data;  // regular files; hard links share it
-    std::string target;                       // symlinks
+    uint32_t children = kNoChildren;  // index into children_ once a name was recorded below it
+    std::string_view bytes;  // a regular file's data (hard links share it), a symlink's target
+    uint32_t leaf_at = 0;    // where its own name starts in path
+    std::string_view name() const { return path.substr(leaf_at); }
   };
-  void add(const std::string& path, Entry entry);
+  // What load() counts against the limits, whichever reader gives the entries.
+  struct LoadState {
+    const std::string& origin;
+    const SysrootLimits& limits;
+    size_t entries = 0, total = 0, name_bytes = 0;
+  };
 
-  std::unordered_map<std::string, Entry> entries_;
-  std::string last_parent_;                            // add(): the directory of the last entry
-  std::vector<std::string>* last_children_ = nullptr;  // and its children_ list
-  std::unordered_map<std::string, std::vector<std::string>> children_;
+  static size_t hash_of(std::string_view path) { return std::hash<std::string_view>{}(path); }
+
+  // Open addressing over entries_ (slot = index + 1, 0 = empty), at most half full: a lookup
+  // compares a stored hash and then one name, with no node to chase.
+  const Entry* find(std::string_view path) const {
+    if (slots_.empty()) return nullptr;
+    const size_t hash = hash_of(path);
+    for (size_t i = hash & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i] == 0) return nullptr;
+      const Entry& e = entries_[slots_[i] - 1];
+      if (e.hash == hash && e.path == path) return &e;
+    }
+  }
+  Entry* find(std::string_view path) { return const_cast<Entry*>(std::as_const(*this).find(path)); }
+  void grow_slots();
+  // The entry `path` (already checked) set to kind and bytes, made when missing (`inserted`);
+  // its index in entries_.
+  uint32_t insert(std::string_view path, Kind kind, std::string_view bytes, bool& inserted);
+  void add(std::string_view path, Kind kind, std::string_view bytes);
+  void clear();
+  void sort_children();
+
+  // Our checks of one entry (names, types, links, limits), then its data through read_data
+  // (a call per piece: false when the archive ends early or is corrupt, which `fail` reports).
+  template <typename ReadData, typename Fail>
+  void add_entry(LoadState& st, const TarEntry& te, ReadData&& read_data, Fail&& fail);
+  void load_with_libarchive(LoadState& st, int fd);
+  bool load_by_tar_walk(LoadState& st, int fd);
+
+  ArchiveReader reader_ = ArchiveReader::kTarWalk;
+  Arena arena_;
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> slots_;
+  std::vector<std::vector<uint32_t>> children_{1};  // [kRootChildren]: the top's
+  std::string_view last_parent_;                     // add(): the directory of the last entry
+  uint32_t last_children_ = kNoChildren;             // and its children_ list
 };
 
 const char* entry_type_name(unsigned type) {
@@ -467,15 +518,14 @@ const char* entry_type_name(unsigned type) {
 }
 
 // The archive's own name for an entry, checked and normalised ("./a/b/" -> "a/b"); "" is the top.
-std::string entry_path(const std::string& origin, const char* raw, const SysrootLimits& limits) {
-  std::string name = raw ? raw : "";
+std::string entry_path(const std::string& origin, std::string_view name, const SysrootLimits& limits) {
   if (name.size() > limits.max_path_bytes)
     throw InputError(fmt::format("{}: an entry name is longer than {} bytes", origin, limits.max_path_bytes));
   if (!name.empty() && name.front() == '/')
     throw InputError(fmt::format("{}: refusing archive entry '{}': absolute path", origin, escape_text(name)));
-  if (is_plain_path(name)) return name;  // what the walk below gives back for it
+  if (is_plain_path(name)) return std::string(name);  // what the walk below gives back for it
   std::string out;
-  for (const auto& part : split_path(name)) {
+  for (const auto& part : split_path(std::string(name))) {
     if (part == "..")
       throw InputError(fmt::format("{}: refusing archive entry '{}': '..' in the path", origin, escape_text(name)));
     out = join(out, part);
@@ -483,113 +533,451 @@ std::string entry_path(const std::string& origin, const char* raw, const Sysroot
   return out;
 }
 
-void ArchiveBackend::add(const std::string& path, Entry entry) {
-  auto [it, inserted] = entries_.insert_or_assign(path, std::move(entry));
+void ArchiveBackend::grow_slots() {
+  std::vector<uint32_t> slots(slots_.empty() ? 1024 : slots_.size() * 2, 0);
+  for (uint32_t i = 0; i < entries_.size(); ++i) {
+    size_t at = entries_[i].hash & (slots.size() - 1);
+    while (slots[at] != 0) at = (at + 1) & (slots.size() - 1);
+    slots[at] = i + 1;
+  }
+  slots_ = std::move(slots);
+}
+
+uint32_t ArchiveBackend::insert(std::string_view path, Kind kind, std::string_view bytes, bool& inserted) {
+  if ((entries_.size() + 1) * 2 > slots_.size()) grow_slots();
+  const size_t hash = hash_of(path);
+  size_t at = hash & (slots_.size() - 1);
+  for (; slots_[at] != 0; at = (at + 1) & (slots_.size() - 1)) {
+    Entry& e = entries_[slots_[at] - 1];
+    if (e.hash == hash && e.path == path) {  // a later entry of the same name replaces it
+      e.kind = kind;
+      e.bytes = bytes;
+      inserted = false;
+      return slots_[at] - 1;
+    }
+  }
+  const auto slash = path.rfind('/');
+  const uint32_t leaf_at = slash == std::string_view::npos ? 0 : static_cast<uint32_t>(slash + 1);
+  entries_.push_back(Entry{arena_.copy(path), hash, kind, kNoChildren, bytes, leaf_at});
+  slots_[at] = static_cast<uint32_t>(entries_.size());
+  inserted = true;
+  return static_cast<uint32_t>(entries_.size() - 1);
+}
+
+void ArchiveBackend::add(std::string_view path, Kind kind, std::string_view bytes) {
+  bool inserted = false;
+  uint32_t index = insert(path, kind, bytes, inserted);
   if (!inserted) return;
   // Record the name under its parent, creating the parent directories a tar may leave implicit.
   // A tar lists a directory's entries one after another: the last parent seen is kept at hand
   // (it exists by then, as an entry or made here), which saves two lookups of long names.
-  if (auto slash = path.rfind('/'); slash != std::string::npos && last_children_ &&
-                                    std::string_view(path).substr(0, slash) == last_parent_) {
-    last_children_->push_back(path.substr(slash + 1));
+  if (auto slash = path.rfind('/'); slash != std::string_view::npos && last_children_ != kNoChildren &&
+                                    path.substr(0, slash) == last_parent_) {
+    children_[last_children_].push_back(index);
     return;
   }
-  std::string child = path;
   for (bool first = true;; first = false) {
+    std::string_view child = entries_[index].path;
     auto slash = child.rfind('/');
-    std::string parent = slash == std::string::npos ? "" : child.substr(0, slash);
-    auto& siblings = children_[parent];
-    siblings.push_back(child.substr(slash == std::string::npos ? 0 : slash + 1));
-    if (first && !parent.empty()) {
-      last_parent_ = parent;
-      last_children_ = &siblings;
+    if (slash == std::string_view::npos) {
+      children_[kRootChildren].push_back(index);
+      break;
     }
-    if (parent.empty() || entries_.count(parent)) break;
-    entries_.emplace(parent, Entry{Kind::kDirectory, nullptr, {}});
-    child = parent;
+    std::string_view parent = child.substr(0, slash);
+    Entry* existing = find(parent);
+    uint32_t parent_index = 0;
+    bool made = false;
+    if (existing) {
+      parent_index = static_cast<uint32_t>(existing - entries_.data());
+    } else {
+      parent_index = insert(parent, Kind::kDirectory, {}, made);
+    }
+    Entry& p = entries_[parent_index];
+    if (p.children == kNoChildren) {
+      p.children = static_cast<uint32_t>(children_.size());
+      children_.emplace_back();
+    }
+    children_[p.children].push_back(index);
+    if (first) {
+      last_parent_ = p.path;
+      last_children_ = p.children;
+    }
+    if (!made) break;
+    index = parent_index;
   }
 }
 
-void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits& limits) {
-  struct archive* a = archive_read_new();
-  // gzip only: "all filters" would run external programs (lrzip, lzop...) on a stranger's file.
-  archive_read_support_filter_gzip(a);
-  archive_read_support_format_tar(a);
-  struct Closer {
-    struct archive* a;
-    ~Closer() { archive_read_free(a); }
-  } closer{a};
+void ArchiveBackend::clear() {
+  arena_ = Arena();
+  entries_.clear();
+  slots_.clear();
+  children_.assign(1, {});
+  last_parent_ = {};
+  last_children_ = kNoChildren;
+}
+
+template <typename ReadData, typename Fail>
+void ArchiveBackend::add_entry(LoadState& st, const TarEntry& te, ReadData&& read_data, Fail&& fail) {
+  const std::string& origin = st.origin;
+  const SysrootLimits& limits = st.limits;
+  if (++st.entries > limits.max_archive_entries)
+    throw InputError(fmt::format("{}: more than {} entries (the limit)", origin, limits.max_archive_entries));
+  std::string path = entry_path(origin, te.name, limits);
+  // Names cost memory as file data does: each is at most max_path_bytes, all together bounded too.
+  auto count_name = [&](size_t bytes) {
+    if ((st.name_bytes += bytes) > limits.max_archive_name_bytes)
+      throw InputError(fmt::format("{}: more than {} bytes of entry names and link targets (the limit)", origin,
+                                   limits.max_archive_name_bytes));
+  };
+  count_name(path.size());
+  if (te.hardlink) {
+    // Only a second name for a regular file that came earlier in the same archive.
+    std::string target = te.hardlink;
+    try {
+      target = entry_path(origin, target, limits);
+    } catch (const InputError&) {
+      throw InputError(fmt::format("{}: refusing hard link '{}' to '{}': outside the archive", origin,
+                                   escape_text(path), escape_text(target)));
+    }
+    count_name(target.size());
+    const Entry* it = find(target);
+    if (!it || it->kind != Kind::kFile)
+      throw InputError(fmt::format("{}: refusing hard link '{}': '{}' is not a regular file earlier in the archive",
+                                   origin, escape_text(path), escape_text(target)));
+    if (!path.empty()) add(path, Kind::kFile, it->bytes);
+    return;
+  }
+  const unsigned type = te.type;
+  if (path.empty() && type != AE_IFDIR) throw InputError(fmt::format("{}: refusing an entry named '.'", origin));
+  if (type == AE_IFDIR) {
+    if (!path.empty() && kind(path) != Kind::kDirectory) add(path, Kind::kDirectory, {});
+  } else if (type == AE_IFLNK) {
+    std::string_view t = te.symlink ? te.symlink : "";
+    if (t.empty() || t.size() > limits.max_path_bytes)
+      throw InputError(fmt::format("{}: refusing symlink '{}': empty or overlong target", origin, escape_text(path)));
+    count_name(t.size());
+    add(path, Kind::kSymlink, arena_.copy(t));
+  } else if (type == AE_IFREG) {
+    // read_data(piece) hands the file's bytes over in pieces; each is counted against the limits
+    // as it comes, so a file or an archive past them stops at the piece that crosses.
+    std::string data;
+    auto take = [&](std::string_view piece) {
+      data.append(piece);
+      st.total += piece.size();
+      if (data.size() > limits.max_file_bytes) too_large(origin, path, limits.max_file_bytes);
+      if (st.total > limits.max_archive_bytes)
+        throw InputError(fmt::format("{}: more than {} bytes of file data (the limit)", origin, limits.max_archive_bytes));
+    };
+    if (!read_data(take)) fail(fmt::format("corrupt or truncated archive in '{}'", escape_text(path)));
+    add(path, Kind::kFile, arena_.copy(data));
+  } else {
+    throw InputError(fmt::format("{}: refusing archive entry '{}': {}; only directories, regular files and "
+                                 "symlinks are accepted", origin, escape_text(path), entry_type_name(type)));
+  }
+}
+
+// A libarchive reader of one format, freed with it. gzip is the only filter: "all filters" would
+// run external programs (lrzip, lzop...) on a stranger's file.
+class GzipArchiveReader {
+ public:
+  explicit GzipArchiveReader(int (*support_format)(struct archive*)) : a_(archive_read_new()) {
+    archive_read_support_filter_gzip(a_);
+    support_format(a_);
+  }
+  ~GzipArchiveReader() { archive_read_free(a_); }
+  GzipArchiveReader(const GzipArchiveReader&) = delete;
+  GzipArchiveReader& operator=(const GzipArchiveReader&) = delete;
+  struct archive* get() const { return a_; }
+
+ private:
+  struct archive* a_;
+};
+
+void ArchiveBackend::load_with_libarchive(LoadState& st, int fd) {
+  GzipArchiveReader reader(archive_read_support_format_tar);
+  struct archive* a = reader.get();
   auto fail = [&](const std::string& what) {
     const char* why = archive_error_string(a);
-    throw InputError(fmt::format("{}: {}{}{}", origin, what, why ? ": " : "", why ? why : ""));
+    throw InputError(fmt::format("{}: {}{}{}", st.origin, what, why ? ": " : "", why ? why : ""));
   };
   if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) fail("cannot open archive");
-  size_t entries = 0, total = 0, name_bytes = 0;
   std::vector<char> buf(1 << 16);
   for (;;) {
     struct archive_entry* e = nullptr;
     int r = archive_read_next_header(a, &e);
     if (r == ARCHIVE_EOF) break;
-    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) fail(fmt::format("corrupt or truncated archive after {} entries", entries));
-    if (++entries > limits.max_archive_entries)
-      throw InputError(fmt::format("{}: more than {} entries (the limit)", origin, limits.max_archive_entries));
-    std::string path = entry_path(origin, archive_entry_pathname(e), limits);
-    std::string shown = escape_text(path);
-    // Names cost memory as file data does: each is at most max_path_bytes, all together bounded too.
-    auto count_name = [&](size_t bytes) {
-      if ((name_bytes += bytes) > limits.max_archive_name_bytes)
-        throw InputError(fmt::format("{}: more than {} bytes of entry names and link targets (the limit)", origin,
-                                     limits.max_archive_name_bytes));
-    };
-    count_name(path.size());
-    if (const char* hardlink = archive_entry_hardlink(e)) {
-      // Only a second name for a regular file that came earlier in the same archive.
-      std::string target = hardlink;
-      try {
-        target = entry_path(origin, hardlink, limits);
-      } catch (const InputError&) {
-        throw InputError(fmt::format("{}: refusing hard link '{}' to '{}': outside the archive", origin, shown,
-                                     escape_text(target)));
-      }
-      count_name(target.size());
-      auto it = entries_.find(target);
-      if (it == entries_.end() || it->second.kind != Kind::kFile)
-        throw InputError(fmt::format("{}: refusing hard link '{}': '{}' is not a regular file earlier in the archive",
-                                     origin, shown, escape_text(target)));
-      if (!path.empty()) add(path, it->second);
-      continue;
-    }
-    unsigned type = archive_entry_filetype(e);
-    if (path.empty() && type != AE_IFDIR) throw InputError(fmt::format("{}: refusing an entry named '.'", origin));
-    if (type == AE_IFDIR) {
-      if (!path.empty() && kind(path) != Kind::kDirectory) add(path, Entry{Kind::kDirectory, nullptr, {}});
-    } else if (type == AE_IFLNK) {
-      const char* target = archive_entry_symlink(e);
-      std::string t = target ? target : "";
-      if (t.empty() || t.size() > limits.max_path_bytes)
-        throw InputError(fmt::format("{}: refusing symlink '{}': empty or overlong target", origin, shown));
-      count_name(t.size());
-      add(path, Entry{Kind::kSymlink, nullptr, std::move(t)});
-    } else if (type == AE_IFREG) {
-      std::string data;
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) fail(fmt::format("corrupt or truncated archive after {} entries", st.entries));
+    TarEntry te;
+    const char* name = archive_entry_pathname(e);
+    te.name = name ? name : "";
+    te.hardlink = archive_entry_hardlink(e);
+    te.type = archive_entry_filetype(e);
+    if (!te.hardlink && te.type == AE_IFLNK) te.symlink = archive_entry_symlink(e);
+    add_entry(st, te, [&](auto&& take) {
       for (;;) {
         la_ssize_t n = archive_read_data(a, buf.data(), buf.size());
-        if (n < 0) fail(fmt::format("corrupt or truncated archive in '{}'", shown));
-        if (n == 0) break;
-        data.append(buf.data(), static_cast<size_t>(n));
-        total += static_cast<size_t>(n);
-        if (data.size() > limits.max_file_bytes) too_large(origin, path, limits.max_file_bytes);
-        if (total > limits.max_archive_bytes)
-          throw InputError(fmt::format("{}: more than {} bytes of file data (the limit)", origin, limits.max_archive_bytes));
+        if (n < 0) return false;
+        if (n == 0) return true;
+        take(std::string_view(buf.data(), static_cast<size_t>(n)));
       }
-      add(path, Entry{Kind::kFile, std::make_shared<const std::string>(std::move(data)), {}});
-    } else {
-      throw InputError(fmt::format("{}: refusing archive entry '{}': {}; only directories, regular files and "
-                                   "symlinks are accepted", origin, shown, entry_type_name(type)));
+    }, fail);
+  }
+}
+
+// The decompressed bytes of an archive as libarchive's raw reader hands them out, taken in
+// 512-byte tar blocks.
+class TarBlocks {
+ public:
+  explicit TarBlocks(struct archive* a) : a_(a) {}
+  enum class Got { kBlock, kEnd, kBad };
+  // The next n bytes (a multiple of 512 at most kCarry), contiguous: kEnd when the stream ends
+  // exactly here, kBad when it ends inside them or cannot be read.
+  Got take(size_t n, const char*& out) {
+    if (avail_ >= n) {
+      out = cur_;
+      cur_ += n;
+      avail_ -= n;
+      return Got::kBlock;
+    }
+    size_t have = 0;
+    while (have < n) {
+      if (avail_ == 0 && !refill()) return have == 0 && !failed_ ? Got::kEnd : Got::kBad;
+      const size_t step = std::min(avail_, n - have);
+      std::memcpy(carry_ + have, cur_, step);
+      cur_ += step;
+      avail_ -= step;
+      have += step;
+    }
+    out = carry_;
+    return Got::kBlock;
+  }
+  // The next n bytes given to `sink` in pieces; false when the stream ends first.
+  template <typename Sink>
+  bool pass(size_t n, Sink&& sink) {
+    while (n > 0) {
+      if (avail_ == 0 && !refill()) return false;
+      const size_t step = std::min(avail_, n);
+      sink(std::string_view(cur_, step));
+      cur_ += step;
+      avail_ -= step;
+      n -= step;
+    }
+    return true;
+  }
+  static constexpr size_t kCarry = 512;
+
+ private:
+  bool refill() {
+    for (;;) {
+      const void* block = nullptr;
+      size_t size = 0;
+      la_int64_t offset = 0;
+      int r = archive_read_data_block(a_, &block, &size, &offset);
+      if (r == ARCHIVE_EOF) return false;
+      if (r != ARCHIVE_OK || offset != position_) {
+        failed_ = true;
+        return false;
+      }
+      position_ += static_cast<la_int64_t>(size);
+      if (size == 0) continue;
+      cur_ = static_cast<const char*>(block);
+      avail_ = size;
+      return true;
     }
   }
-  if (entries == 0) throw InputError(fmt::format("{}: archive is empty", origin));
-  for (auto& [dir, names] : children_) std::sort(names.begin(), names.end());
+  struct archive* a_;
+  const char* cur_ = nullptr;
+  size_t avail_ = 0;
+  la_int64_t position_ = 0;
+  bool failed_ = false;
+  char carry_[kCarry];
+};
+
+// An octal field as tar_atol8() reads it, but only in its plain form: leading blanks, digits
+// 0-7, then nothing but NULs and blanks. nullopt for anything else (base-256, tabs, stray text).
+std::optional<uint64_t> plain_octal(const char* field, size_t width) {
+  size_t i = 0;
+  while (i < width && field[i] == ' ') ++i;
+  uint64_t value = 0;
+  for (; i < width && field[i] >= '0' && field[i] <= '7'; ++i) value = value * 8 + static_cast<uint64_t>(field[i] - '0');
+  for (; i < width; ++i)
+    if (field[i] != '\0' && field[i] != ' ') return std::nullopt;
+  return value;
+}
+
+// A NUL-terminated field of at most `width` bytes, as archive_strncpy() copies it.
+std::string_view tar_field(const char* field, size_t width) {
+  return {field, static_cast<size_t>(std::find(field, field + width, '\0') - field)};
+}
+
+// Bytes libarchive takes as they are in the C locale: no conversion can turn them into others.
+bool is_plain_ascii(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80 && c != '\0'; });
+}
+
+// The snapshot's own formats, read straight from the decompressed stream: POSIX ustar (with its
+// prefix field), GNU tar with 'L'/'K' long names, and pax 'x' headers that give only a path or a
+// link. It gives the same entries as libarchive's tar reader, which the walk stands in for: it
+// accepts only what that reader reads the same way in every version, and anything else (another
+// type, a base-256 number, a signed checksum, GNU sparse fields, a name that is not plain ASCII,
+// a size past a limit, a stream that ends or breaks) makes it give up, so that the caller reads
+// the archive again with libarchive, which decides and words the error as before. Names pass
+// libarchive's wide-character conversion for every regular file; the walk skips that.
+bool ArchiveBackend::load_by_tar_walk(LoadState& st, int fd) {
+  GzipArchiveReader reader(archive_read_support_format_raw);
+  struct archive* a = reader.get();
+  struct archive_entry* raw = nullptr;
+  if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK || archive_read_next_header(a, &raw) != ARCHIVE_OK) return false;
+  TarBlocks blocks(a);
+  constexpr size_t kMaxSpecialBody = 1 << 20;  // libarchive's own bound on 'L', 'K' and 'x' bodies
+  std::string long_name, long_link, pax_path, pax_link;
+  bool have_long_name = false, have_long_link = false, have_pax = false;
+  std::string header_name, header_link;
+  bool gave_up = false;
+  auto give_up = [&](const std::string&) { gave_up = true; };
+  for (;;) {
+    const char* h = nullptr;
+    TarBlocks::Got got = blocks.take(512, h);
+    if (got == TarBlocks::Got::kBad) return false;
+    if (got == TarBlocks::Got::kEnd) {
+      if (have_long_name || have_long_link || have_pax) return false;  // libarchive: damaged
+      break;
+    }
+    if (std::all_of(h, h + 512, [](char c) { return c == '\0'; })) {
+      if (have_long_name || have_long_link || have_pax) return false;
+      break;  // libarchive stops at the first block of zeros, whatever follows
+    }
+    auto sum = plain_octal(h + 148, 8);
+    unsigned check = 8 * ' ';  // the checksum field counts as blanks
+    for (size_t i = 0; i < 512; ++i) check += static_cast<unsigned char>(h[i]);
+    for (size_t i = 148; i < 156; ++i) check -= static_cast<unsigned char>(h[i]);
+    if (!sum || *sum != check) return false;
+    const char mode0 = h[100];
+    if (mode0 != ' ' && (mode0 < '0' || mode0 > '7')) return false;
+    auto size = plain_octal(h + 124, 12);
+    if (!size) return false;
+    const char type = h[156];
+    const bool gnu = std::memcmp(h + 257, "ustar  \0", 8) == 0;
+    const bool ustar = std::memcmp(h + 257, "ustar\0" "00", 8) == 0;
+    if (!gnu && !ustar) return false;
+    if (type == 'L' || type == 'K' || type == 'x') {
+      if (*size == 0 || *size > kMaxSpecialBody) return false;
+      std::string body;
+      body.reserve(*size);
+      if (!blocks.pass(*size, [&](std::string_view piece) { body.append(piece); })) return false;
+      if (!blocks.pass((512 - *size % 512) % 512, [](std::string_view) {})) return false;
+      if (type == 'x') {
+        if (have_pax || have_long_name || have_long_link) return false;
+        if (body.find('\0') != std::string::npos) return false;  // libarchive reads it up to a NUL
+        have_pax = true;
+        pax_path.clear();
+        pax_link.clear();
+        // Records "LEN key=value\n", as pax_header() parses them; only keys that set the name,
+        // the link or what we do not read are taken.
+        std::string_view rest = body;
+        while (!rest.empty()) {
+          size_t digits = 0, length = 0;
+          while (digits < rest.size() && digits < 7 && rest[digits] >= '0' && rest[digits] <= '9')
+            length = length * 10 + static_cast<size_t>(rest[digits++] - '0');
+          if (digits == 0 || digits == 7 || digits >= rest.size() || rest[digits] != ' ') return false;
+          if (length > rest.size() || length <= digits + 1 || rest[length - 1] != '\n') return false;
+          std::string_view record = rest.substr(digits + 1, length - digits - 2);
+          rest.remove_prefix(length);
+          auto eq = record.find('=');
+          if (eq == std::string_view::npos || eq == 0) return false;
+          std::string_view key = record.substr(0, eq), value = record.substr(eq + 1);
+          if (!is_plain_ascii(value) || value.empty()) return false;
+          if (key == "path" || key == "linkpath") {
+            std::string& slot = key == "path" ? pax_path : pax_link;
+            if (!slot.empty()) return false;
+            slot = value;
+          } else if (key != "mtime" && key != "atime" && key != "ctime" && key != "uid" && key != "gid" &&
+                     key != "uname" && key != "gname") {
+            return false;
+          }
+        }
+      } else {
+        // GNU tar: the name (or link) for the next header, up to its first NUL.
+        std::string& slot = type == 'L' ? long_name : long_link;
+        bool& have = type == 'L' ? have_long_name : have_long_link;
+        if (have || have_pax) return false;
+        auto nul = body.find('\0');
+        if (nul != std::string::npos &&
+            !std::all_of(body.begin() + static_cast<std::ptrdiff_t>(nul), body.end(), [](char c) { return c == '\0'; }))
+          return false;
+        slot = body.substr(0, nul);
+        if (slot.empty() || !is_plain_ascii(slot)) return false;
+        have = true;
+      }
+      continue;
+    }
+    // A real header. GNU's sparse and real-size fields would make libarchive read more: none here.
+    if (gnu && (h[386] != '\0' || h[482] != '\0' || h[483] != '\0')) return false;
+    header_name.clear();
+    if (ustar && h[345] != '\0') {
+      header_name = tar_field(h + 345, 155);
+      if (header_name.back() != '/') header_name += '/';
+    }
+    header_name += tar_field(h, 100);
+    header_link = tar_field(h + 157, 100);
+    std::string_view name = have_long_name ? std::string_view(long_name) : !pax_path.empty() ? std::string_view(pax_path)
+                                                                                              : std::string_view(header_name);
+    std::string_view link_override = have_long_link ? std::string_view(long_link) : std::string_view(pax_link);
+    if (name.empty() || !is_plain_ascii(name) || !is_plain_ascii(header_link)) return false;
+    TarEntry te;
+    te.name = name;
+    std::string link;
+    if (type == '1' || type == '2') {
+      // libarchive sets a link from the header's field, then replaces it by the long or pax one.
+      if (*size != 0 || header_link.empty()) return false;
+      link = link_override.empty() ? header_link : std::string(link_override);
+      if (type == '1') te.hardlink = link.c_str();
+      else te.symlink = link.c_str();
+      te.type = type == '1' ? 0 : AE_IFLNK;
+    } else if (type == '0' || type == '5') {
+      if (!link_override.empty()) return false;  // a link on a file or directory: a hard link to libarchive
+      if (type == '5' && *size != 0) return false;
+      if (type == '0' && name.back() == '/') return false;  // libarchive makes it a directory
+      te.type = type == '0' ? AE_IFREG : AE_IFDIR;
+    } else {
+      return false;
+    }
+    const uint64_t data_bytes = type == '0' ? *size : 0;
+    // Past a limit: libarchive's reading reports it, piece by piece as before.
+    if (data_bytes > st.limits.max_file_bytes || st.total + data_bytes > st.limits.max_archive_bytes) return false;
+    add_entry(st, te, [&](auto&& take) { return blocks.pass(data_bytes, take); }, give_up);
+    if (gave_up) return false;
+    if (!blocks.pass((512 - data_bytes % 512) % 512, [](std::string_view) {})) return false;
+    have_long_name = have_long_link = have_pax = false;
+    long_name.clear();
+    long_link.clear();
+    pax_path.clear();
+    pax_link.clear();
+  }
+  return st.entries > 0;
+}
+
+void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits& limits, ArchiveReader reader) {
+  if (reader == ArchiveReader::kTarWalk) {
+    LoadState st{origin, limits};
+    if (load_by_tar_walk(st, fd)) {
+      sort_children();
+      return;
+    }
+  }
+  // The walk gave up: libarchive reads the archive from its start and decides.
+  reader_ = ArchiveReader::kLibarchive;
+  clear();
+  if (::lseek(fd, 0, SEEK_SET) != 0) throw InputError(fmt::format("{}: cannot seek: {}", origin, std::strerror(errno)));
+  LoadState st{origin, limits};
+  load_with_libarchive(st, fd);
+  if (st.entries == 0) throw InputError(fmt::format("{}: archive is empty", origin));
+  sort_children();
+}
+
+void ArchiveBackend::sort_children() {
+  for (auto& list : children_)
+    std::sort(list.begin(), list.end(), [&](uint32_t a, uint32_t b) { return entries_[a].name() < entries_[b].name(); });
 }
 
 }  // namespace
@@ -606,6 +994,7 @@ class SubtreeBackend : public Sysroot::Backend {
   SubtreeBackend(std::unique_ptr<Sysroot::Backend> inner, std::string top) : inner_(std::move(inner)), top_(std::move(top)) {}
   bool live() const override { return inner_->live(); }
   bool archive() const override { return inner_->archive(); }
+  ArchiveReader reader() const override { return inner_->reader(); }
   Kind kind(const std::string& p) const override { return inner_->kind(join(top_, p)); }
   std::optional<std::string> link_target(const std::string& p) const override { return inner_->link_target(join(top_, p)); }
   std::optional<std::string> read(const std::string& p, size_t max) const override { return inner_->read(join(top_, p), max); }
@@ -636,7 +1025,7 @@ std::unique_ptr<Sysroot::Backend> find_tree_root(const std::string& origin, std:
 
 }  // namespace
 
-Sysroot Sysroot::open(const std::string& path, const SysrootLimits& limits) {
+Sysroot Sysroot::open(const std::string& path, const SysrootLimits& limits, ArchiveReader reader) {
   Sysroot s;
   s.origin_ = path;
   s.limits_ = limits;
@@ -660,7 +1049,7 @@ Sysroot Sysroot::open(const std::string& path, const SysrootLimits& limits) {
   if (!path.ends_with(".tar.gz") && !path.ends_with(".tgz") && !path.ends_with(".tar"))
     throw InputError(fmt::format("{}: a snapshot must be a directory or a .tar.gz file", path));
   auto archive = std::make_unique<ArchiveBackend>();
-  archive->load(path, fd.get(), limits);
+  archive->load(path, fd.get(), limits, reader);
   s.backend_ = find_tree_root(path, std::move(archive), limits);
   return s;
 }
@@ -671,6 +1060,7 @@ Sysroot& Sysroot::operator=(Sysroot&&) noexcept = default;
 
 bool Sysroot::is_live() const { return backend_->live(); }
 bool Sysroot::is_archive() const { return backend_->archive(); }
+ArchiveReader Sysroot::archive_reader() const { return backend_->reader(); }
 
 namespace {
 

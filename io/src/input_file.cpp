@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,20 +18,6 @@
 namespace p2paudit {
 
 namespace {
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 const char* file_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
@@ -66,6 +53,55 @@ bool is_c1(std::string_view s, size_t i, size_t len) {
 
 }  // namespace
 
+Fd& Fd::operator=(Fd&& o) noexcept {
+  if (this != &o) {
+    reset();
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void Fd::reset() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+std::optional<std::string> read_bounded(int fd, size_t max, const BoundedRead& how, int* error) {
+  // A small file is read into `first`, on the stack: a string sized for the first read would be
+  // cleared first, 8 KiB for every 5-byte sysfs attribute. `data` takes the bytes once they outgrow it.
+  char first[8192];
+  std::string data;
+  size_t capacity = std::min(max + 1, how.first_read);
+  char* buf = first;
+  if (capacity > sizeof first) {
+    data.resize(capacity);
+    buf = data.data();
+  }
+  size_t used = 0;
+  while (used <= max && used != how.known_size) {
+    if (used == capacity) {
+      if (buf == first) data.assign(first, used);
+      capacity = std::min(max + 1, capacity * 2 + how.step);
+      data.resize(capacity);
+      buf = data.data();
+    }
+    const size_t asked = capacity - used;
+    ssize_t n = ::read(fd, buf + used, asked);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      if (error) *error = errno;
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    used += static_cast<size_t>(n);
+    if (how.short_read_ends && static_cast<size_t>(n) < asked) break;
+  }
+  if (buf == first) return std::string(first, used);
+  data.resize(used);
+  return data;
+}
+
 std::string read_input_file(const std::string& path, size_t max_bytes) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
@@ -75,23 +111,12 @@ std::string read_input_file(const std::string& path, size_t max_bytes) {
   if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: {}, not a regular file", path, file_kind(st.st_mode)));
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
     throw InputError(fmt::format("{}: {} bytes, more than the limit of {} bytes", path, st.st_size, max_bytes));
-  std::string data;
-  data.resize(max_bytes + 1 < size_t(st.st_size) + 1 ? max_bytes + 1 : size_t(st.st_size) + 1);
-  size_t used = 0;
-  for (;;) {  // procfs and sysfs files report size 0 or less than they hold: read to EOF, bounded
-    if (used == data.size()) {
-      if (data.size() > max_bytes) break;
-      data.resize(std::min(max_bytes + 1, data.size() * 2 + 4096));
-    }
-    ssize_t n = ::read(fd.get(), data.data() + used, data.size() - used);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw InputError(fmt::format("{}: read error: {}", path, std::strerror(errno)));
-    if (n == 0) break;
-    used += static_cast<size_t>(n);
-  }
-  if (used > max_bytes) throw InputError(fmt::format("{}: more than the limit of {} bytes", path, max_bytes));
-  data.resize(used);
-  return data;
+  // procfs and sysfs files report size 0 or less than they hold: read to EOF, bounded.
+  int error = 0;
+  auto data = read_bounded(fd.get(), max_bytes, {.first_read = size_t(st.st_size) + 1, .step = 4096}, &error);
+  if (!data) throw InputError(fmt::format("{}: read error: {}", path, std::strerror(error)));
+  if (data->size() > max_bytes) throw InputError(fmt::format("{}: more than the limit of {} bytes", path, max_bytes));
+  return std::move(*data);
 }
 
 bool is_clean_text(std::string_view s) {

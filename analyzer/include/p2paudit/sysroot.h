@@ -33,11 +33,17 @@ struct SysrootLimits {
   int max_symlinks = 40;                    // per lookup, as the kernel's MAXSYMLINKS
 };
 
+// How an archive is read. kTarWalk (the default) reads the snapshot's own tar formats straight
+// from the decompressed stream and gives anything else to libarchive's tar reader, from the
+// start; kLibarchive uses that reader alone: the reference the walk is compared with in tests.
+enum class ArchiveReader { kTarWalk, kLibarchive };
+
 class Sysroot {
  public:
   // Opens a directory or a .tar.gz / .tgz / .tar; throws InputError naming the path when it is
   // missing, corrupt, holds a forbidden entry or exceeds a limit.
-  static Sysroot open(const std::string& path, const SysrootLimits& limits = {});
+  static Sysroot open(const std::string& path, const SysrootLimits& limits = {},
+                      ArchiveReader reader = ArchiveReader::kTarWalk);
   ~Sysroot();
   Sysroot(Sysroot&&) noexcept;
   Sysroot& operator=(Sysroot&&) noexcept;
@@ -45,6 +51,8 @@ class Sysroot {
   const std::string& origin() const { return origin_; }  // what the user named
   bool is_live() const;                                  // the running machine's "/"
   bool is_archive() const;
+  // Which reader gave an archive's entries: kTarWalk unless the walk gave up (or was not asked).
+  ArchiveReader archive_reader() const;
   const SysrootLimits& limits() const { return limits_; }
 
   bool exists(const std::string& relative) const;  // the entry itself (a dangling link counts)

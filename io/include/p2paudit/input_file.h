@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,38 @@ namespace p2paudit {
 inline constexpr size_t kMaxRuleFileBytes = 4u << 20;     // policy, advisories, kernel rules
 inline constexpr size_t kMaxVendorFactsBytes = 16u << 20;
 inline constexpr size_t kMaxDumpFileBytes = 64u << 20;    // lspci -xxxx of a very large machine
+
+// A file descriptor that is closed when it goes out of scope.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) noexcept : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Fd& operator=(Fd&& o) noexcept;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  void reset() noexcept;
+  int get() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// How read_bounded() reads a file whose end it cannot know in advance.
+struct BoundedRead {
+  size_t first_read = 8192;  // the first read's size (a file's size + 1 where fstat gave one)
+  size_t step = 8192;        // the buffer then grows to twice its size plus this
+  // Where a plain file system's file ends (its fstat size): reached, no read is made to see 0.
+  uint64_t known_size = UINT64_MAX;
+  // A read returning less than asked is the end (regular files on disk; never sysfs or procfs,
+  // whose seq_file stops short).
+  bool short_read_ends = false;
+};
+
+// An open file read to its end, keeping at most max + 1 bytes (one more than allowed, so that the
+// caller can tell a file that is too large). nullopt when a read fails; *error then holds errno
+// (EAGAIN: a FIFO that has a writer).
+std::optional<std::string> read_bounded(int fd, size_t max, const BoundedRead& how = {}, int* error = nullptr);
 
 // The whole file; throws InputError naming `path` when it is missing, not a regular file
 // (directory, FIFO, device, socket), unreadable, or larger than max_bytes.
