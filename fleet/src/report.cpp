@@ -2,6 +2,7 @@
 #include "p2paudit/fleet/report.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <ostream>
@@ -219,7 +220,8 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
 
   // Each pair's element written as PrettyWriter::element() would write its JSON, without building
   // it: what does not change from pair to pair (keys, indentation, a device's quoted BDF, a root
-  // device's quoted ID) is made once.
+  // device's quoted ID, a decision's members) is made once, and a value that repeats from the
+  // pair before is not scanned again.
   ReportPairs pairs(m);
   std::vector<std::string> quoted_bdf(topo.functions.size()), quoted_id(topo.functions.size());
   for (const auto& d : pairs.devices()) append_json_string(quoted_bdf[d.index], topo.functions[d.index].bdf.str());
@@ -227,7 +229,7 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
     if (quoted_id[root].empty()) append_json_string(quoted_id[root], pci_id(topo.functions[root]));
     return quoted_id[root];
   };
-  RepeatedString reason;
+  RepeatedString code, map_type, verdict, reason;
   w.key("kernel_verdicts");
   w.open_array();
   const ObjectLayout verdict_layout(
@@ -237,10 +239,10 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
       ObjectText e(text, verdict_layout);
       e.json(quoted_bdf[p]);
       e.json(quoted_bdf[c]);
-      e.string(matrix_code(o.map_type, false));
-      e.string(to_string(o.map_type));
+      e.json(code.json(matrix_code(o.map_type, false)));
+      e.json(map_type.json(to_string(o.map_type)));
       e.number(o.p2pdma_distance);
-      e.string(verdict_word(o));
+      e.json(verdict.json(verdict_word(o)));
       e.open_array();
       for_each_refusing_root(o, [&](size_t root) { e.array_json(id_of(root)); });
       e.close_array();
@@ -255,16 +257,27 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
   w.open_array();
   const ObjectLayout decision_layout({"provider", "client", "decision", "rule", "authority", "copy_result"},
                                      w.element_indent());
-  pairs.each_group([&](size_t p, size_t c, size_t, const policy::DecisionGroup& g, const std::string& copy) {
+  // Per decision group: its "decision", "rule" and "authority" values as JSON.
+  std::vector<std::array<std::string, 3>> group_json;
+  auto json_or_null = [](std::string_view value) {
+    std::string json = value.empty() ? "null" : "";
+    if (!value.empty()) append_json_string(json, value);
+    return json;
+  };
+  RepeatedString copy_json;
+  pairs.each_group([&](size_t p, size_t c, size_t group, const policy::DecisionGroup& g, const std::string& copy) {
     if (auto it = copies.find(copy); it != copies.end()) ++it->second;
+    if (group >= group_json.size()) group_json.resize(group + 1);
+    auto& decision = group_json[group];
+    if (decision[0].empty())
+      decision = {json_or_null(policy::to_string(g.action)), json_or_null(g.rule),
+                  json_or_null(g.authority ? policy::to_string(*g.authority) : "")};
     w.element_with([&](std::string& text) {
       ObjectText e(text, decision_layout);
       e.json(quoted_bdf[p]);
       e.json(quoted_bdf[c]);
-      e.string(policy::to_string(g.action));
-      e.string_or_null(g.rule);
-      e.string_or_null(g.authority ? policy::to_string(*g.authority) : "");
-      e.string_or_null(copy);
+      for (const auto& member : decision) e.json(member);
+      e.json(copy.empty() ? std::string_view("null") : std::string_view(copy_json.json(copy)));
       e.close();
     });
   });
@@ -276,18 +289,8 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
   // candidate, nothing kept per pair.
   WhitelistOptions counted;
   counted.count_pairs_only = true;
-  for (auto& c : whitelist_candidates(topo, m.kernel, m.evidence, counted)) {
-    w.open_element_object();
-    ordered_json cand = candidate_head(topo, c);
-    for (auto& [key, value] : cand.items()) w.member(key, std::move(value));
-    w.key("pairs");
-    w.open_array();
-    for_each_unlocked_pair(topo, m.kernel, m.evidence, counted, [&](const UnlockedPair& p, uint16_t vendor, uint16_t device) {
-      if (vendor == c.vendor && device == c.device) w.element(unlocked_pair_json(topo, p));
-    });
-    w.close_array();
-    w.close_object();
-  }
+  for (auto& c : whitelist_candidates(topo, m.kernel, m.evidence, counted))
+    write_with_pairs(w, topo, candidate_json(topo, c), candidate_pairs(topo, m.kernel, m.evidence, counted, c));
   w.close_array();
 
   w.member("probe", {{"source", m.probe.source}, {"note", m.probe.note}, {"asked", m.probe.asked}, {"copies", copies}});
