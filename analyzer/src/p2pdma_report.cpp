@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -505,13 +506,15 @@ std::string explain_text(const Topology& t, const KernelRules& rules, const Many
 }
 
 VerdictReasons::VerdictReasons(const P2pdmaIndex& index)
-    : index_(index), names_(index.topology().functions.size()) {
+    : index_(index), names_(index.topology().functions.size()), labels_(names_.size()) {
   const Topology& t = index.topology();
   if (auto override = cmdline_param(t.platform.cmdline, "pcie_acs_override"))
     acs_override_ = fmt::format(
         "pcie_acs_override={} on the command line changes IOMMU grouping only, never pci_p2pdma_distance()'s ACS "
         "check: the redirect bits stay set", escape_text(*override));
   cpu_allows_ = index.rules().cpu_supports_p2pdma && cpu_supports_p2pdma(t.platform, index.rules()).value_or(false);
+  cpu_allows_text_ = fmt::format(", so the traffic goes through the host bridge, which the kernel allows because the "
+                                 "boot CPU is AMD family {:#x} (>= 0x17)", t.platform.cpu_family.value_or(0));
 }
 
 const std::string& VerdictReasons::name(size_t dev) {
@@ -519,24 +522,30 @@ const std::string& VerdictReasons::name(size_t dev) {
   return names_[dev];
 }
 
-std::string VerdictReasons::device_label(size_t dev) {
-  const Function& f = index_.topology().functions[dev];
-  std::string label = fmt::format("{} [{:04x}:{:04x}]", name(dev), f.vendor, f.device);
-  if (!f.device_name.empty()) label += " (" + f.device_name + ")";
+const std::string& VerdictReasons::device_label(size_t dev) {
+  std::string& label = labels_[dev];
+  if (label.empty()) {
+    const Function& f = index_.topology().functions[dev];
+    label = fmt::format("{} [{:04x}:{:04x}]", name(dev), f.vendor, f.device);
+    if (!f.device_name.empty()) label += " (" + f.device_name + ")";
+  }
   return label;
 }
 
 const std::string& VerdictReasons::reason(size_t provider, size_t client, const PairOutcome& o) {
   const Topology& t = index_.topology();
   const KernelRules& rules = index_.rules();
+  // Appended into text_, whose capacity stays from pair to pair: a report renders hundreds of
+  // thousands of these.
   text_.clear();
+  auto text = std::back_inserter(text_);
   if (rules.config_p2pdma == Known::kNo) {
-    text_ = fmt::format("CONFIG_PCI_P2PDMA is not set in this kernel's config ({})",
-                        rules.config_source.empty() ? "unknown source" : rules.config_source);
+    fmt::format_to(text, "CONFIG_PCI_P2PDMA is not set in this kernel's config ({})",
+                   rules.config_source.empty() ? "unknown source" : rules.config_source);
     return text_;
   }
   if (!rules.p2pdma) {
-    text_ = fmt::format("kernel {} has no P2PDMA (added in 4.20)", rules.release.version());
+    fmt::format_to(text, "kernel {} has no P2PDMA (added in 4.20)", rules.release.version());
     return text_;
   }
   if (o.map_type == MapType::kUnknown || (o.map_type == MapType::kBusAddr && !o.common_ancestor && provider != client)) {
@@ -575,72 +584,75 @@ const std::string& VerdictReasons::reason(size_t provider, size_t client, const 
     std::optional<size_t> b = client;
     for (size_t hops = 0; b && b != common && hops <= n; b = pci_upstream_bridge(t, *b), ++hops) test(*b);
   }
-  auto join_names = [&](const std::vector<size_t>& devs) {
-    std::string out;
-    for (size_t d : devs) {
-      if (!out.empty()) out += ", ";
-      out += name(d);
+  auto append_names = [&](const std::vector<size_t>& devs) {
+    for (size_t i = 0; i < devs.size(); ++i) {
+      if (i) text_ += ", ";
+      text_ += name(devs[i]);
     }
-    return out;
   };
-  std::string path;
   if (!common) {
-    path = "provider and client share no upstream bridge";
+    text_ += "provider and client share no upstream bridge";
   } else if (!redirecting_.empty() || !unreadable_.empty()) {
-    path = fmt::format("below their common upstream device {}, ACS redirect (RR/CR/EC) is set on {}{}", name(*common),
-                       redirecting_.empty() ? "no device read" : join_names(redirecting_),
-                       unreadable_.empty() ? "" : fmt::format(" and not readable on {}", join_names(unreadable_)));
+    text_ += "below their common upstream device ";
+    text_ += name(*common);
+    text_ += ", ACS redirect (RR/CR/EC) is set on ";
+    if (redirecting_.empty()) text_ += "no device read";
+    else append_names(redirecting_);
+    if (!unreadable_.empty()) {
+      text_ += " and not readable on ";
+      append_names(unreadable_);
+    }
   }
-
   if (!rules.map_types) {
-    text_ = o.legacy_return == -2   ? fmt::format("{}, and kernels before 5.4 refuse such a path (-2)", path)
-            : o.legacy_return == -1 ? fmt::format("{}, and kernels before 5.4 refuse such a path (-1)", path)
-                                    : fmt::format("{}, and both host bridges are AMD ZEN root complexes "
-                                                  "(1022:1450, no IOMMU): allowed with distance 0x1000 + hops", path);
+    text_ += o.legacy_return == -2   ? ", and kernels before 5.4 refuse such a path (-2)"
+             : o.legacy_return == -1 ? ", and kernels before 5.4 refuse such a path (-1)"
+                                     : ", and both host bridges are AMD ZEN root complexes (1022:1450, no IOMMU): "
+                                       "allowed with distance 0x1000 + hops";
   } else if (o.cpu_rule_consulted && cpu_allows_) {
-    text_ = fmt::format("{}, so the traffic goes through the host bridge, which the kernel "
-                        "allows because the boot CPU is AMD family {:#x} (>= 0x17)",
-                        path, t.platform.cpu_family.value_or(0));
+    text_ += cpu_allows_text_;
   } else {
     const Function& p = t.functions[provider];
     const Function& c = t.functions[client];
     const bool same = p.host_bridge == c.host_bridge;  // what host_bridge_whitelist() passes
-    std::string hbs;
+    text_ += o.map_type == MapType::kThruHostBridge
+                 ? ", so the traffic goes through the host bridge, which the kernel allows: "
+                 : ", so the traffic would go through the host bridge, which the kernel refuses: ";
     for (size_t k = 0; k < o.whitelist_check_count; ++k) {
       const WhitelistCheck& check = o.whitelist_checks[k];
       // The first check is the provider's host bridge, the second the client's.
       const std::string& host = k == 0 ? p.host_bridge : c.host_bridge;
-      if (k) hbs += "; ";
+      if (k) text_ += "; ";
+      text_ += "host bridge ";
+      text_ += host;
       if (!check.root_device) {
         std::optional<size_t> first;
         if (check.host_bridge && !t.host_bridges[*check.host_bridge].root_bus_devices.empty())
           first = t.host_bridges[*check.host_bridge].root_bus_devices.front();
-        hbs += fmt::format("host bridge {} has no device the whitelist is keyed by{}", host,
-                           first ? fmt::format(" (its root bus's first device {} is not at devfn 00.0{})", name(*first),
-                                               rules.root_device_rule == RootDeviceRule::kFirstAtDevfn0OrRootPort
-                                                   ? " and not a Root Port" : "")
-                                 : "");
-      } else if (check.entry && rules.whitelist[*check.entry].same_host_bridge && !same) {
-        hbs += fmt::format("host bridge {}'s root device {} is whitelisted only within one host bridge "
-                           "(REQ_SAME_HOST_BRIDGE), and provider ({}) and client ({}) are under "
-                           "different host bridges",
-                           host, device_label(*check.root_device), p.host_bridge, c.host_bridge);
+        text_ += " has no device the whitelist is keyed by";
+        if (first)
+          fmt::format_to(text, " (its root bus's first device {} is not at devfn 00.0{})", name(*first),
+                         rules.root_device_rule == RootDeviceRule::kFirstAtDevfn0OrRootPort ? " and not a Root Port" : "");
+        continue;
+      }
+      text_ += "'s root device ";
+      text_ += device_label(*check.root_device);
+      if (check.entry && rules.whitelist[*check.entry].same_host_bridge && !same) {
+        fmt::format_to(text, " is whitelisted only within one host bridge (REQ_SAME_HOST_BRIDGE), and provider ({}) "
+                       "and client ({}) are under different host bridges", p.host_bridge, c.host_bridge);
       } else if (check.entry) {
         const auto& e = rules.whitelist[*check.entry];
-        hbs += fmt::format("host bridge {}'s root device {} is whitelisted ({}{})", host, device_label(*check.root_device),
-                           e.id(), e.comment.empty() ? "" : ", \"" + e.comment + "\"");
+        fmt::format_to(text, " is whitelisted ({}{})", e.id(), e.comment.empty() ? "" : ", \"" + e.comment + "\"");
       } else {
-        hbs += fmt::format("host bridge {}'s root device {} is not in this kernel's whitelist", host,
-                           device_label(*check.root_device));
+        text_ += " is not in this kernel's whitelist";
       }
     }
-    if (o.map_type == MapType::kThruHostBridge)
-      text_ = fmt::format("{}, so the traffic goes through the host bridge, which the kernel allows: {}", path, hbs);
-    else
-      text_ = fmt::format("{}, so the traffic would go through the host bridge, which the kernel refuses: {}{}", path,
-                          hbs, o.cpu_rule_consulted ? " (and the boot CPU is not AMD Zen)" : "");
+    if (o.map_type != MapType::kThruHostBridge && o.cpu_rule_consulted) text_ += " (and the boot CPU is not AMD Zen)";
   }
-  if (!acs_override_.empty() && !redirecting_.empty()) text_ += " (" + acs_override_ + ")";
+  if (!acs_override_.empty() && !redirecting_.empty()) {
+    text_ += " (";
+    text_ += acs_override_;
+    text_ += ")";
+  }
   return text_;
 }
 

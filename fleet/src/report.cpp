@@ -2,6 +2,7 @@
 #include "p2paudit/fleet/report.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <ostream>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/fleet/pretty_writer.h"
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/p2pdma.h"
@@ -77,184 +79,26 @@ const char* verdict_word(const PairOutcome& o) {
   return *o.p2pdma_distance < 0 ? "refused" : "allowed";
 }
 
-// The kernel stops at the first failing host bridge, so a pair names at most one.
-std::vector<std::string> refused_at(const Topology& topo, const PairOutcome& o) {
-  std::vector<std::string> out;
-  if (!o.p2pdma_distance || *o.p2pdma_distance >= 0) return out;
-  for (size_t k = 0; k < o.whitelist_check_count; ++k) {
-    const WhitelistCheck& check = o.whitelist_checks[k];
-    if (check.passed == false && check.root_device) out.push_back(pci_id(topo.functions[*check.root_device]));
-  }
-  return out;
-}
-
 namespace {
 
-// A string as escape_json_strings() and dump() print it: the common clean ASCII directly, any
-// other through the same two calls.
-void append_json_string(std::string& out, std::string_view s) {
-  bool plain = true;
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      plain = false;
-      break;
-    }
+// The root devices whose whitelist check refused the pair. The kernel stops at the first failing
+// host bridge, so a pair names at most one.
+template <typename Visit>
+void for_each_refusing_root(const PairOutcome& o, Visit&& visit) {
+  if (!o.p2pdma_distance || *o.p2pdma_distance >= 0) return;
+  for (size_t k = 0; k < o.whitelist_check_count; ++k) {
+    const WhitelistCheck& check = o.whitelist_checks[k];
+    if (check.passed == false && check.root_device) visit(*check.root_device);
   }
-  if (plain) {
-    out += '"';
-    out += s;
-    out += '"';
-    return;
-  }
-  std::string text(s);
-  if (!is_clean_text(text)) text = escape_json_text(text);
-  out += nlohmann::json(std::move(text)).dump();
 }
 
-// One object of flat members as dump(2) prints it inside a document at `indent` spaces (its
-// members two further): what PrettyWriter::element() writes for such an object, without building it.
-class ObjectText {
- public:
-  ObjectText(std::string& out, size_t indent) : out_(out), indent_(indent) { out_ += '{'; }
-  void string(std::string_view key, std::string_view value) {
-    start(key);
-    append_json_string(out_, value);
-  }
-  void string_or_null(std::string_view key, std::string_view value) {
-    if (value.empty()) null(key);
-    else string(key, value);
-  }
-  void null(std::string_view key) {
-    start(key);
-    out_ += "null";
-  }
-  void number(std::string_view key, std::optional<int> value) {
-    if (!value) return null(key);
-    start(key);
-    out_ += std::to_string(*value);
-  }
-  void strings(std::string_view key, const std::vector<std::string>& values) {
-    start(key);
-    if (values.empty()) {
-      out_ += "[]";
-      return;
-    }
-    out_ += '[';
-    for (size_t i = 0; i < values.size(); ++i) {
-      out_ += i ? ",\n" : "\n";
-      out_.append(indent_ + 4, ' ');
-      append_json_string(out_, values[i]);
-    }
-    out_ += '\n';
-    out_.append(indent_ + 2, ' ');
-    out_ += ']';
-  }
-  void close() {
-    if (!first_) {
-      out_ += '\n';
-      out_.append(indent_, ' ');
-    }
-    out_ += '}';
-  }
-
- private:
-  void start(std::string_view key) {
-    out_ += first_ ? "\n" : ",\n";
-    first_ = false;
-    out_.append(indent_ + 2, ' ');
-    append_json_string(out_, key);
-    out_ += ": ";
-  }
-  std::string& out_;
-  size_t indent_;
-  bool first_ = true;
-};
-
-// Writes JSON exactly as json_text(document) would print it (dump(2), hostile strings escaped),
-// element by element: a pretty-printed value is re-indented to its depth (no JSON string holds a
-// raw newline), so the document around the streamed arrays is written by hand. Flushes every
-// kFlushBytes: memory does not grow with the number of elements.
-class PrettyWriter {
- public:
-  explicit PrettyWriter(std::ostream& out) : out_(out) {}
-
-  void open_object() { open('{'); }
-  void close_object() { close('}'); }
-  void open_array() { open('['); }
-  void close_array() { close(']'); }
-  // An object as the next element of the array being written, its members written one by one.
-  void open_element_object() {
-    item();
-    open('{');
-  }
-  // A member of the object being written: its key, then a value or an opened object/array.
-  void key(std::string_view name) {
-    item();
-    buf_ += nlohmann::json(std::string(name)).dump();
-    buf_ += ": ";
-  }
-  void member(std::string_view name, ordered_json value) {
-    key(name);
-    value_text(std::move(value));
-  }
-  // An element of the array being written.
-  void element(ordered_json value) {
-    item();
-    value_text(std::move(value));
-  }
-  // An element of the array being written, already as dump(2) prints it at element_indent().
-  void element_text(std::string_view text) {
-    item();
-    buf_ += text;
-    if (buf_.size() >= kFlushBytes) finish();
-  }
-  size_t element_indent() const { return 2 * first_.size(); }
-  void finish() {
-    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
-    buf_.clear();
-  }
-
- private:
-  static constexpr size_t kFlushBytes = 64 * 1024;
-
-  void open(char c) {
-    buf_ += c;
-    first_.push_back(true);
-  }
-  void close(char c) {
-    bool empty = first_.back();
-    first_.pop_back();
-    if (!empty) newline();
-    buf_ += c;
-    if (first_.empty() || buf_.size() >= kFlushBytes) finish();
-  }
-  // Before a member or element: the separator and the indentation of its depth.
-  void item() {
-    if (!first_.back()) buf_ += ',';
-    first_.back() = false;
-    newline();
-  }
-  void newline() {
-    buf_ += '\n';
-    buf_.append(2 * first_.size(), ' ');
-  }
-  void value_text(ordered_json value) {
-    escape_json_strings(value);
-    std::string text = value.dump(2);
-    for (char c : text) {
-      buf_ += c;
-      if (c == '\n') buf_.append(2 * first_.size(), ' ');
-    }
-    if (buf_.size() >= kFlushBytes) finish();
-  }
-
-  std::ostream& out_;
-  std::string buf_;
-  std::vector<bool> first_;  // per open container: nothing written in it yet
-};
-
 }  // namespace
+
+std::vector<std::string> refused_at(const Topology& topo, const PairOutcome& o) {
+  std::vector<std::string> out;
+  for_each_refusing_root(o, [&](size_t root) { out.push_back(pci_id(topo.functions[root])); });
+  return out;
+}
 
 ReportPairs::ReportPairs(const MachineAnalysis& machine)
     : machine_(machine),
@@ -374,44 +218,68 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
   ordered_json head = report_head(m, options);
   for (auto& [key, value] : head.items()) w.member(key, std::move(value));
 
+  // Each pair's element written as PrettyWriter::element() would write its JSON, without building
+  // it: what does not change from pair to pair (keys, indentation, a device's quoted BDF, a root
+  // device's quoted ID, a decision's members) is made once, and a value that repeats from the
+  // pair before is not scanned again.
   ReportPairs pairs(m);
-  // Each element written as PrettyWriter::element() would write its JSON, without building it.
-  std::vector<std::string> bdf(topo.functions.size());
-  for (const auto& d : pairs.devices()) bdf[d.index] = topo.functions[d.index].bdf.str();
-  std::string text;
+  std::vector<std::string> quoted_bdf(topo.functions.size()), quoted_id(topo.functions.size());
+  for (const auto& d : pairs.devices()) append_json_string(quoted_bdf[d.index], topo.functions[d.index].bdf.str());
+  auto id_of = [&](size_t root) -> const std::string& {
+    if (quoted_id[root].empty()) append_json_string(quoted_id[root], pci_id(topo.functions[root]));
+    return quoted_id[root];
+  };
+  RepeatedString code, map_type, verdict, reason;
   w.key("kernel_verdicts");
   w.open_array();
+  const ObjectLayout verdict_layout(
+      {"provider", "client", "code", "map_type", "p2pdma_distance", "verdict", "refused_at", "reason"}, w.element_indent());
   pairs.each_outcome([&](size_t p, size_t c, const PairOutcome& o) {
-    text.clear();
-    ObjectText e(text, w.element_indent());
-    e.string("provider", bdf[p]);
-    e.string("client", bdf[c]);
-    e.string("code", matrix_code(o.map_type, false));
-    e.string("map_type", to_string(o.map_type));
-    e.number("p2pdma_distance", o.p2pdma_distance);
-    e.string("verdict", verdict_word(o));
-    e.strings("refused_at", refused_at(topo, o));
-    e.string("reason", pairs.reason(p, c, o));
-    e.close();
-    w.element_text(text);
+    w.element_with([&](std::string& text) {
+      ObjectText e(text, verdict_layout);
+      e.json(quoted_bdf[p]);
+      e.json(quoted_bdf[c]);
+      e.json(code.json(matrix_code(o.map_type, false)));
+      e.json(map_type.json(to_string(o.map_type)));
+      e.number(o.p2pdma_distance);
+      e.json(verdict.json(verdict_word(o)));
+      e.open_array();
+      for_each_refusing_root(o, [&](size_t root) { e.array_json(id_of(root)); });
+      e.close_array();
+      e.json(reason.json(pairs.reason(p, c, o)));
+      e.close();
+    });
   });
   w.close_array();
 
   std::map<std::string, int> copies{{"verified", 0}, {"corrupt", 0}, {"failed", 0}};
   w.key("decisions");
   w.open_array();
-  pairs.each_group([&](size_t p, size_t c, size_t, const policy::DecisionGroup& g, const std::string& copy) {
+  const ObjectLayout decision_layout({"provider", "client", "decision", "rule", "authority", "copy_result"},
+                                     w.element_indent());
+  // Per decision group: its "decision", "rule" and "authority" values as JSON.
+  std::vector<std::array<std::string, 3>> group_json;
+  auto json_or_null = [](std::string_view value) {
+    std::string json = value.empty() ? "null" : "";
+    if (!value.empty()) append_json_string(json, value);
+    return json;
+  };
+  RepeatedString copy_json;
+  pairs.each_group([&](size_t p, size_t c, size_t group, const policy::DecisionGroup& g, const std::string& copy) {
     if (auto it = copies.find(copy); it != copies.end()) ++it->second;
-    text.clear();
-    ObjectText e(text, w.element_indent());
-    e.string("provider", bdf[p]);
-    e.string("client", bdf[c]);
-    e.string("decision", policy::to_string(g.action));
-    e.string_or_null("rule", g.rule);
-    e.string_or_null("authority", g.authority ? policy::to_string(*g.authority) : "");
-    e.string_or_null("copy_result", copy);
-    e.close();
-    w.element_text(text);
+    if (group >= group_json.size()) group_json.resize(group + 1);
+    auto& decision = group_json[group];
+    if (decision[0].empty())
+      decision = {json_or_null(policy::to_string(g.action)), json_or_null(g.rule),
+                  json_or_null(g.authority ? policy::to_string(*g.authority) : "")};
+    w.element_with([&](std::string& text) {
+      ObjectText e(text, decision_layout);
+      e.json(quoted_bdf[p]);
+      e.json(quoted_bdf[c]);
+      for (const auto& member : decision) e.json(member);
+      e.json(copy.empty() ? std::string_view("null") : std::string_view(copy_json.json(copy)));
+      e.close();
+    });
   });
   w.close_array();
 
@@ -421,18 +289,8 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
   // candidate, nothing kept per pair.
   WhitelistOptions counted;
   counted.count_pairs_only = true;
-  for (auto& c : whitelist_candidates(topo, m.kernel, m.evidence, counted)) {
-    w.open_element_object();
-    ordered_json cand = candidate_head(topo, c);
-    for (auto& [key, value] : cand.items()) w.member(key, std::move(value));
-    w.key("pairs");
-    w.open_array();
-    for_each_unlocked_pair(topo, m.kernel, m.evidence, counted, [&](const UnlockedPair& p, uint16_t vendor, uint16_t device) {
-      if (vendor == c.vendor && device == c.device) w.element(unlocked_pair_json(topo, p));
-    });
-    w.close_array();
-    w.close_object();
-  }
+  for (auto& c : whitelist_candidates(topo, m.kernel, m.evidence, counted))
+    write_with_pairs(w, topo, candidate_json(topo, c), candidate_pairs(topo, m.kernel, m.evidence, counted, c));
   w.close_array();
 
   w.member("probe", {{"source", m.probe.source}, {"note", m.probe.note}, {"asked", m.probe.asked}, {"copies", copies}});

@@ -14,7 +14,6 @@
 #include "p2paudit/errors.h"
 #include "p2paudit/fleet/aggregate.h"
 #include "p2paudit/json_output.h"
-#include "p2paudit/output_file.h"
 #include "p2paudit/text_style.h"
 
 namespace p2paudit::cli {
@@ -27,8 +26,7 @@ struct AggregateArgs {
   bool partial = false;
   std::string format;     // text | json | csv | csv-wide; "" takes the global --format
   unsigned jobs = 0;      // 0: one per hardware thread
-  std::string output;     // "" or "-": stdout
-  bool force = false;
+  OutputTarget target;
 };
 
 int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
@@ -62,13 +60,7 @@ int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
                      : format == "csv-wide" ? result.state.to_csv_wide()
                      : format == "json"     ? json_text(result.state.to_json(args.partial, P2PAUDIT_VERSION)) + "\n"
                                             : result.state.to_text();
-  if (args.output.empty() || args.output == "-") {
-    std::cout << text;
-  } else {
-    OutputFile out(args.output, args.force);
-    out.write(text);
-    out.commit();
-  }
+  write_output(args.target, [&](std::ostream& out) { out << text; });
   if (result.inputs_read == 0) {
     print_error(fmt::format("no input could be read ({} skipped)", result.state.skipped.size()));
     return kExitError;
@@ -90,8 +82,7 @@ void add_aggregate_command(CLI::App& app, const GlobalOptions& global, int* stat
   cmd->add_flag("--partial", args->partial, "Write the mergeable state (JSON) for a later aggregate --merge");
   cmd->add_option("--format", args->format, "Output format")->check(CLI::IsMember({"text", "json", "csv", "csv-wide"}));
   cmd->add_option("--jobs", args->jobs, "Worker threads (default: one per hardware thread)")->check(CLI::Range(1, 1024));
-  cmd->add_option("-o,--output", args->output, "Write to FILE (atomically; an existing FILE is kept unless --force)");
-  cmd->add_flag("--force", args->force, "Replace the output file if it exists (never through a symlink)");
+  add_output_options(*cmd, args->target);
   cmd->callback([&global, args, status] { *status = run_aggregate(global, *args); });
 }
 

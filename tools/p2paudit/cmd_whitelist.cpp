@@ -24,57 +24,6 @@ namespace p2paudit::cli {
 
 namespace {
 
-inline constexpr int kWhitelistSchemaVersion = 1;
-
-// The document is printed with this string where each candidate's and set's "pairs" array goes,
-// then written piece by piece with the pairs streamed in: only one pair's JSON is in memory at a
-// time. A JSON string's quotes are escaped, so `"pairs": "<marker>"` is never a string's content.
-constexpr const char* kPairsHere = "@@p2paudit-pairs@@";
-
-// What json_text(document) prints with every kPairsHere replaced by the array of its pairs (each
-// as unlocked_pair_json() dumps at its depth), `lists` in document order. Flushes as it goes.
-void write_streamed(std::ostream& out, const Topology& topo, const std::string& document,
-                    const std::vector<fleet::PairSource>& lists) {
-  const std::string marker = fmt::format("\"pairs\": \"{}\"", kPairsHere);
-  size_t at = 0;
-  std::string buf;
-  for (const auto& list : lists) {
-    size_t found = document.find(marker, at);
-    if (found == std::string::npos) throw std::logic_error("whitelist JSON: a pairs array has no place");
-    size_t line = document.rfind('\n', found);
-    const size_t indent = found - (line == std::string::npos ? 0 : line + 1);
-    out.write(document.data() + at, static_cast<std::streamsize>(found - at));
-    out << "\"pairs\": ";
-    bool first = true;
-    list([&](const fleet::UnlockedPair& p) {
-      auto pj = fleet::unlocked_pair_json(topo, p);
-      escape_json_strings(pj);
-      buf += first ? "[\n" : ",\n";
-      first = false;
-      buf.append(indent + 2, ' ');
-      for (char ch : pj.dump(2)) {
-        buf += ch;
-        if (ch == '\n') buf.append(indent + 2, ' ');
-      }
-      if (buf.size() >= 64 * 1024) {
-        out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-        buf.clear();
-      }
-    });
-    if (first) {
-      buf += "[]";
-    } else {
-      buf += '\n';
-      buf.append(indent, ' ');
-      buf += ']';
-    }
-    out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-    buf.clear();
-    at = found + marker.size();
-  }
-  out.write(document.data() + at, static_cast<std::streamsize>(document.size() - at));
-}
-
 // The pairs of a candidate handed out again (fleet::candidate_pairs() with the counting's arguments).
 using CandidatePairs = std::function<fleet::PairSource(const fleet::WhitelistCandidate&)>;
 
@@ -254,35 +203,8 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
   if (!args.patch.empty())
     return write_patch({topo, kernel, context, measured, fleet::git_identity()}, candidates, args, pair_source);
   if (global.format == "json") {
-    nlohmann::ordered_json j;
-    j["schema_version"] = kWhitelistSchemaVersion;
-    j["kernel_release"] = context.kernel_release;
-    j["cpu"] = {{"vendor", context.cpu_vendor},
-                {"family", context.cpu_family ? nlohmann::ordered_json(*context.cpu_family) : nlohmann::ordered_json(nullptr)},
-                {"model", context.cpu_model ? nlohmann::ordered_json(*context.cpu_model) : nlohmann::ordered_json(nullptr)},
-                {"model_name", context.cpu_model_name}};
-    j["iommu_mode"] = context.iommu_mode;
-    j["notes"] = kernel.notes;
-    j["runtime_probe"] = {{"source", runtimes.source}, {"note", runtimes.note}};
-    j["candidates"] = nlohmann::ordered_json::array();
-    std::vector<fleet::PairSource> pair_lists;  // in the order the document holds them
-    for (const auto& c : candidates) {
-      auto cj = fleet::candidate_json(topo, c);
-      cj["kernel_table_line"] = fleet::kernel_table_line(c, fleet::platform_name(topo, context, c), nullptr);
-      cj["commit_message"] =
-          fleet::commit_message(fleet::PatchInput{topo, kernel, context, nullptr, fleet::git_identity(false), pair_source(c)}, c);
-      cj["pairs"] = kPairsHere;
-      pair_lists.push_back(pair_source(c));
-      j["candidates"].push_back(std::move(cj));
-    }
-    j["candidate_sets"] = nlohmann::ordered_json::array();
-    for (const auto& s : sets) {
-      auto sj = fleet::candidate_set_json(topo, s);
-      sj["pairs"] = kPairsHere;
-      pair_lists.push_back(fleet::set_pairs(topo, kernel, measured, options, s));
-      j["candidate_sets"].push_back(std::move(sj));
-    }
-    write_streamed(std::cout, topo, json_text(j), pair_lists);
+    fleet::write_whitelist_json(std::cout, {topo, kernel, context, measured, options, runtimes.source, runtimes.note},
+                                candidates, sets);
     std::cout << "\n";
   } else {
     print_text(topo, kernel, context, candidates, sets, args, pair_source);

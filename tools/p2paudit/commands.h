@@ -2,6 +2,8 @@
 // Shared plumbing of the p2paudit command line: global options and one add_*_command() per file.
 #pragma once
 
+#include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -119,6 +121,17 @@ std::vector<std::string> what_if_options(const GlobalOptions& global);
 // Prints --diff's answer in the --format asked: the changes and the notes the options added.
 void print_changes(const GlobalOptions& global, const Topology& topo, const std::vector<PairChange>& changes,
                    const KernelRules& before, const KernelRules& after);
+
+// Where a command's output goes: -o|--output FILE (atomically, an existing FILE kept unless
+// --force), or stdout ("" or "-"). report and aggregate share the options and the writing.
+struct OutputTarget {
+  std::string output;
+  bool force = false;
+};
+void add_output_options(CLI::App& cmd, OutputTarget& target);
+// Calls write(out) with stdout, or with a stream onto the FILE's temporary twin, which replaces
+// FILE once write returns (a failed write throws the OutputFile's InputError).
+void write_output(const OutputTarget& target, const std::function<void(std::ostream&)>& write);
 
 // The default view when no command is given.
 int run_audit(const GlobalOptions& global);

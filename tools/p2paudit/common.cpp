@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <streambuf>
 #include <string_view>
 
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_output.h"
+#include "p2paudit/output_file.h"
 #include "p2paudit/probe/runtime_facts.h"
 #include "p2paudit/rules_location.h"
 #include "p2paudit/snapshot.h"
@@ -133,6 +135,50 @@ KernelRules load_kernel_rules(const GlobalOptions& global, const Topology& topo)
   KernelRules rules = read_source_kernel_rules(machine_source(global), topo, assumption_notes(global), &aside);
   print_aside(aside);
   return rules;
+}
+
+namespace {
+
+// An ostream onto the temporary twin of an OutputFile: an output is written as it is computed.
+class OutputFileBuf : public std::streambuf {
+ public:
+  explicit OutputFileBuf(OutputFile& file) : file_(file) {}
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    file_.write(std::string_view(s, static_cast<size_t>(n)));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    char ch = traits_type::to_char_type(c);
+    file_.write(std::string_view(&ch, 1));
+    return c;
+  }
+
+ private:
+  OutputFile& file_;
+};
+
+}  // namespace
+
+void add_output_options(CLI::App& cmd, OutputTarget& target) {
+  cmd.add_option("-o,--output", target.output, "Write to FILE (atomically; an existing FILE is kept unless --force)");
+  cmd.add_flag("--force", target.force, "Replace the output file if it exists (never through a symlink)");
+}
+
+void write_output(const OutputTarget& target, const std::function<void(std::ostream&)>& write) {
+  if (target.output.empty() || target.output == "-") {
+    write(std::cout);
+    return;
+  }
+  OutputFile file(target.output, target.force);
+  OutputFileBuf buf(file);
+  std::ostream out(&buf);
+  out.exceptions(std::ios::badbit);  // a failed write throws the OutputFile's InputError
+  write(out);
+  out.flush();
+  file.commit();
 }
 
 size_t resolve_device(const Topology& topo, const GlobalOptions& global, const std::string& spec) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +24,8 @@
 #include "p2paudit/topology.h"
 
 namespace p2paudit::fleet {
+
+class PrettyWriter;
 
 // One pair an entry would unlock: refused today, THRU_HOST_BRIDGE with the entry added.
 struct UnlockedPair {
@@ -267,6 +270,27 @@ PairSource candidate_pairs(const Topology& topo, const KernelRules& kernel, cons
 PairSource set_pairs(const Topology& topo, const KernelRules& kernel, const policy::VendorFactsDocument* evidence,
                      const WhitelistOptions& options, const CandidateSet& s);
 // ---- end of candidate sets ----
+// ---- `whitelist --format json` (whitelist_json.cpp)
+inline constexpr int kWhitelistSchemaVersion = 1;
+
+// What the document says besides its candidates and sets; the pairs are handed out again with the
+// arguments the candidates and sets were counted with (candidate_pairs(), set_pairs()).
+struct WhitelistJsonInput {
+  const Topology& topo;
+  const KernelRules& kernel;
+  const CandidateContext& context;
+  const policy::VendorFactsDocument* measured;  // the runtimes' answers; may be null
+  const WhitelistOptions& options;
+  std::string probe_source, probe_note;  // where the runtimes' answers came from, and why
+};
+// The document json_text() prints for it (no newline at the end), every pair of each candidate and
+// set streamed in: one pair's JSON is in memory at a time.
+void write_whitelist_json(std::ostream& out, const WhitelistJsonInput& in, const std::vector<WhitelistCandidate>& candidates,
+                          const std::vector<CandidateSet>& sets);
+// `object` (a candidate's or a set's JSON) as the next element of the array `w` is writing, its
+// "pairs" member (where the object holds it) streamed from `pairs`.
+void write_with_pairs(PrettyWriter& w, const Topology& topo, nlohmann::ordered_json object, const PairSource& pairs);
+// ---- end of whitelist --format json
 // candidate_evidence.cpp: the copy evidence of one unlocked pair with its provenance (set
 // run_kernel_allowed first), what a pair adds to its candidate, and the candidate's status from
 // its evidence, the upstream data and public reports.
