@@ -175,7 +175,9 @@ TEST_F(Hostile, LineBreaksThatYaml11And12ReadDifferentlyAreRefused) {
             "t.yaml:2:5: carriage return without a line feed: end lines with LF or CR LF");
   EXPECT_EQ(what_of([] { load_strict_yaml("a: 1\r\nb: 2\r", "t.yaml"); }),
             "t.yaml:2:5: carriage return without a line feed: end lines with LF or CR LF");
-  for (auto [bytes, name] : {std::pair{"\xc2\x85", "U+0085 (NEL)"}, {"\xe2\x80\xa8", "U+2028 (LS)"}, {"\xe2\x80\xa9", "U+2029 (PS)"}}) {
+  for (const auto& [break_bytes, name] :
+       {std::pair{"\xc2\x85", "U+0085 (NEL)"}, {"\xe2\x80\xa8", "U+2028 (LS)"}, {"\xe2\x80\xa9", "U+2029 (PS)"}}) {
+    const char* bytes = break_bytes;  // a lambda may not capture a structured binding before clang 16
     std::string error = what_of([&] { load_strict_yaml(fmt::format("a: 1\nb: \"x{}y\"\n", bytes), "t.yaml"); });
     EXPECT_TRUE(contains(error, fmt::format("t.yaml:2:6: line break {}: YAML 1.1 ends a line there", name))) << error;
     error = what_of([&] { load_strict_yaml(fmt::format("a: 1 # x{}y\n", bytes), "t.yaml"); });  // in a comment too
