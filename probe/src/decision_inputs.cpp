@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 
 #include <fmt/format.h>
 
@@ -159,15 +160,21 @@ nlohmann::ordered_json runtime_evidence_json(const RuntimeEvidence& r) {
 
 DecisionInputs read_decision_inputs(const MachineSource& source, const PolicyInputs& policy, AssumptionNotes where,
                                     std::vector<std::string>* aside) {
+  std::vector<std::string> files =
+      policy.no_default_rules ? std::vector<std::string>{} : policy::default_rule_files(source.rules_dir);
+  files.insert(files.end(), policy.rule_files.begin(), policy.rule_files.end());
+  // The rule files do not depend on the machine: a second core parses them while the tree is read
+  // (deferred to get() where no thread can be had). Errors keep their order: the tree's, the kernel
+  // rules', then the policy's.
+  std::future<policy::RuleSet> rules;
+  if (!files.empty())
+    rules = std::async(std::launch::async | std::launch::deferred, [&files] { return policy::RuleSet::load(files); });
   std::optional<std::string> stored_probe;
   DecisionInputs in{read_source_topology(source, where, policy.ignore_stored_probe ? nullptr : &stored_probe, aside),
                     {}, {}, {}, std::nullopt};
   in.kernel = read_source_kernel_rules(source, in.topo, where, aside);
-  std::vector<std::string> files =
-      policy.no_default_rules ? std::vector<std::string>{} : policy::default_rule_files(source.rules_dir);
-  files.insert(files.end(), policy.rule_files.begin(), policy.rule_files.end());
   if (files.empty()) throw InputError("no rule files: --no-default-rules needs at least one --rules FILE");
-  in.rules = policy::RuleSet::load(files);
+  in.rules = rules.get();
   DecisionEvidence evidence = read_decision_evidence(source, stored_probe, policy.ask_live, policy.vendor_facts, in.topo);
   in.runtimes = std::move(evidence.runtimes);
   in.vendor = std::move(in.runtimes.facts);
