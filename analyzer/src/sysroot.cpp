@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -237,7 +238,15 @@ class DirectoryBackend : public Sysroot::Backend {
     struct open_how how{};
     how.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
     how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
-    Fd fd(static_cast<int>(::syscall(SYS_openat2, parent->fd.get(), below, &how, sizeof how)));
+    Fd fd(openat2_missing_ ? -1 : static_cast<int>(::syscall(SYS_openat2, parent->fd.get(), below, &how, sizeof how)));
+    if (!openat2_missing_ && fd.get() < 0 && errno == ENOSYS) openat2_missing_ = true;  // before 5.6
+    if (openat2_missing_) {
+      // The same two steps by hand: `sub` without following a link, then the file likewise.
+      CName sub_name(sub), file_name(name);
+      Fd sub_fd(::openat(parent->fd.get(), sub_name.get(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (sub_fd.get() >= 0)
+        fd = Fd(::openat(sub_fd.get(), file_name.get(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    }
     if (fd.get() < 0) {
       handled = errno == ENOENT;
       return std::nullopt;
@@ -309,6 +318,7 @@ class DirectoryBackend : public Sysroot::Backend {
 
  private:
   struct Entry {
+    uint64_t key;   // order_key() of its name
     uint32_t at;    // its name in Dir::names
     uint32_t size;
     Kind kind;      // from d_type; kOther stands for DT_UNKNOWN until fstatat answers
@@ -322,14 +332,30 @@ class DirectoryBackend : public Sysroot::Backend {
     std::list<std::string_view>::iterator lru;
   };
   static std::string_view name_of(const Dir& dir, const Entry& e) { return {dir.names.data() + e.at, e.size}; }
+  // A name's first 8 bytes as a number, zero-padded: entries are ordered by it, then by the whole
+  // name, so that most comparisons of the sort and of a lookup compare two numbers. (For names
+  // without a NUL byte, which a listing never holds, that is the names' own order.)
+  static uint64_t order_key(std::string_view name) {
+    uint64_t key = 0;
+    if (name.size() >= 8) {
+      std::memcpy(&key, name.data(), 8);
+      return std::endian::native == std::endian::little ? __builtin_bswap64(key) : key;
+    }
+    for (size_t i = 0; i < 8; ++i) key = key << 8 | (i < name.size() ? static_cast<unsigned char>(name[i]) : 0u);
+    return key;
+  }
+  static bool before(const Dir& dir, const Entry& e, uint64_t key, std::string_view name) {
+    return e.key != key ? e.key < key : name_of(dir, e) < name;
+  }
 
   // Kind of `name` in an open directory: from its listing when it has one (DT_UNKNOWN is
   // fstatat'ed once, unless stat_unknown is false: the caller opens it and fstats then).
   Kind entry_kind(Dir& dir, std::string_view name, bool stat_unknown = true) const {
     if (dir.listed) {
+      const uint64_t key = order_key(name);
       auto it = std::lower_bound(dir.entries.begin(), dir.entries.end(), name,
-                                 [&](const Entry& e, std::string_view n) { return name_of(dir, e) < n; });
-      if (it == dir.entries.end() || name_of(dir, *it) != name) return Kind::kMissing;
+                                 [&](const Entry& e, std::string_view n) { return before(dir, e, key, n); });
+      if (it == dir.entries.end() || it->key != key || name_of(dir, *it) != name) return Kind::kMissing;
       if (it->known || !stat_unknown) return it->kind;
       it->kind = stat_kind(dir.fd.get(), name);
       it->known = true;
@@ -385,6 +411,9 @@ class DirectoryBackend : public Sysroot::Backend {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return false;
       if (n == 0) break;
+      // A record takes at least 24 bytes (its header and name, 8-byte aligned).
+      entries.reserve(entries.size() + static_cast<size_t>(n) / 24);
+      names.reserve(names.size() + static_cast<size_t>(n));
       for (ssize_t at = 0; at < n;) {
         auto* e = reinterpret_cast<struct dirent64*>(buf + at);
         at += e->d_reclen;
@@ -394,13 +423,14 @@ class DirectoryBackend : public Sysroot::Backend {
         Kind k = e->d_type == DT_DIR ? Kind::kDirectory : e->d_type == DT_REG ? Kind::kFile
                : e->d_type == DT_LNK ? Kind::kSymlink : Kind::kOther;
         const size_t size = std::strlen(name);
-        entries.push_back({static_cast<uint32_t>(names.size()), static_cast<uint32_t>(size), k, e->d_type != DT_UNKNOWN});
+        entries.push_back({order_key({name, size}), static_cast<uint32_t>(names.size()), static_cast<uint32_t>(size), k,
+                           e->d_type != DT_UNKNOWN});
         names.append(name, size);
       }
     }
     dir.names = std::move(names);
     std::sort(entries.begin(), entries.end(),
-              [&](const Entry& a, const Entry& b) { return name_of(dir, a) < name_of(dir, b); });
+              [&](const Entry& a, const Entry& b) { return before(dir, a, b.key, name_of(dir, b)); });
     dir.entries = std::move(entries);
     dir.listed = true;
     return true;
@@ -468,6 +498,7 @@ class DirectoryBackend : public Sysroot::Backend {
   static constexpr size_t kMaxOpenDirs = 256;
   mutable Dir root_;
   mutable bool root_tried_ = false;
+  mutable bool openat2_missing_ = false;  // the kernel answered ENOSYS once
   mutable std::unordered_map<std::string, Dir, Sysroot::TextHash, std::equal_to<>> dirs_;
   mutable std::list<std::string_view> lru_;  // dirs_'s keys, most recently used first
   mutable const std::string* last_path_ = nullptr;  // the directory open_directory() gave last
@@ -1201,6 +1232,9 @@ class Components {
     text.remove_prefix(slash == std::string_view::npos ? text.size() : slash + 1);
     return true;
   }
+  // What is left of the text being walked (after done() returned false).
+  std::string_view current() const { return texts_.back(); }
+  void skip(size_t bytes) { texts_.back().remove_prefix(bytes); }
   bool done() {
     while (!texts_.empty()) {
       std::string_view& text = texts_.back();
@@ -1233,12 +1267,37 @@ std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::string_
   };
   int links = 0;
   size_t steps = 0;
+  // Where a text (the path, a link's target) leads into a directory already known, its components
+  // up to its last are taken in one step: a known directory is a resolved path (no link in it),
+  // so the walk would find each of them a directory. Tried once a text and after each "..", so
+  // that a miss costs one lookup, not one a component.
+  bool try_known_prefix = true;
   std::string_view part;
-  while (todo.next(part)) {
+  while (!todo.done()) {
+    if (try_known_prefix) {
+      try_known_prefix = false;
+      const std::string_view text = todo.current();
+      const size_t cut = text.rfind('/');
+      if (cut != std::string_view::npos && is_plain_path(text.substr(0, cut))) {
+        const size_t before = so_far.size();
+        if (!so_far.empty()) so_far += '/';
+        so_far += text.substr(0, cut);
+        const size_t taken = static_cast<size_t>(std::count(text.begin(), text.begin() + cut, '/')) + 1;
+        if (so_far.size() <= limits.max_path_bytes && directories.count(so_far)) {
+          steps += taken;
+          if (steps > limits.max_path_bytes) return std::nullopt;
+          todo.skip(cut + 1);
+          continue;
+        }
+        so_far.resize(before);
+      }
+    }
+    todo.next(part);
     if (++steps > limits.max_path_bytes) return std::nullopt;  // a bound even for odd link chains
     if (part == "..") {
       if (so_far.empty()) return std::nullopt;  // would leave the sysroot
       pop();
+      try_known_prefix = true;
       continue;
     }
     const bool last = todo.done();
@@ -1256,6 +1315,7 @@ std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::string_
       if (!target->empty() && target->front() == '/') so_far.clear();
       targets.push_front(std::move(*target));
       todo.put_first(targets.front());
+      try_known_prefix = true;
       continue;
     }
     if (!last && k != Kind::kDirectory) return std::nullopt;
