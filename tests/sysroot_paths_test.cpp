@@ -29,6 +29,14 @@ std::string answers(const Sysroot& root, const std::string& path) {
   return out;
 }
 
+// The tree of `s` packed beside it and opened as an archive; the tarball goes with it.
+struct PackedTree {
+  explicit PackedTree(const SysrootDir& s) : tarball(s.str() + ".tar.gz") { s.pack(tarball); }
+  ~PackedTree() { fs::remove(tarball); }
+  Sysroot open() const { return Sysroot::open(tarball); }
+  std::string tarball;
+};
+
 // A tree with plain files, directories, links inside, links to the top, links out and a loop.
 void write_tree(SysrootDir& s) {
   s.write("sys/a/b/c/attr", "deep\n");
@@ -58,10 +66,9 @@ const std::vector<std::string> kPaths = {
 TEST(SysrootPaths, EverySpellingWarmOrColdAnswersAsTheArchive) {
   SysrootDir s;
   write_tree(s);
-  const std::string tarball = s.str() + ".tar.gz";
-  s.pack(tarball);
+  PackedTree packed(s);
   Sysroot warm = Sysroot::open(s.str());
-  Sysroot archive = Sysroot::open(tarball);
+  Sysroot archive = packed.open();
   // The warm sysroot knows the deep directories before any link leads through them.
   ASSERT_EQ(warm.read_line("sys/a/b/c/attr"), "deep");
   ASSERT_EQ(warm.read_line("sys/a/b/attr"), "middle");
@@ -71,7 +78,6 @@ TEST(SysrootPaths, EverySpellingWarmOrColdAnswersAsTheArchive) {
     EXPECT_EQ(answers(cold, path), expected) << path;
     EXPECT_EQ(answers(warm, path), expected) << path;
   }
-  fs::remove(tarball);
 }
 
 TEST(SysrootPaths, AKnownDirectoryOnTheWayLetsNoLinkOut) {
@@ -113,16 +119,14 @@ TEST(SysrootPaths, ACaptureInsideOneDirectoryReadsThroughALinkToItsTop) {
   fs::remove_all(s.dir() / "sys");
   fs::remove_all(s.dir() / "proc");
   fs::remove_all(s.dir() / "boot");
-  const std::string tarball = s.str() + ".tar.gz";
-  s.pack(tarball);
+  PackedTree packed(s);
   Sysroot dir = Sysroot::open(s.str());
-  Sysroot archive = Sysroot::open(tarball);
+  Sysroot archive = packed.open();
   EXPECT_EQ(dir.read_line("sys/x/top/sys/x/attr"), "one");
   EXPECT_EQ(dir.read_line("sys/x/top/proc/cmdline"), "quiet");
   for (const char* path : {"sys/x/top/sys/x/attr", "sys/x/top/proc/cmdline", "sys/x/top", "sys/x/top/capture",
-                                 "sys/x/attr", "proc/cmdline"})
+                           "sys/x/attr", "proc/cmdline"})
     EXPECT_EQ(answers(dir, path), answers(archive, path)) << path;
-  fs::remove(tarball);
 }
 
 }  // namespace
