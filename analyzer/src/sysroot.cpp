@@ -11,8 +11,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <forward_list>
 #include <list>
 #include <unordered_map>
 #include <unordered_set>
@@ -32,20 +35,23 @@ namespace {
 
 enum class Kind { kMissing, kDirectory, kFile, kSymlink, kOther };
 
-std::vector<std::string> split_path(const std::string& p) {
+std::vector<std::string> split_path(std::string_view p) {
   std::vector<std::string> parts;
   size_t start = 0;
   while (start <= p.size()) {
     size_t end = p.find('/', start);
-    if (end == std::string::npos) end = p.size();
+    if (end == std::string_view::npos) end = p.size();
     if (end > start) {
-      std::string part = p.substr(start, end - start);
-      if (part != ".") parts.push_back(std::move(part));
+      std::string_view part = p.substr(start, end - start);
+      if (part != ".") parts.emplace_back(part);
     }
     start = end + 1;
   }
   return parts;
 }
+
+// A name within one directory that stands for an entry of it (not "." or "..").
+bool is_plain_name(std::string_view name) { return !name.empty() && name != "." && name != ".."; }
 
 // No empty, "." or ".." component: split_path() and a join give the same text back.
 bool is_plain_path(std::string_view p) {
@@ -53,13 +59,39 @@ bool is_plain_path(std::string_view p) {
   for (size_t start = 0;;) {
     size_t end = p.find('/', start);
     std::string_view part = p.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-    if (part.empty() || part == "." || part == "..") return false;
+    if (!is_plain_name(part)) return false;
     if (end == std::string_view::npos) return true;
     start = end + 1;
   }
 }
 
-std::string join(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
+// The path names the top of the sysroot itself: nothing but slashes and "." components.
+bool names_top(std::string_view p) {
+  for (size_t start = 0; start <= p.size();) {
+    size_t end = std::min(p.find('/', start), p.size());
+    std::string_view part = p.substr(start, end - start);
+    if (!part.empty() && part != ".") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+std::string join_parts(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& part : parts) {
+    if (&part != &parts.front()) out += '/';
+    out += part;
+  }
+  return out;
+}
+
+std::string join(std::string_view dir, std::string_view name) {
+  std::string out;
+  out.reserve(dir.size() + 1 + name.size());
+  if (!dir.empty()) (out += dir) += '/';
+  return out += name;
+}
+size_t joined_size(std::string_view dir, std::string_view name) { return dir.empty() ? name.size() : dir.size() + 1 + name.size(); }
 
 [[noreturn]] void too_large(const std::string& origin, const std::string& rel, size_t limit) {
   throw InputError(fmt::format("{}: {}: larger than the limit of {} bytes for one file", origin, escape_text(rel), limit));
@@ -85,16 +117,58 @@ class Sysroot::Backend {
     link = kind(path) == Kind::kSymlink;
     return link ? std::nullopt : read(path, max);
   }
-  // read_unless_link() of the one file read in its directory: a backend may skip listing it.
-  virtual std::optional<std::string> read_lone(const std::string& path, size_t max, bool& link) const {
-    return read_unless_link(path, max, link);
+  // The calls above for the entry `name` of the resolved directory `dir`, without the caller
+  // joining them: a backend that keeps its directories open looks the name up in one.
+  virtual Kind kind_in(const std::string& dir, std::string_view name) const { return kind(joined(dir, name)); }
+  // The target of `name` when it is a link, else nullopt.
+  virtual std::optional<std::string> link_target_in(const std::string& dir, std::string_view name) const {
+    const std::string& path = joined(dir, name);
+    return kind(path) == Kind::kSymlink ? link_target(path) : std::nullopt;
+  }
+  virtual std::optional<std::string> read_in(const std::string& dir, std::string_view name, size_t max, bool& link) const {
+    return read_unless_link(joined(dir, name), max, link);
+  }
+  // The file `name` of the subdirectory `sub` of `dir`, the one file read there (an IOMMU
+  // group's `type`): a backend may read it without opening or listing `sub`. `handled` false:
+  // this backend cannot tell (or `sub` is no plain directory) and the caller reads it as usual.
+  virtual std::optional<std::string> read_below(const std::string&, std::string_view, std::string_view, size_t,
+                                                bool& handled) const {
+    handled = false;
+    return std::nullopt;
   }
   virtual std::optional<uint64_t> size(const std::string& path) const = 0;
   virtual std::vector<std::string> list(const std::string& path, size_t max) const = 0;
   virtual std::optional<fs::path> host_path(const std::string&) const { return std::nullopt; }
+
+ private:
+  // dir/name in a buffer kept between calls (the calls above are leaves: none re-enters another).
+  const std::string& joined(std::string_view dir, std::string_view name) const {
+    scratch_.clear();
+    if (!dir.empty()) (scratch_ += dir) += '/';
+    return scratch_ += name;
+  }
+  mutable std::string scratch_;
 };
 
 namespace {
+
+// A name as the C string a system call takes, on the stack. A name longer than NAME_MAX is
+// refused (false), as the kernel would refuse it (ENAMETOOLONG): no directory holds one.
+class CName {
+ public:
+  explicit CName(std::string_view name) {
+    if (name.size() > NAME_MAX) return;
+    std::memcpy(text_, name.data(), name.size());
+    text_[name.size()] = '\0';
+    ok_ = true;
+  }
+  explicit operator bool() const { return ok_; }
+  const char* get() const { return text_; }
+
+ private:
+  char text_[NAME_MAX + 1];
+  bool ok_ = false;
+};
 
 // A directory on this machine (the live "/" or a snapshot directory). Every component is opened
 // with O_NOFOLLOW below a descriptor of the root, so a link swapped in behind our back fails the
@@ -119,58 +193,65 @@ class DirectoryBackend : public Sysroot::Backend {
     if (!dir) return Kind::kMissing;
     return entry_kind(*dir, name);
   }
+  Kind kind_in(const std::string& dir, std::string_view name) const override {
+    Dir* d = open_directory(dir);
+    return d ? entry_kind(*d, name) : Kind::kMissing;
+  }
 
   std::optional<std::string> link_target(const std::string& path) const override {
     auto [dir, name] = open_parent(path);
-    if (!dir) return std::nullopt;
-    if (dir->listed && entry_kind(*dir, name) != Kind::kSymlink) return std::nullopt;
-    char buf[4097];
-    ssize_t n = ::readlinkat(dir->fd.get(), name.c_str(), buf, sizeof buf);
-    if (n < 0 || static_cast<size_t>(n) >= sizeof buf) return std::nullopt;
-    return std::string(buf, static_cast<size_t>(n));
+    return dir ? target_in(*dir, name) : std::nullopt;
+  }
+  std::optional<std::string> link_target_in(const std::string& dir, std::string_view name) const override {
+    Dir* d = open_directory(dir);
+    return d ? target_in(*d, name) : std::nullopt;
   }
 
   std::optional<std::string> read(const std::string& path, size_t max) const override {
     bool link = false;
     return read_unless_link(path, max, link);
   }
-
   std::optional<std::string> read_unless_link(const std::string& path, size_t max, bool& link) const override {
     auto [dir, name] = open_parent(path);
-    if (!dir) return std::nullopt;
-    Kind k = dir->listed ? entry_kind(*dir, name, /*stat_unknown=*/false) : Kind::kOther;
-    if (k == Kind::kSymlink) link = true;
-    if (k == Kind::kMissing || k == Kind::kSymlink || k == Kind::kDirectory) return std::nullopt;
-    const bool known_regular = k == Kind::kFile;  // else (DT_UNKNOWN, not listed) fstat decides
-    Fd fd(::openat(dir->fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (fd.get() < 0) {
-      if (errno == ELOOP) link = true;
-      return std::nullopt;
-    }
-    return read_open(fd, max, known_regular);
+    return dir ? read_at(*dir, name, max, link) : std::nullopt;
+  }
+  std::optional<std::string> read_in(const std::string& dir, std::string_view name, size_t max, bool& link) const override {
+    Dir* d = open_directory(dir);
+    return d ? read_at(*d, name, max, link) : std::nullopt;
   }
 
-  // The directory is not opened (nor listed) for one file: the file is opened from the nearest
-  // open directory above it with openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH), which refuses
-  // every link on the way and any step out, and fstat'ed. Anything unusual (a link, an old kernel
-  // without openat2) takes the ordinary path.
-  std::optional<std::string> read_lone(const std::string& path, size_t max, bool& link) const override {
-    auto slash = path.rfind('/');
-    if (slash == std::string::npos || slash == 0) return read_unless_link(path, max, link);
-    std::string dir = path.substr(0, slash);
-    if (dirs_.count(dir)) return read_unless_link(path, max, link);
-    auto [parent, dir_name] = open_parent(dir);
-    if (!parent || !parent->listed || entry_kind(*parent, dir_name, false) != Kind::kDirectory)
-      return read_unless_link(path, max, link);
+  // `sub` is not opened (nor listed) for one file: the file is opened from `dir` with
+  // openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH), which refuses every link on the way and any
+  // step out, and fstat'ed. Anything unusual (a link, an old kernel without openat2) is left to
+  // the caller's ordinary path.
+  std::optional<std::string> read_below(const std::string& dir, std::string_view sub, std::string_view name, size_t max,
+                                        bool& handled) const override {
+    handled = false;
+    Dir* parent = open_directory(dir);
+    if (!parent || !parent->listed || entry_kind(*parent, sub, false) != Kind::kDirectory) return std::nullopt;
+    if (sub.size() > NAME_MAX || name.size() > NAME_MAX) return std::nullopt;
+    char below[2 * NAME_MAX + 2];
+    std::memcpy(below, sub.data(), sub.size());
+    below[sub.size()] = '/';
+    std::memcpy(below + sub.size() + 1, name.data(), name.size());
+    below[sub.size() + 1 + name.size()] = '\0';
     struct open_how how{};
     how.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
     how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH;
-    std::string below = dir_name + path.substr(slash);
-    Fd fd(static_cast<int>(::syscall(SYS_openat2, parent->fd.get(), below.c_str(), &how, sizeof how)));
-    if (fd.get() < 0) {
-      if (errno == ENOENT) return std::nullopt;
-      return read_unless_link(path, max, link);
+    Fd fd(openat2_missing_ ? -1 : static_cast<int>(::syscall(SYS_openat2, parent->fd.get(), below, &how, sizeof how)));
+    if (!openat2_missing_ && fd.get() < 0 && errno == ENOSYS) openat2_missing_ = true;  // before 5.6
+    if (openat2_missing_) {
+      // The same two steps by hand: `sub` without following a link, then the file likewise.
+      CName sub_name(sub), file_name(name);
+      Fd sub_fd(::openat(parent->fd.get(), sub_name.get(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (sub_fd.get() >= 0)
+        fd = Fd(::openat(sub_fd.get(), file_name.get(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
     }
+    if (fd.get() < 0) {
+      handled = errno == ENOENT;
+      return std::nullopt;
+    }
+    handled = true;
     return read_open(fd, max, false);
   }
 
@@ -193,7 +274,8 @@ class DirectoryBackend : public Sysroot::Backend {
     auto [dir, name] = open_parent(path);
     if (!dir) return std::nullopt;
     if (dir->listed && entry_kind(*dir, name, false) == Kind::kMissing) return std::nullopt;
-    Fd fd(::openat(dir->fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    CName c(name);
+    Fd fd(c ? ::openat(dir->fd.get(), c.get(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) : -1);
     struct stat st{};
     if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
     return static_cast<uint64_t>(st.st_size);
@@ -206,7 +288,7 @@ class DirectoryBackend : public Sysroot::Backend {
     if (dir->listed) {
       if (dir->entries.size() > max) throw InputError(fmt::format("{}: more than {} entries", escape_text(path), max));
       names.reserve(dir->entries.size());
-      for (const auto& e : dir->entries) names.push_back(e.name);
+      for (const auto& e : dir->entries) names.emplace_back(name_of(*dir, e));
       return names;
     }
     // Not listable through its own descriptor (O_PATH: no read permission) or too large to keep.
@@ -236,24 +318,44 @@ class DirectoryBackend : public Sysroot::Backend {
 
  private:
   struct Entry {
-    std::string name;
-    Kind kind;  // from d_type; kOther stands for DT_UNKNOWN until fstatat answers
+    uint64_t key;   // order_key() of its name
+    uint32_t at;    // its name in Dir::names
+    uint32_t size;
+    Kind kind;      // from d_type; kOther stands for DT_UNKNOWN until fstatat answers
     bool known;
   };
   struct Dir {
     Fd fd;
     bool listed = false;         // entries hold the whole directory
+    std::string names;           // the entries' names one after another: one allocation, not one a name
     std::vector<Entry> entries;  // sorted by name
-    std::list<std::string>::iterator lru;
+    std::list<std::string_view>::iterator lru;
   };
+  static std::string_view name_of(const Dir& dir, const Entry& e) { return {dir.names.data() + e.at, e.size}; }
+  // A name's first 8 bytes as a number, zero-padded: entries are ordered by it, then by the whole
+  // name, so that most comparisons of the sort and of a lookup compare two numbers. (For names
+  // without a NUL byte, which a listing never holds, that is the names' own order.)
+  static uint64_t order_key(std::string_view name) {
+    uint64_t key = 0;
+    if (name.size() >= 8) {
+      std::memcpy(&key, name.data(), 8);
+      return std::endian::native == std::endian::little ? __builtin_bswap64(key) : key;
+    }
+    for (size_t i = 0; i < 8; ++i) key = key << 8 | (i < name.size() ? static_cast<unsigned char>(name[i]) : 0u);
+    return key;
+  }
+  static bool before(const Dir& dir, const Entry& e, uint64_t key, std::string_view name) {
+    return e.key != key ? e.key < key : name_of(dir, e) < name;
+  }
 
   // Kind of `name` in an open directory: from its listing when it has one (DT_UNKNOWN is
   // fstatat'ed once, unless stat_unknown is false: the caller opens it and fstats then).
-  Kind entry_kind(Dir& dir, const std::string& name, bool stat_unknown = true) const {
+  Kind entry_kind(Dir& dir, std::string_view name, bool stat_unknown = true) const {
     if (dir.listed) {
+      const uint64_t key = order_key(name);
       auto it = std::lower_bound(dir.entries.begin(), dir.entries.end(), name,
-                                 [](const Entry& e, const std::string& n) { return e.name < n; });
-      if (it == dir.entries.end() || it->name != name) return Kind::kMissing;
+                                 [&](const Entry& e, std::string_view n) { return before(dir, e, key, n); });
+      if (it == dir.entries.end() || it->key != key || name_of(dir, *it) != name) return Kind::kMissing;
       if (it->known || !stat_unknown) return it->kind;
       it->kind = stat_kind(dir.fd.get(), name);
       it->known = true;
@@ -262,13 +364,40 @@ class DirectoryBackend : public Sysroot::Backend {
     return stat_kind(dir.fd.get(), name);
   }
 
-  static Kind stat_kind(int dir, const std::string& name) {
+  static Kind stat_kind(int dir, std::string_view name) {
+    CName c(name);
     struct stat st{};
-    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Kind::kMissing;
+    if (!c || ::fstatat(dir, c.get(), &st, AT_SYMLINK_NOFOLLOW) != 0) return Kind::kMissing;
     if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
     if (S_ISREG(st.st_mode)) return Kind::kFile;
     if (S_ISLNK(st.st_mode)) return Kind::kSymlink;
     return Kind::kOther;
+  }
+
+  std::optional<std::string> target_in(Dir& dir, std::string_view name) const {
+    if (dir.listed && entry_kind(dir, name) != Kind::kSymlink) return std::nullopt;
+    CName c(name);
+    char buf[4097];
+    ssize_t n = c ? ::readlinkat(dir.fd.get(), c.get(), buf, sizeof buf) : -1;
+    if (n < 0 || static_cast<size_t>(n) >= sizeof buf) return std::nullopt;
+    return std::string(buf, static_cast<size_t>(n));
+  }
+
+  // A file of an open directory, opened at once: the listing says whether it is there and
+  // what it is, so nothing is looked at first.
+  std::optional<std::string> read_at(Dir& dir, std::string_view name, size_t max, bool& link) const {
+    Kind k = dir.listed ? entry_kind(dir, name, /*stat_unknown=*/false) : Kind::kOther;
+    if (k == Kind::kSymlink) link = true;
+    if (k == Kind::kMissing || k == Kind::kSymlink || k == Kind::kDirectory) return std::nullopt;
+    const bool known_regular = k == Kind::kFile;  // else (DT_UNKNOWN, not listed) fstat decides
+    CName c(name);
+    if (!c) return std::nullopt;
+    Fd fd(::openat(dir.fd.get(), c.get(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (fd.get() < 0) {
+      if (errno == ELOOP) link = true;
+      return std::nullopt;
+    }
+    return read_open(fd, max, known_regular);
   }
 
   // The whole directory through its own descriptor, bounded; false (not listed) when it cannot
@@ -276,11 +405,15 @@ class DirectoryBackend : public Sysroot::Backend {
   static bool fill_listing(Dir& dir) {
     alignas(8) static thread_local char buf[32768];
     std::vector<Entry> entries;
+    std::string names;
     for (;;) {
       ssize_t n = ::getdents64(dir.fd.get(), buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return false;
       if (n == 0) break;
+      // A record takes at least 24 bytes (its header and name, 8-byte aligned).
+      entries.reserve(entries.size() + static_cast<size_t>(n) / 24);
+      names.reserve(names.size() + static_cast<size_t>(n));
       for (ssize_t at = 0; at < n;) {
         auto* e = reinterpret_cast<struct dirent64*>(buf + at);
         at += e->d_reclen;
@@ -289,10 +422,15 @@ class DirectoryBackend : public Sysroot::Backend {
         if (entries.size() >= kMaxListed) return false;
         Kind k = e->d_type == DT_DIR ? Kind::kDirectory : e->d_type == DT_REG ? Kind::kFile
                : e->d_type == DT_LNK ? Kind::kSymlink : Kind::kOther;
-        entries.push_back({name, k, e->d_type != DT_UNKNOWN});
+        const size_t size = std::strlen(name);
+        entries.push_back({order_key({name, size}), static_cast<uint32_t>(names.size()), static_cast<uint32_t>(size), k,
+                           e->d_type != DT_UNKNOWN});
+        names.append(name, size);
       }
     }
-    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
+    dir.names = std::move(names);
+    std::sort(entries.begin(), entries.end(),
+              [&](const Entry& a, const Entry& b) { return before(dir, a, b.key, name_of(dir, b)); });
     dir.entries = std::move(entries);
     dir.listed = true;
     return true;
@@ -301,7 +439,7 @@ class DirectoryBackend : public Sysroot::Backend {
   // Opens the directory `path` one component at a time without following links, from the
   // nearest directory already open, and lists it: reads come in runs from the same functions'
   // directories. The most recently used kMaxOpenDirs stay open.
-  Dir* open_directory(const std::string& path) const {
+  Dir* open_directory(std::string_view path) const {
     if (path.empty()) {
       if (!root_tried_) {  // the root's descriptor was opened O_RDONLY by Sysroot::open: listable
         root_tried_ = true;
@@ -316,26 +454,29 @@ class DirectoryBackend : public Sysroot::Backend {
       return last_dir_ = &it->second;
     }
     auto slash = path.rfind('/');
-    Dir* parent = open_directory(slash == std::string::npos ? "" : path.substr(0, slash));
+    Dir* parent = open_directory(slash == std::string_view::npos ? std::string_view() : path.substr(0, slash));
     if (!parent) return nullptr;
-    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
     if (parent->listed) {
       Kind k = entry_kind(*parent, name, false);
       if (k == Kind::kMissing || k == Kind::kFile || k == Kind::kSymlink) return nullptr;
     }
-    Fd fd(::openat(parent->fd.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    CName c(name);
+    if (!c) return nullptr;
+    Fd fd(::openat(parent->fd.get(), c.get(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     bool listable = fd.get() >= 0;
     if (!listable && errno == EACCES)  // a directory we may search but not read
-      fd = Fd(::openat(parent->fd.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      fd = Fd(::openat(parent->fd.get(), c.get(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (fd.get() < 0) return nullptr;
     // parent is not used past this point: evicting it is safe.
     last_dir_ = nullptr;
     while (dirs_.size() >= kMaxOpenDirs) {
-      dirs_.erase(lru_.back());
+      auto oldest = dirs_.find(lru_.back());  // found while the view still names a live key
       lru_.pop_back();
+      dirs_.erase(oldest);
     }
-    lru_.push_front(path);
-    auto [it, inserted] = dirs_.try_emplace(path);
+    auto [it, inserted] = dirs_.try_emplace(std::string(path));
+    lru_.push_front(it->first);
     Dir& dir = it->second;
     dir.fd = std::move(fd);
     dir.lru = lru_.begin();
@@ -344,11 +485,10 @@ class DirectoryBackend : public Sysroot::Backend {
     return last_dir_ = &dir;
   }
 
-  std::pair<Dir*, std::string> open_parent(const std::string& path) const {
+  std::pair<Dir*, std::string_view> open_parent(std::string_view path) const {
     auto slash = path.rfind('/');
-    std::string dir = slash == std::string::npos ? "" : path.substr(0, slash);
-    std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-    return {open_directory(dir), name};
+    if (slash == std::string_view::npos) return {open_directory({}), path};
+    return {open_directory(path.substr(0, slash)), path.substr(slash + 1)};
   }
 
   static constexpr size_t kFirstRead = 8192;
@@ -358,8 +498,9 @@ class DirectoryBackend : public Sysroot::Backend {
   static constexpr size_t kMaxOpenDirs = 256;
   mutable Dir root_;
   mutable bool root_tried_ = false;
-  mutable std::unordered_map<std::string, Dir> dirs_;
-  mutable std::list<std::string> lru_;  // most recently used first
+  mutable bool openat2_missing_ = false;  // the kernel answered ENOSYS once
+  mutable std::unordered_map<std::string, Dir, Sysroot::TextHash, std::equal_to<>> dirs_;
+  mutable std::list<std::string_view> lru_;  // dirs_'s keys, most recently used first
   mutable const std::string* last_path_ = nullptr;  // the directory open_directory() gave last
   mutable Dir* last_dir_ = nullptr;
 };
@@ -1001,14 +1142,23 @@ class SubtreeBackend : public Sysroot::Backend {
   std::optional<std::string> read_unless_link(const std::string& p, size_t max, bool& link) const override {
     return inner_->read_unless_link(join(top_, p), max, link);
   }
-  std::optional<std::string> read_lone(const std::string& p, size_t max, bool& link) const override {
-    return inner_->read_lone(join(top_, p), max, link);
+  Kind kind_in(const std::string& dir, std::string_view name) const override { return inner_->kind_in(inner_directory(dir), name); }
+  std::optional<std::string> link_target_in(const std::string& dir, std::string_view name) const override {
+    return inner_->link_target_in(inner_directory(dir), name);
+  }
+  std::optional<std::string> read_in(const std::string& dir, std::string_view name, size_t max, bool& link) const override {
+    return inner_->read_in(inner_directory(dir), name, max, link);
+  }
+  std::optional<std::string> read_below(const std::string& dir, std::string_view sub, std::string_view name, size_t max,
+                                        bool& handled) const override {
+    return inner_->read_below(inner_directory(dir), sub, name, max, handled);
   }
   std::optional<uint64_t> size(const std::string& p) const override { return inner_->size(join(top_, p)); }
   std::vector<std::string> list(const std::string& p, size_t max) const override { return inner_->list(join(top_, p), max); }
   std::optional<fs::path> host_path(const std::string& p) const override { return inner_->host_path(join(top_, p)); }
 
  private:
+  std::string inner_directory(const std::string& dir) const { return dir.empty() ? top_ : join(top_, dir); }
   std::unique_ptr<Sysroot::Backend> inner_;
   std::string top_;
 };
@@ -1066,36 +1216,93 @@ namespace {
 
 constexpr size_t kMaxKnownDirectories = 1 << 20;
 
-// Resolves every component of `parts` inside the backend as the kernel would below a chroot,
+// The components of a path, taken from the front one at a time, and the components of link
+// targets put before those that remain: no component is copied into a string of its own.
+class Components {
+ public:
+  explicit Components(std::string_view path) { texts_.push_back(path); }
+  // Its components come next, then those that remained.
+  void put_first(std::string_view text) { texts_.push_back(text); }
+  // Empty and "." components are skipped, as split_path() drops them.
+  bool next(std::string_view& part) {
+    if (done()) return false;
+    std::string_view& text = texts_.back();
+    const size_t slash = text.find('/');
+    part = text.substr(0, slash);
+    text.remove_prefix(slash == std::string_view::npos ? text.size() : slash + 1);
+    return true;
+  }
+  // What is left of the text being walked (after done() returned false).
+  std::string_view current() const { return texts_.back(); }
+  void skip(size_t bytes) { texts_.back().remove_prefix(bytes); }
+  bool done() {
+    while (!texts_.empty()) {
+      std::string_view& text = texts_.back();
+      while (!text.empty() && (text[0] == '/' || (text[0] == '.' && (text.size() == 1 || text[1] == '/'))))
+        text.remove_prefix(text[0] == '/' ? 1 : std::min<size_t>(2, text.size()));
+      if (!text.empty()) return false;
+      texts_.pop_back();
+    }
+    return true;
+  }
+
+ private:
+  std::vector<std::string_view> texts_;  // the current text last
+};
+
+// Resolves every component of `path` inside the backend as the kernel would below a chroot,
 // except that ".." above the top is refused rather than clamped. With follow_last false the
 // last component is not followed (lstat semantics). nullopt when missing, looping or escaping.
 // `base` is a directory already resolved, where the walk starts. `directories` remembers the
 // resolved paths found to be real directories, so that no walk stats them again.
-std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::vector<std::string> parts, bool follow_last,
-                                         const SysrootLimits& limits, std::unordered_set<std::string>& directories,
-                                         const std::string& base = "") {
-  std::vector<std::string> todo(parts.rbegin(), parts.rend());
-  std::vector<std::string> done = split_path(base);
-  std::string so_far = base;
+template <typename DirectorySet>
+std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::string_view path, bool follow_last,
+                                         const SysrootLimits& limits, DirectorySet& directories, std::string base = {}) {
+  Components todo(path);
+  std::forward_list<std::string> targets;  // the links' targets, which todo's views point into
+  std::string so_far = std::move(base);   // empty: the top (no component left to pop)
   auto pop = [&] {
-    done.pop_back();
     auto slash = so_far.rfind('/');
     so_far.resize(slash == std::string::npos ? 0 : slash);
   };
   int links = 0;
   size_t steps = 0;
-  while (!todo.empty()) {
+  // Where a text (the path, a link's target) leads into a directory already known, its components
+  // up to its last are taken in one step: a known directory is a resolved path (no link in it),
+  // so the walk would find each of them a directory. Tried once a text and after each "..", so
+  // that a miss costs one lookup, not one a component.
+  bool try_known_prefix = true;
+  std::string_view part;
+  while (!todo.done()) {
+    if (try_known_prefix) {
+      try_known_prefix = false;
+      const std::string_view text = todo.current();
+      const size_t cut = text.rfind('/');
+      if (cut != std::string_view::npos && is_plain_path(text.substr(0, cut))) {
+        const size_t before = so_far.size();
+        if (!so_far.empty()) so_far += '/';
+        so_far += text.substr(0, cut);
+        const size_t taken = static_cast<size_t>(std::count(text.begin(), text.begin() + cut, '/')) + 1;
+        if (so_far.size() <= limits.max_path_bytes && directories.count(so_far)) {
+          steps += taken;
+          if (steps > limits.max_path_bytes) return std::nullopt;
+          todo.skip(cut + 1);
+          continue;
+        }
+        so_far.resize(before);
+      }
+    }
+    todo.next(part);
     if (++steps > limits.max_path_bytes) return std::nullopt;  // a bound even for odd link chains
-    std::string part = std::move(todo.back());
-    todo.pop_back();
     if (part == "..") {
-      if (done.empty()) return std::nullopt;  // would leave the sysroot
+      if (so_far.empty()) return std::nullopt;  // would leave the sysroot
       pop();
+      try_known_prefix = true;
       continue;
     }
-    bool last = todo.empty();
-    done.push_back(part);
-    so_far = join(so_far, part);
+    const bool last = todo.done();
+    if (!so_far.empty()) so_far += '/';
+    so_far += part;
     if (so_far.size() > limits.max_path_bytes) return std::nullopt;
     Kind k = directories.count(so_far) ? Kind::kDirectory : b.kind(so_far);
     if (k == Kind::kMissing) return std::nullopt;
@@ -1105,12 +1312,10 @@ std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::vector<
       auto target = b.link_target(so_far);
       if (!target) return std::nullopt;
       pop();
-      if (!target->empty() && target->front() == '/') {
-        done.clear();
-        so_far.clear();
-      }
-      auto more = split_path(*target);
-      for (auto it = more.rbegin(); it != more.rend(); ++it) todo.push_back(*it);
+      if (!target->empty() && target->front() == '/') so_far.clear();
+      targets.push_front(std::move(*target));
+      todo.put_first(targets.front());
+      try_known_prefix = true;
       continue;
     }
     if (!last && k != Kind::kDirectory) return std::nullopt;
@@ -1122,75 +1327,98 @@ std::optional<std::string> resolve_parts(const Sysroot::Backend& b, std::vector<
 
 // A path's directory is resolved once: the reader asks for a dozen files in each function's
 // directory, and resolving walks (and stats) every component of a deep sysfs path.
-std::optional<std::string> Sysroot::resolve_directory(std::vector<std::string> parts) const {
-  std::string dir = fmt::format("{}", fmt::join(parts, "/"));
-  auto cached = resolved_dirs_.find(dir);
-  if (cached == resolved_dirs_.end()) {
-    auto resolved = resolve_parts(*backend_, std::move(parts), true, limits_, directories_);
-    if (resolved && !directories_.count(*resolved) && backend_->kind(*resolved) != Kind::kDirectory) resolved.reset();
-    if (resolved_dirs_.size() >= kMaxResolvedDirs) resolved_dirs_.clear();  // a bound, not an expected case
-    // What it resolved to holds no link and is a directory: it resolves to itself. The reader
-    // goes on by that path (a function's sysfs_path) and so finds it at once.
-    if (resolved && *resolved != dir) resolved_dirs_.emplace(*resolved, resolved);
-    cached = resolved_dirs_.emplace(dir, resolved).first;
+const std::optional<std::string>& Sysroot::resolve_directory(std::string_view dir) const {
+  if (auto cached = resolved_dirs_.find(dir); cached != resolved_dirs_.end()) return cached->second;
+  auto resolved = resolve_parts(*backend_, dir, true, limits_, directories_);
+  if (resolved && !directories_.count(*resolved) && backend_->kind(*resolved) != Kind::kDirectory) resolved.reset();
+  if (resolved_dirs_.size() >= kMaxResolvedDirs) {  // a bound, not an expected case
+    resolved_dirs_.clear();
+    last_dir_ = nullptr;
   }
-  return cached->second;
+  // What it resolved to holds no link and is a directory: it resolves to itself. The reader
+  // goes on by that path (a function's sysfs_path) and so finds it at once.
+  if (resolved && *resolved != dir) resolved_dirs_.emplace(*resolved, resolved);
+  return resolved_dirs_.emplace(std::string(dir), std::move(resolved)).first->second;
 }
 
-std::optional<std::string> Sysroot::resolve_path(const std::string& relative, bool follow_last) const {
-  // A plain path whose directory is already resolved: only its last component is looked at, as
-  // resolve_parts() would from that directory (a link to follow takes the general walk below).
-  if (auto slash = relative.rfind('/'); slash != std::string::npos && is_plain_path(relative)) {
+const std::optional<std::string>* Sysroot::directory_of(std::string_view path, std::string_view& name) const {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) return nullptr;
+  name = path.substr(slash + 1);
+  if (!is_plain_name(name)) return nullptr;
+  const std::string_view dir = path.substr(0, slash);
+  if (last_dir_ && dir == last_dir_text_) return last_dir_;  // checked plain when it was kept
+  if (!is_plain_path(dir)) return nullptr;
+  const std::optional<std::string>& resolved = resolve_directory(dir);
+  last_dir_text_.assign(dir);
+  return last_dir_ = &resolved;
+}
+
+std::optional<std::string> Sysroot::resolve_path(std::string_view relative, bool follow_last) const {
+  std::string_view name;
+  if (const auto* dir = directory_of(relative, name)) {
+    // A directory already resolved (a function's, reached through its sys/bus/pci/devices link)
+    // needs no second walk: followed to the end, it resolves to what resolve_directory() found.
     if (follow_last)
       if (auto known = resolved_dirs_.find(relative); known != resolved_dirs_.end() && known->second) return known->second;
-    if (auto dir = resolved_dirs_.find(relative.substr(0, slash)); dir != resolved_dirs_.end()) {
-      if (!dir->second) return std::nullopt;
-      std::string path = join(*dir->second, relative.substr(slash + 1));
-      if (path.size() > limits_.max_path_bytes) return std::nullopt;
-      Kind k = directories_.count(path) ? Kind::kDirectory : backend_->kind(path);
-      if (k == Kind::kMissing) return std::nullopt;
-      if (k != Kind::kSymlink || !follow_last) return path;
-    }
+    if (!*dir) return std::nullopt;
+    std::string path = join(**dir, name);
+    if (path.size() > limits_.max_path_bytes) return std::nullopt;
+    Kind k = directories_.count(path) ? Kind::kDirectory : backend_->kind_in(**dir, name);
+    if (k == Kind::kMissing) return std::nullopt;
+    if (k != Kind::kSymlink || !follow_last) return path;
+    return resolve_parts(*backend_, name, true, limits_, directories_, **dir);
   }
   auto parts = split_path(relative);
-  // A directory already resolved (a function's, reached through its sys/bus/pci/devices link)
-  // needs no second walk: followed to the end, it resolves to what resolve_directory() found.
   if (follow_last && !parts.empty())
-    if (auto known = resolved_dirs_.find(fmt::format("{}", fmt::join(parts, "/"))); known != resolved_dirs_.end() && known->second)
+    if (auto known = resolved_dirs_.find(join_parts(parts)); known != resolved_dirs_.end() && known->second)
       return known->second;
-  if (parts.size() < 2 || parts.back() == "..")
-    return resolve_parts(*backend_, std::move(parts), follow_last, limits_, directories_);
+  if (parts.size() < 2 || parts.back() == "..") return resolve_parts(*backend_, relative, follow_last, limits_, directories_);
   std::string last = std::move(parts.back());
   parts.pop_back();
-  auto dir = resolve_directory(std::move(parts));
+  const auto& dir = resolve_directory(join_parts(parts));
   if (!dir) return std::nullopt;
-  return resolve_parts(*backend_, {last}, follow_last, limits_, directories_, *dir);
+  return resolve_parts(*backend_, last, follow_last, limits_, directories_, *dir);
+}
+
+// "DIR/SUB/NAME" read without resolving (and remembering) SUB: only DIR is resolved, and the
+// backend checks SUB in DIR's listing. `handled` false: not of that form, or the backend left it.
+std::optional<std::string> Sysroot::read_lone_file(std::string_view relative, size_t max, bool& handled) const {
+  handled = false;
+  const size_t slash = relative.rfind('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const std::string_view name = relative.substr(slash + 1);
+  std::string_view sub;
+  if (!is_plain_name(name)) return std::nullopt;
+  const auto* dir = directory_of(relative.substr(0, slash), sub);
+  if (!dir) return std::nullopt;
+  handled = !*dir;  // DIR is missing, so is the file
+  if (handled) return std::nullopt;
+  return backend_->read_below(**dir, sub, name, max, handled);
 }
 
 // A file in a resolved directory is opened at once, not looked at first; only a link is resolved.
 std::optional<std::string> Sysroot::read_file(const std::string& relative, size_t max, bool lone) const {
+  if (lone) {
+    bool handled = false;
+    auto data = read_lone_file(relative, max, handled);
+    if (handled) return data;
+  }
   // The reader's paths are plain ("dir/.../name"): their directory, once resolved, is found by
   // its text alone, without splitting and joining the path again.
-  if (auto slash = relative.rfind('/'); slash != std::string::npos && is_plain_path(relative)) {
-    if (auto known = resolved_dirs_.find(relative.substr(0, slash)); known != resolved_dirs_.end()) {
-      if (!known->second) return std::nullopt;
-      bool link = false;
-      const std::string file = join(*known->second, relative.substr(slash + 1));
-      auto data = lone ? backend_->read_lone(file, max, link) : backend_->read_unless_link(file, max, link);
-      if (!link) return data;
-      auto path = resolve(relative);
-      if (!path) return std::nullopt;
-      return backend_->read(*path, max);
-    }
-  }
-  auto parts = split_path(relative);
-  if (parts.size() >= 2 && parts.back() != "..") {
+  std::string_view name;
+  if (const auto* dir = directory_of(relative, name)) {
+    if (!*dir) return std::nullopt;
+    bool link = false;
+    auto data = backend_->read_in(**dir, name, max, link);
+    if (!link) return data;
+  } else if (auto parts = split_path(relative); parts.size() >= 2 && parts.back() != "..") {
     std::string last = std::move(parts.back());
     parts.pop_back();
-    auto dir = resolve_directory(std::move(parts));
+    const auto& dir = resolve_directory(join_parts(parts));
     if (!dir) return std::nullopt;
     bool link = false;
-    auto data = lone ? backend_->read_lone(join(*dir, last), max, link) : backend_->read_unless_link(join(*dir, last), max, link);
+    auto data = backend_->read_in(*dir, last, max, link);
     if (!link) return data;
   }
   auto path = resolve(relative);
@@ -1201,7 +1429,12 @@ std::optional<std::string> Sysroot::read_file(const std::string& relative, size_
 std::optional<std::string> Sysroot::resolve(const std::string& relative) const { return resolve_path(relative, true); }
 
 bool Sysroot::exists(const std::string& relative) const {
-  if (split_path(relative).empty()) return true;
+  std::string_view name;
+  if (const auto* dir = directory_of(relative, name)) {
+    if (!*dir || joined_size(**dir, name) > limits_.max_path_bytes) return false;
+    return backend_->kind_in(**dir, name) != Kind::kMissing;  // a link is not followed
+  }
+  if (names_top(relative)) return true;
   return resolve_path(relative, false).has_value();
 }
 
@@ -1242,7 +1475,12 @@ std::optional<uint64_t> Sysroot::file_size(const std::string& relative) const {
 }
 
 std::optional<std::string> Sysroot::read_link(const std::string& relative) const {
-  if (split_path(relative).empty()) return std::nullopt;
+  std::string_view name;
+  if (const auto* dir = directory_of(relative, name)) {
+    if (!*dir || joined_size(**dir, name) > limits_.max_path_bytes) return std::nullopt;
+    return backend_->link_target_in(**dir, name);
+  }
+  if (names_top(relative)) return std::nullopt;
   auto path = resolve_path(relative, false);
   if (!path || backend_->kind(*path) != Kind::kSymlink) return std::nullopt;
   return backend_->link_target(*path);
@@ -1252,7 +1490,7 @@ std::vector<std::string> Sysroot::list(const std::string& relative) const {
   auto path = resolve(relative);
   if (!path) return {};
   auto names = backend_->list(*path, limits_.max_directory_entries);
-  std::sort(names.begin(), names.end());
+  if (!std::is_sorted(names.begin(), names.end())) std::sort(names.begin(), names.end());  // a listing comes sorted
   return names;
 }
 

@@ -116,18 +116,26 @@ void read_sysfs_attributes(const Sysroot& root, Function& f, const TopologyReadS
                            std::vector<Finding>& findings) {
   const std::string& dir = f.sysfs_path;
   const bool descriptive = scope.descriptive_attributes;
-  if (auto drv = root.read_link(dir + "/driver")) f.driver = escape_text(basename_of(*drv));
+  // One buffer for every attribute's path ("DIR/" and then each name): a dozen reads a function
+  // build no string of their own.
+  std::string path = dir + '/';
+  const size_t dir_bytes = path.size();
+  auto in_dir = [&](std::string_view name) -> const std::string& {
+    path.resize(dir_bytes);
+    return path += name;
+  };
+  if (auto drv = root.read_link(in_dir("driver"))) f.driver = escape_text(basename_of(*drv));
   if (descriptive || f.driver.empty())  // a driverless function's module is looked up by its modalias
-    if (auto m = root.read_line(dir + "/modalias")) f.modalias = escape_text(*m);
-  if (auto n = read_int(root, dir + "/numa_node", -1, 4095, findings)) f.numa_node = *n;
+    if (auto m = root.read_line(in_dir("modalias"))) f.modalias = escape_text(*m);
+  if (auto n = read_int(root, in_dir("numa_node"), -1, 4095, findings)) f.numa_node = *n;
   if (descriptive)
-    if (auto c = root.read_line(dir + "/local_cpulist")) f.local_cpulist = escape_text(*c);
-  if (auto s = root.read_line(dir + "/current_link_speed")) f.link.current_speed = escape_text(*s);
-  if (auto s = root.read_line(dir + "/max_link_speed")) f.link.max_speed = escape_text(*s);
-  if (auto w = read_int(root, dir + "/current_link_width", 0, 32, findings)) f.link.current_width = *w;
-  if (auto w = read_int(root, dir + "/max_link_width", 0, 32, findings)) f.link.max_width = *w;
-  if (auto e = read_int(root, dir + "/enable", 0, 65535, findings)) f.enabled = *e != 0;
-  if (auto g = root.read_link(dir + "/iommu_group")) {
+    if (auto c = root.read_line(in_dir("local_cpulist"))) f.local_cpulist = escape_text(*c);
+  if (auto s = root.read_line(in_dir("current_link_speed"))) f.link.current_speed = escape_text(*s);
+  if (auto s = root.read_line(in_dir("max_link_speed"))) f.link.max_speed = escape_text(*s);
+  if (auto w = read_int(root, in_dir("current_link_width"), 0, 32, findings)) f.link.current_width = *w;
+  if (auto w = read_int(root, in_dir("max_link_width"), 0, 32, findings)) f.link.max_width = *w;
+  if (auto e = read_int(root, in_dir("enable"), 0, 65535, findings)) f.enabled = *e != 0;
+  if (auto g = root.read_link(in_dir("iommu_group"))) {
     std::string name = basename_of(*g);
     if (!name.empty() && name.size() < 10 && std::all_of(name.begin(), name.end(), ::isdigit)) f.iommu_group = std::stoi(name);
     else findings.push_back({dir + "/iommu_group", fmt::format("'{}' is not an IOMMU group number", escape_text(name))});
@@ -135,7 +143,7 @@ void read_sysfs_attributes(const Sysroot& root, Function& f, const TopologyReadS
       if (auto t = root.read_lone_line(fmt::format("sys/kernel/iommu_groups/{}/type", *f.iommu_group)))
         f.iommu_group_type = *t;
   }
-  f.has_p2pmem = root.exists(dir + "/p2pmem");
+  f.has_p2pmem = root.exists(in_dir("p2pmem"));
 }
 
 // sysfs nests directories, so upstream links cannot loop on a real machine; a crafted tree can

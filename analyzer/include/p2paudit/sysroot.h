@@ -11,9 +11,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -79,12 +81,25 @@ class Sysroot {
   std::optional<std::filesystem::path> confined_directory(const std::string& relative) const;
 
   class Backend;
+  // Hashes a path's text for lookups by string_view, so that finding a directory builds no string.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const noexcept { return std::hash<std::string_view>{}(text); }
+  };
 
  private:
+  using Resolutions = std::unordered_map<std::string, std::optional<std::string>, TextHash, std::equal_to<>>;
+
   Sysroot() = default;
-  std::optional<std::string> resolve_path(const std::string& relative, bool follow_last) const;
-  std::optional<std::string> resolve_directory(std::vector<std::string> parts) const;
+  std::optional<std::string> resolve_path(std::string_view relative, bool follow_last) const;
+  // `dir` is a path without empty or "." components; a reference into resolved_dirs_, valid until
+  // the next resolve_directory() (which may clear it).
+  const std::optional<std::string>& resolve_directory(std::string_view dir) const;
+  // What the directory of `path` resolves to, with its last component in `name`; nullptr when
+  // the path is not "DIR/NAME" with DIR plain and NAME a plain name (the caller walks it).
+  const std::optional<std::string>* directory_of(std::string_view path, std::string_view& name) const;
   std::optional<std::string> read_file(const std::string& relative, size_t max, bool lone = false) const;
+  std::optional<std::string> read_lone_file(std::string_view relative, size_t max, bool& handled) const;
 
   static constexpr size_t kMaxResolvedDirs = 1 << 20;
   std::string origin_;
@@ -92,8 +107,13 @@ class Sysroot {
   std::unique_ptr<Backend> backend_;
   // Directory -> what it resolves to (nullopt: missing or not a directory). Not thread-safe, like
   // the backends' open-directory caches: one Sysroot is read by one thread.
-  mutable std::unordered_map<std::string, std::optional<std::string>> resolved_dirs_;
-  mutable std::unordered_set<std::string> directories_;  // resolved paths that are real directories
+  mutable Resolutions resolved_dirs_;
+  // resolved paths that are real directories
+  mutable std::unordered_set<std::string, TextHash, std::equal_to<>> directories_;
+  // The directory text directory_of() looked up last and its entry in resolved_dirs_: reads come
+  // in runs from one function's directory, and comparing the text costs less than hashing it.
+  mutable std::string last_dir_text_;
+  mutable const std::optional<std::string>* last_dir_ = nullptr;
 };
 
 }  // namespace p2paudit
