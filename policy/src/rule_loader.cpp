@@ -179,6 +179,8 @@ class Loader {
   std::string file_;
   std::vector<Diagnostic> errors_;
   std::map<std::string, YAML::Mark> rule_ids_;
+  // A pattern that several tests use is compiled once (compiling costs far more than matching).
+  std::map<std::string, std::shared_ptr<const FactRegex>, std::less<>> regexes_;
 
   // Messages quote the file's own scalars, which YAML escapes can fill with control characters.
   Diagnostic at(TextPosition position, std::string_view message) const {
@@ -491,11 +493,17 @@ class Loader {
     if (op == Operator::kRegex) {
       if (auto hazard = regex_hazard(std::get<std::string>(*v)))
         return fail(fmt::format("regex '{}': {}", shortened(std::get<std::string>(*v)), *hazard));
-      try {
-        c.regex = std::make_shared<const std::regex>(std::get<std::string>(*v), std::regex::ECMAScript);
-      } catch (const std::regex_error& e) {
-        return fail(fmt::format("bad regex '{}': {}", std::get<std::string>(*v), e.what()));
+      const std::string& pattern = std::get<std::string>(*v);
+      auto [compiled, first_use] = regexes_.try_emplace(pattern);
+      if (first_use) {
+        try {
+          compiled->second = std::make_shared<const FactRegex>(pattern, FactRegex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          regexes_.erase(compiled);
+          return fail(fmt::format("bad regex '{}': {}", pattern, e.what()));
+        }
       }
+      c.regex = compiled->second;
     }
     c.operands.push_back(std::move(*v));
     return c;
