@@ -142,9 +142,9 @@ class StrictEvents {
     count(mark, 1);
     finish_node(mark, anchor, 1, 0, Key{true, "null"});
   }
-  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& value) {
+  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view value) {
     count(mark, 1);
-    finish_node(mark, anchor, 1, 0, Key{false, value});
+    finish_node(mark, anchor, 1, 0, Key{false, std::string(value)});
   }
   void on_alias(const YAML::Mark& mark, YAML::anchor_t anchor) {
     auto it = anchors_.find(anchor);
@@ -246,80 +246,69 @@ class StrictEvents {
 };
 
 
-// The tree yaml-cpp's own NodeBuilder makes of the same events (same node types, tags, styles and
-// marks; aliases share the node they name; a mapping keeps a repeated key as a second pair).
-class TreeBuilder {
- public:
-  TreeBuilder() : memory_(std::make_shared<YAML::detail::memory_holder>()) {}
+}  // namespace
 
-  void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) {
-    push(mark, anchor).set_null();
-    pop();
+// The YamlDocument of the events, holding what yaml-cpp's own NodeBuilder makes of them (node
+// types, tags, styles and marks; aliases share the node they name). A collection's children wait
+// on a stack until it ends, then move to the document's children in one piece.
+class YamlDocumentBuilder {
+ public:
+  void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) { attach(add(mark, anchor, YAML::NodeType::Null)); }
+  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view tag, std::string_view value) {
+    uint32_t index = add(mark, anchor, YAML::NodeType::Scalar);
+    YamlDocument::Node& node = document_.nodes_[index];
+    std::tie(node.text, node.text_size) = keep(value);
+    std::tie(node.tag, node.tag_size) = keep(tag);
+    attach(index);
   }
-  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& tag, const std::string& value) {
-    YAML::detail::node& node = push(mark, anchor);
-    node.set_scalar(value);
-    node.set_tag(tag);
-    pop();
-  }
-  void on_alias(YAML::anchor_t anchor) {
-    push(*anchors_.at(anchor));
-    pop();
-  }
-  void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& tag, bool is_map,
+  void on_alias(YAML::anchor_t anchor) { attach(anchors_.at(anchor)); }
+  void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view tag, bool is_map,
                            YAML::EmitterStyle::value style) {
-    YAML::detail::node& node = push(mark, anchor);
-    node.set_type(is_map ? YAML::NodeType::Map : YAML::NodeType::Sequence);
-    node.set_tag(tag);
-    node.set_style(style);
-    if (is_map) ++map_depth_;
+    uint32_t index = add(mark, anchor, is_map ? YAML::NodeType::Map : YAML::NodeType::Sequence);
+    YamlDocument::Node& node = document_.nodes_[index];
+    std::tie(node.tag, node.tag_size) = keep(tag);
+    node.style = style;
+    open_.push_back({index, waiting_.size()});
   }
   void on_collection_end() {
-    if (stack_.back()->type() == YAML::NodeType::Map) --map_depth_;
-    pop();
+    auto [index, first_child] = open_.back();
+    open_.pop_back();
+    YamlDocument::Node& node = document_.nodes_[index];
+    node.children = static_cast<uint32_t>(document_.children_.size());
+    node.count = static_cast<uint32_t>(waiting_.size() - first_child);
+    document_.children_.insert(document_.children_.end(), waiting_.begin() + static_cast<std::ptrdiff_t>(first_child), waiting_.end());
+    waiting_.resize(first_child);
+    attach(index);
   }
 
-  // A null node when the text held no document, as YAML::Load returns.
-  YAML::Node root() const { return root_ ? YAML::as_if<YamlTreeRoot, void>::node(*root_, memory_) : YAML::Node(); }
+  YamlDocument take() { return std::move(document_); }
 
  private:
-  YAML::detail::shared_memory_holder memory_;
-  YAML::detail::node* root_ = nullptr;
-  std::vector<YAML::detail::node*> stack_;
-  std::vector<std::pair<YAML::detail::node*, bool>> keys_;  // a mapping's key, and whether its value follows
-  size_t map_depth_ = 0;
-  std::vector<YAML::detail::node*> anchors_{nullptr};  // anchors are numbered from 1
+  YamlDocument document_;
+  std::vector<std::pair<uint32_t, size_t>> open_;  // a collection being read, and where its children start in waiting_
+  std::vector<uint32_t> waiting_;
+  std::vector<uint32_t> anchors_{0};  // anchors are numbered from 1
 
-  YAML::detail::node& push(const YAML::Mark& mark, YAML::anchor_t anchor) {
-    YAML::detail::node& node = memory_->create_node();
-    node.set_mark(mark);
-    if (anchor) anchors_.push_back(&node);  // anchor == anchors_.size() - 1: numbered in order
-    push(node);
-    return node;
+  uint32_t add(const YAML::Mark& mark, YAML::anchor_t anchor, YAML::NodeType::value type) {
+    auto index = static_cast<uint32_t>(document_.nodes_.size());
+    YamlDocument::Node& node = document_.nodes_.emplace_back();
+    node.type = type;
+    node.mark = mark;
+    if (anchor) anchors_.push_back(index);  // anchor == anchors_.size() - 1: numbered in order
+    return index;
   }
-  void push(YAML::detail::node& node) {
-    bool needs_key = !stack_.empty() && stack_.back()->type() == YAML::NodeType::Map && keys_.size() < map_depth_;
-    stack_.push_back(&node);
-    if (needs_key) keys_.emplace_back(&node, false);
+  std::pair<uint32_t, uint32_t> keep(std::string_view text) {
+    auto at = static_cast<uint32_t>(document_.text_.size());  // a rule file is far below 4 GiB
+    document_.text_.append(text);
+    return {at, static_cast<uint32_t>(text.size())};
   }
-  void pop() {
-    YAML::detail::node& node = *stack_.back();
-    stack_.pop_back();
-    if (stack_.empty()) {
-      root_ = &node;
-      return;
-    }
-    YAML::detail::node& collection = *stack_.back();
-    if (collection.type() == YAML::NodeType::Sequence) {
-      collection.push_back(node, memory_);
-    } else if (keys_.back().second) {
-      collection.insert(*keys_.back().first, node, memory_);
-      keys_.pop_back();
-    } else {
-      keys_.back().second = true;
-    }
+  void attach(uint32_t index) {
+    if (open_.empty()) document_.root_ = index;
+    else waiting_.push_back(index);
   }
 };
+
+namespace {
 
 // Turns libyaml's character indexes into yaml-cpp's marks: a byte offset, the number of line feeds
 // before it and the bytes since the last one (libyaml also counts CR, NEL, LS and PS as line ends and
@@ -439,7 +428,7 @@ Refused parse_error(const yaml_parser_t& parser, MarkCounter& marks, std::string
 bool is_null_text(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
 
 // Reads `text` with libyaml and gives each event, in yaml-cpp's terms, to `strict` and `tree`.
-void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree) {
+void read_events(std::string_view text, StrictEvents& strict, YamlDocumentBuilder& tree) {
   LibyamlParser reader(text);
   MarkCounter marks(text);
   std::map<std::string, YAML::anchor_t, std::less<>> anchor_numbers;
@@ -450,7 +439,7 @@ void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree)
     return last_anchor;
   };
   std::vector<OpenCollection> open;
-  auto tag_of = [](const yaml_char_t* tag, bool plain) -> std::string {
+  auto tag_of = [](const yaml_char_t* tag, bool plain) -> std::string_view {
     return tag ? reinterpret_cast<const char*>(tag) : plain ? "?" : "!";
   };
   for (;;) {
@@ -466,7 +455,7 @@ void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree)
         break;
       case YAML_SCALAR_EVENT: {
         const auto& s = ev.data.scalar;
-        std::string value(reinterpret_cast<const char*>(s.value), s.length);
+        std::string_view value(reinterpret_cast<const char*>(s.value), s.length);
         bool plain = s.style == YAML_PLAIN_SCALAR_STYLE;
         if (!s.tag && plain && is_null_text(value)) {
           // An empty value with no anchor or tag: libyaml marks the end of the ':' or '-' before it.
@@ -556,7 +545,98 @@ std::optional<BadCharacter> find_control_character(std::string_view value) {
 YamlError::YamlError(std::string file, std::vector<YamlProblem> problems)
     : InputError(join_problems(file, problems)), file_(std::move(file)), problems_(std::move(problems)) {}
 
-YAML::Node load_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits) {
+YAML::NodeType::value YamlNode::Type() const { return document_ ? document_->nodes_[index_].type : YAML::NodeType::Undefined; }
+
+std::string_view YamlNode::Scalar() const {
+  if (!IsScalar()) return {};
+  const YamlDocument::Node& node = document_->nodes_[index_];
+  return std::string_view(document_->text_).substr(node.text, node.text_size);
+}
+
+std::string_view YamlNode::Tag() const {
+  if (!document_) return {};
+  const YamlDocument::Node& node = document_->nodes_[index_];
+  return std::string_view(document_->text_).substr(node.tag, node.tag_size);
+}
+
+const YAML::Mark& YamlNode::Mark() const {
+  static const YAML::Mark kNone = YAML::Mark::null_mark();
+  return document_ ? document_->nodes_[index_].mark : kNone;
+}
+
+size_t YamlNode::size() const {
+  if (!document_) return 0;
+  const YamlDocument::Node& node = document_->nodes_[index_];
+  return node.type == YAML::NodeType::Map ? node.count / 2 : node.type == YAML::NodeType::Sequence ? node.count : 0;
+}
+
+YamlNode YamlNode::operator[](size_t item) const {
+  if (!IsSequence() || item >= size()) return {};
+  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + item]);
+}
+
+YamlNode YamlNode::key(size_t entry) const {
+  if (!IsMap() || entry >= size()) return {};
+  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + 2 * entry]);
+}
+
+YamlNode YamlNode::value(size_t entry) const {
+  if (!IsMap() || entry >= size()) return {};
+  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + 2 * entry + 1]);
+}
+
+YamlNode YamlNode::operator[](std::string_view wanted) const {
+  for (size_t entry = 0; entry < size(); ++entry)
+    if (YamlNode k = key(entry); k.IsScalar() && k.Scalar() == wanted) return value(entry);
+  return {};
+}
+
+// yaml-cpp's tree of a YamlDocument: the same nodes (set in the order yaml-cpp's NodeBuilder sets
+// them), an alias's node shared as YAML::Load shares it.
+class YamlCppTreeBuilder {
+ public:
+  explicit YamlCppTreeBuilder(const YamlDocument& document)
+      : document_(document), memory_(std::make_shared<YAML::detail::memory_holder>()), made_(document.nodes_.size()) {}
+
+  // A null node when the text held no document, as YAML::Load returns.
+  YAML::Node root() {
+    if (document_.root_ == 0) return YAML::Node();
+    return YAML::as_if<YamlTreeRoot, void>::node(node_of(document_.root_), memory_);
+  }
+
+ private:
+  const YamlDocument& document_;
+  YAML::detail::shared_memory_holder memory_;
+  std::vector<YAML::detail::node*> made_;  // per index of the document: an alias is the node it names
+
+  YAML::detail::node& node_of(uint32_t index) {  // recursion as deep as the limits let collections nest
+    if (made_[index]) return *made_[index];
+    const YamlDocument::Node& from = document_.nodes_[index];
+    YAML::detail::node& node = memory_->create_node();
+    made_[index] = &node;
+    node.set_mark(from.mark);
+    std::string_view text = document_.text_;
+    std::string tag(text.substr(from.tag, from.tag_size));
+    if (from.type == YAML::NodeType::Null) {
+      node.set_null();
+    } else if (from.type == YAML::NodeType::Scalar) {
+      node.set_scalar(std::string(text.substr(from.text, from.text_size)));
+      node.set_tag(tag);
+    } else {
+      node.set_type(from.type);
+      node.set_tag(tag);
+      node.set_style(from.style);
+      for (uint32_t i = 0; i < from.count; ++i) {
+        YAML::detail::node& child = node_of(document_.children_[from.children + i]);
+        if (from.type == YAML::NodeType::Sequence) node.push_back(child, memory_);
+        else if (i % 2 == 1) node.insert(node_of(document_.children_[from.children + i - 1]), child, memory_);
+      }
+    }
+    return node;
+  }
+};
+
+YamlDocument read_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits) {
   auto refuse = [&](TextPosition position, std::string message) {
     return YamlError(file, {YamlProblem{position, std::move(message)}});
   };
@@ -565,14 +645,18 @@ YAML::Node load_strict_yaml(std::string_view text, const std::string& file, cons
   if (auto ambiguous = find_ambiguous_line_break(text)) throw refuse(text_position(text, ambiguous->offset), ambiguous->description);
 
   StrictEvents events(limits);
-  TreeBuilder tree;
+  YamlDocumentBuilder tree;
   try {
     read_events(text, events, tree);
   } catch (const Refused& r) {
     throw refuse(yaml_position(r.mark), r.message);
   }
   if (!events.duplicate_keys.empty()) throw YamlError(file, std::move(events.duplicate_keys));
-  return tree.root();
+  return tree.take();
+}
+
+YAML::Node load_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits) {
+  return YamlCppTreeBuilder(read_strict_yaml(text, file, limits)).root();
 }
 
 }  // namespace p2paudit
