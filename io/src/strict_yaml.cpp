@@ -98,8 +98,17 @@ std::optional<BadCharacter> find_bad_character(std::string_view text, bool yaml)
 // are text in 1.2; yaml-cpp keeps a carriage return without a line feed in the text and libyaml ends
 // the line there. Refused rather than read one way when its author may have meant the other.
 std::optional<BadCharacter> find_ambiguous_line_break(std::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\r' && text[i] != '\xc2' && text[i] != '\xe2') continue;  // the bytes that start one
+  // The next of each byte that starts one, each found with memchr (rule files hold few or none).
+  const char kStarts[] = {'\r', '\xc2', '\xe2'};
+  size_t next[3];
+  auto find_from = [&](char c, size_t from) {
+    const void* at = from < text.size() ? std::memchr(text.data() + from, c, text.size() - from) : nullptr;
+    return at ? static_cast<size_t>(static_cast<const char*>(at) - text.data()) : text.size();
+  };
+  for (int k = 0; k < 3; ++k) next[k] = find_from(kStarts[k], 0);
+  for (size_t i = 0; (i = std::min({next[0], next[1], next[2]})) < text.size();) {
+    for (int k = 0; k < 3; ++k)
+      if (next[k] == i) next[k] = find_from(kStarts[k], i + 1);
     if (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))
       return BadCharacter{i, "carriage return without a line feed: end lines with LF or CR LF"};
     std::string_view rest = text.substr(i);
@@ -140,11 +149,11 @@ class StrictEvents {
   }
   void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) {
     count(mark, 1);
-    finish_node(mark, anchor, 1, 0, Key{true, "null"});
+    finish_node(mark, anchor, 1, 0, KeyText{true, "null"});
   }
   void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view value) {
     count(mark, 1);
-    finish_node(mark, anchor, 1, 0, Key{false, std::string(value)});
+    finish_node(mark, anchor, 1, 0, KeyText{false, value});
   }
   void on_alias(const YAML::Mark& mark, YAML::anchor_t anchor) {
     auto it = anchors_.find(anchor);
@@ -156,7 +165,9 @@ class StrictEvents {
       throw Refused{mark, fmt::format("aliases nested deeper than {} (an alias to a node holding aliases to nodes "
                                       "holding aliases...)", limits_.max_alias_depth)};
     count(mark, a.nodes);
-    finish_node(mark, 0, a.nodes, a.alias_depth + 1, a.scalar);
+    std::optional<KeyText> scalar;
+    if (a.scalar) scalar = KeyText{a.scalar->is_null, a.scalar->text};
+    finish_node(mark, 0, a.nodes, a.alias_depth + 1, scalar);
   }
   void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map) { open(mark, anchor, is_map); }
   void on_collection_end() { close(); }
@@ -180,9 +191,8 @@ class StrictEvents {
     YAML::anchor_t anchor = 0;
     size_t nodes = 1;
     int alias_depth = 0;
-    std::string path;                 // "rules[0].when", for messages
     size_t children = 0;              // a mapping's keys and values alternate
-    std::string current_key = "?";    // the key whose value is being read (a mapping)
+    std::optional<std::string> current_key;  // a mapping's scalar key whose value is being read
     std::map<Key, int> keys;          // a mapping's scalar keys, with the line each first appears on
   };
 
@@ -197,12 +207,19 @@ class StrictEvents {
       throw Refused{mark, fmt::format("more than {} nodes once aliases are expanded", limits_.max_nodes)};
   }
 
-  std::string child_path() const {
-    if (open_.empty()) return {};
-    const Frame& parent = open_.back();
-    if (!parent.is_map) return fmt::format("{}[{}]", parent.path, parent.children);
-    if (parent.children % 2 == 0) return parent.path.empty() ? "a key" : parent.path + " (a key)";
-    return parent.path.empty() ? parent.current_key : parent.path + "." + parent.current_key;
+  static std::string shown_current_key(const Frame& frame) { return frame.current_key ? shown_key(*frame.current_key) : "?"; }
+
+  // Where the collection open_[depth] stands, for messages: "rules[0].when". Built only for a
+  // message, from the frames above it, which have not changed since it was opened.
+  std::string path_of(size_t depth) const {
+    std::string path;
+    for (size_t k = 1; k <= depth; ++k) {
+      const Frame& parent = open_[k - 1];
+      if (!parent.is_map) path = fmt::format("{}[{}]", path, parent.children);
+      else if (parent.children % 2 == 0) path = path.empty() ? "a key" : path + " (a key)";
+      else path = path.empty() ? shown_current_key(parent) : path + "." + shown_current_key(parent);
+    }
+    return path;
   }
 
   void open(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map) {
@@ -210,12 +227,10 @@ class StrictEvents {
     if (static_cast<int>(open_.size()) >= limits_.max_depth)
       throw Refused{mark, fmt::format("collections nested deeper than {} levels", limits_.max_depth)};
     if (anchor) anchors_[anchor] = Anchored{};
-    Frame f;
+    Frame& f = open_.emplace_back();
     f.is_map = is_map;
     f.mark = mark;
     f.anchor = anchor;
-    f.path = child_path();
-    open_.push_back(std::move(f));
   }
 
   void close() {
@@ -224,9 +239,16 @@ class StrictEvents {
     finish_node(f.mark, f.anchor, f.nodes, f.alias_depth, std::nullopt);
   }
 
+  // A scalar's key, before it is known to be a key (and copied as one).
+  struct KeyText {
+    bool is_null = false;
+    std::string_view text;
+    Key key() const { return Key{is_null, std::string(text)}; }
+  };
+
   void finish_node(const YAML::Mark& mark, YAML::anchor_t anchor, size_t nodes, int alias_depth,
-                   const std::optional<Key>& scalar) {
-    if (anchor) anchors_[anchor] = Anchored{nodes, alias_depth, true, scalar};
+                   const std::optional<KeyText>& scalar) {
+    if (anchor) anchors_[anchor] = Anchored{nodes, alias_depth, true, scalar ? std::optional(scalar->key()) : std::nullopt};
     if (open_.empty()) return;
     Frame& parent = open_.back();
     parent.nodes += nodes;
@@ -234,14 +256,16 @@ class StrictEvents {
     bool is_key = parent.is_map && parent.children % 2 == 0;
     ++parent.children;
     if (!is_key) return;
-    parent.current_key = scalar ? shown_key(scalar->text) : "?";
+    if (scalar) parent.current_key = scalar->text;
+    else parent.current_key.reset();
     if (!scalar) return;  // a collection as a key: the loaders refuse those by their own rules
     TextPosition here = yaml_position(mark);
-    auto [first, inserted] = parent.keys.emplace(*scalar, here.line);
-    if (!inserted)
-      duplicate_keys.push_back(
-          {here, fmt::format("duplicate key '{}' {} (first at line {})", parent.current_key,
-                             parent.path.empty() ? "at the top level" : "in " + parent.path, first->second)});
+    auto [first, inserted] = parent.keys.emplace(scalar->key(), here.line);
+    if (!inserted) {
+      std::string path = path_of(open_.size() - 1);
+      duplicate_keys.push_back({here, fmt::format("duplicate key '{}' {} (first at line {})", shown_current_key(parent),
+                                                  path.empty() ? "at the top level" : "in " + path, first->second)});
+    }
   }
 };
 
@@ -253,6 +277,13 @@ class StrictEvents {
 // on a stack until it ends, then move to the document's children in one piece.
 class YamlDocumentBuilder {
  public:
+  // Scalars and tags are about as long as the text they were read from.
+  // Rule files hold about a node per 35 bytes.
+  explicit YamlDocumentBuilder(size_t text_size) {
+    document_.text_.reserve(text_size + text_size / 4);
+    document_.nodes_.reserve(text_size / 24 + 1);
+  }
+
   void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) { attach(add(mark, anchor, YAML::NodeType::Null)); }
   void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view tag, std::string_view value) {
     uint32_t index = add(mark, anchor, YAML::NodeType::Scalar);
@@ -323,7 +354,10 @@ class MarkCounter {
   YAML::Mark at_character(size_t index) {
     index -= std::min(index, skipped_);
     if (index < characters_) rewind();
-    while (characters_ < index && byte_ < text_.size()) step();
+    while (characters_ < index && byte_ < text_.size()) {
+      if (index - characters_ >= 8 && skip_eight()) continue;
+      step();
+    }
     return mark();
   }
   // The first byte after the last mark that is not a space, tab, line end or comment: where yaml-cpp's
@@ -357,6 +391,18 @@ class MarkCounter {
   size_t byte_ = 0, characters_ = 0, line_ = 0, line_start_ = 0;
 
   void rewind() { byte_ = characters_ = line_ = line_start_ = 0; }
+  // Eight ASCII bytes without a line feed are eight characters on the same line.
+  bool skip_eight() {
+    constexpr uint64_t kOnes = 0x0101010101010101, kHigh = 0x8080808080808080;
+    if (byte_ + 8 > text_.size()) return false;
+    uint64_t bytes;
+    std::memcpy(&bytes, text_.data() + byte_, 8);
+    uint64_t line_feeds = bytes ^ ('\n' * kOnes);
+    if ((bytes & kHigh) || ((line_feeds - kOnes) & ~line_feeds & kHigh)) return false;
+    byte_ += 8;
+    characters_ += 8;
+    return true;
+  }
   void step() {
     unsigned char c = static_cast<unsigned char>(text_[byte_]);
     byte_ += c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;  // the text is valid UTF-8
@@ -645,7 +691,7 @@ YamlDocument read_strict_yaml(std::string_view text, const std::string& file, co
   if (auto ambiguous = find_ambiguous_line_break(text)) throw refuse(text_position(text, ambiguous->offset), ambiguous->description);
 
   StrictEvents events(limits);
-  YamlDocumentBuilder tree;
+  YamlDocumentBuilder tree(text.size());
   try {
     read_events(text, events, tree);
   } catch (const Refused& r) {

@@ -565,6 +565,10 @@ class Loader {
     bool ok = true;
     std::string literal;
     for (size_t i = 0; i < text->size(); ++i) {
+      size_t brace = i;  // plain text up to the next brace goes in one piece
+      while (brace < text->size() && (*text)[brace] != '{' && (*text)[brace] != '}') ++brace;
+      literal.append(*text, i, brace - i);
+      if ((i = brace) == text->size()) break;
       char ch = (*text)[i];
       if ((ch == '{' || ch == '}') && i + 1 < text->size() && (*text)[i + 1] == ch) {
         literal += ch;
