@@ -61,21 +61,29 @@ bool yaml_printable(uint32_t cp) {
   return cp != 0xfffe && cp != 0xffff;
 }
 
-// The end of the run of printable ASCII (0x20 to 0x7e) that starts at `i`, found eight bytes at a
-// time: rule files are almost all such bytes, and every check below accepts them.
+// The end of the run of printable ASCII (0x20 to 0x7e), tabs and line ends that starts at `i`,
+// mostly eight bytes at a time: rule files are almost all such bytes, and every check below
+// accepts them.
 size_t skip_printable_ascii(std::string_view text, size_t i) {
   constexpr uint64_t kOnes = 0x0101010101010101, kHigh = 0x8080808080808080;
-  for (; i + 8 <= text.size(); i += 8) {
-    uint64_t bytes;
-    std::memcpy(&bytes, text.data() + i, 8);
-    bool non_ascii = bytes & kHigh;
-    // With every high bit clear, a byte below 0x20 (or 0x00 after the XOR: a DEL) borrows into its own high bit.
-    bool below_space = (bytes - 0x20 * kOnes) & ~bytes & kHigh;
-    uint64_t del = bytes ^ (0x7f * kOnes);
-    bool has_del = (del - kOnes) & ~del & kHigh;
-    if (non_ascii || below_space || has_del) break;
+  while (i < text.size()) {
+    if (i + 8 <= text.size()) {
+      uint64_t bytes;
+      std::memcpy(&bytes, text.data() + i, 8);
+      bool non_ascii = bytes & kHigh;
+      // With every high bit clear, a byte below 0x20 (or 0x00 after the XOR: a DEL) borrows into its own high bit.
+      bool below_space = (bytes - 0x20 * kOnes) & ~bytes & kHigh;
+      uint64_t del = bytes ^ (0x7f * kOnes);
+      bool has_del = (del - kOnes) & ~del & kHigh;
+      if (!non_ascii && !below_space && !has_del) {
+        i += 8;
+        continue;
+      }
+    }
+    char c = text[i];
+    if (!((c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r')) break;
+    ++i;
   }
-  while (i < text.size() && text[i] >= 0x20 && text[i] < 0x7f) ++i;
   return i;
 }
 
@@ -349,7 +357,19 @@ namespace {
 class MarkCounter {
  public:
   explicit MarkCounter(std::string_view text)
-      : skipped_(text.starts_with(kByteOrderMark) ? 1 : 0), text_(skipped_ ? text.substr(kByteOrderMark.size()) : text) {}
+      : skipped_(text.starts_with(kByteOrderMark) ? 1 : 0), text_(skipped_ ? text.substr(kByteOrderMark.size()) : text),
+        ascii_prefix_(skipped_ ? 0 : ascii_prefix(text_)) {}
+
+  // An event's mark. Where only ASCII comes before it, libyaml's own mark is yaml-cpp's: a character
+  // is a byte, and the line ends libyaml counts besides a line feed (CR alone, NEL, LS, PS) were
+  // refused before reading; the counter is set there without walking.
+  YAML::Mark at(const yaml_mark_t& mark) {
+    if (mark.index > ascii_prefix_ || mark.column > mark.index) return at_character(mark.index);
+    byte_ = characters_ = mark.index;
+    line_ = mark.line;
+    line_start_ = mark.index - mark.column;
+    return this->mark();
+  }
 
   YAML::Mark at_character(size_t index) {
     index -= std::min(index, skipped_);
@@ -388,6 +408,18 @@ class MarkCounter {
   static constexpr std::string_view kByteOrderMark = "\xef\xbb\xbf";
   size_t skipped_;  // characters before text_
   std::string_view text_;
+  size_t ascii_prefix_;  // text_'s leading bytes below 0x80
+
+  static size_t ascii_prefix(std::string_view text) {
+    constexpr uint64_t kHigh = 0x8080808080808080;
+    size_t i = 0;
+    for (uint64_t bytes; i + 8 <= text.size(); i += 8) {
+      std::memcpy(&bytes, text.data() + i, 8);
+      if (bytes & kHigh) break;
+    }
+    while (i < text.size() && static_cast<unsigned char>(text[i]) < 0x80) ++i;
+    return i;
+  }
   size_t byte_ = 0, characters_ = 0, line_ = 0, line_start_ = 0;
 
   void rewind() { byte_ = characters_ = line_ = line_start_ = 0; }
@@ -492,7 +524,7 @@ void read_events(std::string_view text, StrictEvents& strict, YamlDocumentBuilde
     LibyamlEvent e;
     if (!yaml_parser_parse(&reader.parser, &e.event)) throw parse_error(reader.parser, marks, text, open);
     const yaml_event_t& ev = e.event;
-    YAML::Mark mark = marks.at_character(ev.start_mark.index);
+    YAML::Mark mark = marks.at(ev.start_mark);
     switch (ev.type) {
       case YAML_STREAM_END_EVENT:
         return;
@@ -591,14 +623,6 @@ std::optional<BadCharacter> find_control_character(std::string_view value) {
 YamlError::YamlError(std::string file, std::vector<YamlProblem> problems)
     : InputError(join_problems(file, problems)), file_(std::move(file)), problems_(std::move(problems)) {}
 
-YAML::NodeType::value YamlNode::Type() const { return document_ ? document_->nodes_[index_].type : YAML::NodeType::Undefined; }
-
-std::string_view YamlNode::Scalar() const {
-  if (!IsScalar()) return {};
-  const YamlDocument::Node& node = document_->nodes_[index_];
-  return std::string_view(document_->text_).substr(node.text, node.text_size);
-}
-
 std::string_view YamlNode::Tag() const {
   if (!document_) return {};
   const YamlDocument::Node& node = document_->nodes_[index_];
@@ -610,25 +634,9 @@ const YAML::Mark& YamlNode::Mark() const {
   return document_ ? document_->nodes_[index_].mark : kNone;
 }
 
-size_t YamlNode::size() const {
-  if (!document_) return 0;
-  const YamlDocument::Node& node = document_->nodes_[index_];
-  return node.type == YAML::NodeType::Map ? node.count / 2 : node.type == YAML::NodeType::Sequence ? node.count : 0;
-}
-
 YamlNode YamlNode::operator[](size_t item) const {
   if (!IsSequence() || item >= size()) return {};
   return YamlNode(document_, document_->children_[document_->nodes_[index_].children + item]);
-}
-
-YamlNode YamlNode::key(size_t entry) const {
-  if (!IsMap() || entry >= size()) return {};
-  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + 2 * entry]);
-}
-
-YamlNode YamlNode::value(size_t entry) const {
-  if (!IsMap() || entry >= size()) return {};
-  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + 2 * entry + 1]);
 }
 
 YamlNode YamlNode::operator[](std::string_view wanted) const {

@@ -149,6 +149,29 @@ class YamlDocument {
   uint32_t root_ = 0;
 };
 
+// The accessors the loaders call for every node, inline.
+inline YAML::NodeType::value YamlNode::Type() const {
+  return document_ ? document_->nodes_[index_].type : YAML::NodeType::Undefined;
+}
+inline std::string_view YamlNode::Scalar() const {
+  if (!IsScalar()) return {};
+  const YamlDocument::Node& node = document_->nodes_[index_];
+  return std::string_view(document_->text_).substr(node.text, node.text_size);
+}
+inline size_t YamlNode::size() const {
+  if (!document_) return 0;
+  const YamlDocument::Node& node = document_->nodes_[index_];
+  return node.type == YAML::NodeType::Map ? node.count / 2 : node.type == YAML::NodeType::Sequence ? node.count : 0;
+}
+inline YamlNode YamlNode::key(size_t entry) const {
+  if (!IsMap() || entry >= size()) return {};
+  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + 2 * entry]);
+}
+inline YamlNode YamlNode::value(size_t entry) const {
+  if (!IsMap() || entry >= size()) return {};
+  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + 2 * entry + 1]);
+}
+
 // Reads `text`, the content of `file`, strictly as load_strict_yaml() does (the same refusals with
 // the same messages), into a YamlDocument: the loaders' reader, without yaml-cpp's nodes.
 YamlDocument read_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits = {});
