@@ -186,6 +186,7 @@ class StrictEvents {
     bool is_null = false;
     std::string text;
     bool operator<(const Key& o) const { return std::tie(is_null, text) < std::tie(o.is_null, o.text); }
+    bool operator==(const Key& o) const = default;
   };
   struct Anchored {
     size_t nodes = 0;
@@ -201,13 +202,18 @@ class StrictEvents {
     int alias_depth = 0;
     size_t children = 0;              // a mapping's keys and values alternate
     std::optional<std::string> current_key;  // a mapping's scalar key whose value is being read
-    std::map<Key, int> keys;          // a mapping's scalar keys, with the line each first appears on
+    size_t first_key = 0;             // where a mapping's scalar keys start in keys_
+    std::map<Key, int> many_keys;     // they, once there are more than a linear search should scan
   };
+  static constexpr size_t kLinearKeys = 32;
 
   const YamlLimits& limits_;
   size_t total_nodes_ = 0;
   std::map<YAML::anchor_t, Anchored> anchors_;
   std::vector<Frame> open_;
+  // The scalar keys of the open mappings, each mapping's after its parent's, with the line each
+  // first appears on: most mappings have a few keys, and this costs them no allocation of their own.
+  std::vector<std::pair<Key, int>> keys_;
 
   void count(const YAML::Mark& mark, size_t nodes) {
     total_nodes_ += nodes;  // each term is at most the limit, so this cannot overflow
@@ -239,11 +245,13 @@ class StrictEvents {
     f.is_map = is_map;
     f.mark = mark;
     f.anchor = anchor;
+    f.first_key = keys_.size();
   }
 
   void close() {
     Frame f = std::move(open_.back());
     open_.pop_back();
+    keys_.resize(f.first_key);
     finish_node(f.mark, f.anchor, f.nodes, f.alias_depth, std::nullopt);
   }
 
@@ -268,11 +276,26 @@ class StrictEvents {
     else parent.current_key.reset();
     if (!scalar) return;  // a collection as a key: the loaders refuse those by their own rules
     TextPosition here = yaml_position(mark);
-    auto [first, inserted] = parent.keys.emplace(scalar->key(), here.line);
-    if (!inserted) {
+    Key key = scalar->key();
+    std::optional<int> first_line;
+    if (!parent.many_keys.empty()) {
+      if (auto it = parent.many_keys.find(key); it != parent.many_keys.end()) first_line = it->second;
+    } else {
+      for (size_t k = parent.first_key; k < keys_.size() && !first_line; ++k)
+        if (keys_[k].first == key) first_line = keys_[k].second;
+    }
+    if (first_line) {
       std::string path = path_of(open_.size() - 1);
       duplicate_keys.push_back({here, fmt::format("duplicate key '{}' {} (first at line {})", shown_current_key(parent),
-                                                  path.empty() ? "at the top level" : "in " + path, first->second)});
+                                                  path.empty() ? "at the top level" : "in " + path, *first_line)});
+    } else if (!parent.many_keys.empty()) {
+      parent.many_keys.emplace(std::move(key), here.line);
+    } else {
+      keys_.emplace_back(std::move(key), here.line);
+      if (keys_.size() - parent.first_key > kLinearKeys) {
+        for (size_t k = parent.first_key; k < keys_.size(); ++k) parent.many_keys.emplace(std::move(keys_[k]));
+        keys_.resize(parent.first_key);
+      }
     }
   }
 };
