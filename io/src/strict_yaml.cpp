@@ -80,9 +80,11 @@ size_t skip_printable_ascii(std::string_view text, size_t i) {
         continue;
       }
     }
-    char c = text[i];
-    if (!((c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r')) break;
-    ++i;
+    // Eight bytes with a tab, a line end or something else: one at a time through them.
+    for (size_t end = std::min(i + 8, text.size()); i < end; ++i) {
+      char c = text[i];
+      if (!((c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r')) return i;
+    }
   }
   return i;
 }
@@ -380,20 +382,22 @@ namespace {
 class MarkCounter {
  public:
   explicit MarkCounter(std::string_view text)
-      : skipped_(text.starts_with(kByteOrderMark) ? 1 : 0), text_(skipped_ ? text.substr(kByteOrderMark.size()) : text),
-        ascii_prefix_(skipped_ ? 0 : ascii_prefix(text_)) {}
-
-  // An event's mark. Where only ASCII comes before it, libyaml's own mark is yaml-cpp's: a character
-  // is a byte, and the line ends libyaml counts besides a line feed (CR alone, NEL, LS, PS) were
-  // refused before reading; the counter is set there without walking.
-  YAML::Mark at(const yaml_mark_t& mark) {
-    if (mark.index > ascii_prefix_ || mark.column > mark.index) return at_character(mark.index);
-    byte_ = characters_ = mark.index;
-    line_ = mark.line;
-    line_start_ = mark.index - mark.column;
-    return this->mark();
+      : skipped_(text.starts_with(kByteOrderMark) ? 1 : 0), text_(skipped_ ? text.substr(kByteOrderMark.size()) : text) {
+    if (!skipped_) find_lines();
   }
 
+  // An event's mark. Where only ASCII comes before it on its line, libyaml's own line and column
+  // give yaml-cpp's mark: a character is a byte there, and the line ends libyaml counts besides a
+  // line feed (CR alone, NEL, LS, PS) were refused before reading. The counter is set there.
+  YAML::Mark at(const yaml_mark_t& mark) {
+    if (mark.line >= lines_.size() || mark.column > lines_[mark.line].ascii_end - lines_[mark.line].start)
+      return at_character(mark.index);
+    byte_ = lines_[mark.line].start + mark.column;
+    characters_ = mark.index;
+    line_ = mark.line;
+    line_start_ = lines_[mark.line].start;
+    return this->mark();
+  }
   YAML::Mark at_character(size_t index) {
     index -= std::min(index, skipped_);
     if (index < characters_) rewind();
@@ -405,9 +409,11 @@ class MarkCounter {
   }
   // The first byte after the last mark that is not a space, tab, line end or comment: where yaml-cpp's
   // next token starts, which is the mark it gives a value left empty. At the end of the text yaml-cpp
-  // puts the column back to 0. A copy walks, so that the events' own marks keep coming in order.
-  YAML::Mark next_token() const {
-    MarkCounter ahead = *this;
+  // puts the column back to 0. The counter walks there and back, so that the events' own marks keep
+  // coming in order.
+  YAML::Mark next_token() {
+    const auto saved = std::tuple(byte_, characters_, line_, line_start_);  // walked ahead, then put back
+    MarkCounter& ahead = *this;
     bool after_blank = ahead.byte_ == 0 || std::string_view(" \t\n").find(text_[ahead.byte_ - 1]) != std::string_view::npos;
     while (ahead.byte_ < text_.size()) {
       char c = text_[ahead.byte_];
@@ -422,6 +428,7 @@ class MarkCounter {
     }
     YAML::Mark m = ahead.mark();
     if (ahead.byte_ == text_.size()) m.column = 0;
+    std::tie(byte_, characters_, line_, line_start_) = saved;
     return m;
   }
   bool at_end(const YAML::Mark& m) const { return static_cast<size_t>(m.pos) >= text_.size(); }
@@ -431,19 +438,29 @@ class MarkCounter {
   static constexpr std::string_view kByteOrderMark = "\xef\xbb\xbf";
   size_t skipped_;  // characters before text_
   std::string_view text_;
-  size_t ascii_prefix_;  // text_'s leading bytes below 0x80
-
-  static size_t ascii_prefix(std::string_view text) {
-    constexpr uint64_t kHigh = 0x8080808080808080;
-    size_t i = 0;
-    for (uint64_t bytes; i + 8 <= text.size(); i += 8) {
-      std::memcpy(&bytes, text.data() + i, 8);
-      if (bytes & kHigh) break;
-    }
-    while (i < text.size() && static_cast<unsigned char>(text[i]) < 0x80) ++i;
-    return i;
-  }
+  // Each line's first byte, and the end of the ASCII bytes it starts with (empty with a byte order mark).
+  struct Line {
+    size_t start = 0, ascii_end = 0;
+  };
+  std::vector<Line> lines_;
   size_t byte_ = 0, characters_ = 0, line_ = 0, line_start_ = 0;
+
+  void find_lines() {
+    constexpr uint64_t kHigh = 0x8080808080808080;
+    for (size_t start = 0;;) {
+      const void* line_feed = start < text_.size() ? std::memchr(text_.data() + start, '\n', text_.size() - start) : nullptr;
+      size_t end = line_feed ? static_cast<size_t>(static_cast<const char*>(line_feed) - text_.data()) : text_.size();
+      size_t ascii_end = start;
+      for (uint64_t bytes; ascii_end + 8 <= end; ascii_end += 8) {
+        std::memcpy(&bytes, text_.data() + ascii_end, 8);
+        if (bytes & kHigh) break;
+      }
+      while (ascii_end < end && static_cast<unsigned char>(text_[ascii_end]) < 0x80) ++ascii_end;
+      lines_.push_back({start, ascii_end});
+      if (!line_feed) return;
+      start = end + 1;
+    }
+  }
 
   void rewind() { byte_ = characters_ = line_ = line_start_ = 0; }
   // Eight ASCII bytes without a line feed are eight characters on the same line.
