@@ -561,16 +561,18 @@ class Loader {
       error(value_mark(key, value), fmt::format("'{}' is empty", key.Scalar()));
       return std::nullopt;
     }
-    Template t{*text, {}};
+    Template t{std::move(*text), {}};
+    const std::string& written = t.text;
     bool ok = true;
     std::string literal;
-    for (size_t i = 0; i < text->size(); ++i) {
+    literal.reserve(written.size());
+    for (size_t i = 0; i < written.size(); ++i) {
       size_t brace = i;  // plain text up to the next brace goes in one piece
-      while (brace < text->size() && (*text)[brace] != '{' && (*text)[brace] != '}') ++brace;
-      literal.append(*text, i, brace - i);
-      if ((i = brace) == text->size()) break;
-      char ch = (*text)[i];
-      if ((ch == '{' || ch == '}') && i + 1 < text->size() && (*text)[i + 1] == ch) {
+      while (brace < written.size() && written[brace] != '{' && written[brace] != '}') ++brace;
+      literal.append(written, i, brace - i);
+      if ((i = brace) == written.size()) break;
+      char ch = written[i];
+      if ((ch == '{' || ch == '}') && i + 1 < written.size() && written[i + 1] == ch) {
         literal += ch;
         ++i;
         continue;
@@ -584,12 +586,12 @@ class Loader {
         literal += ch;
         continue;
       }
-      size_t close = text->find('}', i);
+      size_t close = written.find('}', i);
       if (close == std::string::npos) {
-        error(place_in(value, text->substr(i)), "unclosed '{' (write '{{' for a literal brace)");
+        error(place_in(value, written.substr(i)), "unclosed '{' (write '{{' for a literal brace)");
         return std::nullopt;
       }
-      std::string placeholder = text->substr(i, close - i + 1);
+      std::string placeholder = written.substr(i, close - i + 1);
       if (auto piece = read_placeholder(placeholder, value)) {
         if (!literal.empty()) t.pieces.push_back(literal_piece(std::move(literal))), literal.clear();
         t.pieces.push_back(std::move(*piece));
