@@ -253,7 +253,7 @@ class StrictEvents {
   void close() {
     Frame f = std::move(open_.back());
     open_.pop_back();
-    keys_.resize(f.first_key);
+    keys_.erase(keys_.begin() + static_cast<std::ptrdiff_t>(f.first_key), keys_.end());
     finish_node(f.mark, f.anchor, f.nodes, f.alias_depth, std::nullopt);
   }
 
@@ -296,7 +296,7 @@ class StrictEvents {
       keys_.emplace_back(std::move(key), here.line);
       if (keys_.size() - parent.first_key > kLinearKeys) {
         for (size_t k = parent.first_key; k < keys_.size(); ++k) parent.many_keys.emplace(std::move(keys_[k]));
-        keys_.resize(parent.first_key);
+        keys_.erase(keys_.begin() + static_cast<std::ptrdiff_t>(parent.first_key), keys_.end());
       }
     }
   }
