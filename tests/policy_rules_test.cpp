@@ -207,6 +207,36 @@ TEST(Condition, SetsRangesRegexContains) {
   EXPECT_EQ(eval("{kernel.acs_redirect_devices: {contains: '0000:00:1c'}}", f), F);  // elements, not substrings
 }
 
+// FactRegexTraits answers two questions of the bracket matcher itself where it can: its answers must
+// be std::regex_traits<char>'s for every character, and its patterns match as std::regex's do.
+TEST(Condition, FactRegexTraitsAnswerAsTheStandardTraits) {
+  FactRegexTraits fast;
+  std::regex_traits<char> standard;
+  const std::string_view classes[] = {"", "d", "w", "alpha", "upper", "space"};
+  for (int i = 0; i < 256; ++i) {
+    char c = static_cast<char>(i);
+    EXPECT_EQ(fast.transform_primary(&c, &c + 1), standard.transform_primary(&c, &c + 1)) << i;
+    for (std::string_view name : classes) {
+      auto mask = standard.lookup_classname(name.begin(), name.end());
+      EXPECT_EQ(fast.isctype(c, mask), standard.isctype(c, mask)) << i << " " << name;
+    }
+  }
+  const char* patterns[] = {"^[0-6]\\.", "[^a-c]x", "[[:digit:]]+", "[[=a=]]", "[[.-.]a]", "[[.hyphen.]a]", "\\w+[\\d_]", "[A-Z][^[:space:]]"};
+  const char* subjects[] = {"5.1", "dx", "ax", "A", "-", "a_", "ab1", "Zq", "Z ", "", "7.0"};
+  auto search = [](const char* subject, const char* pattern, auto regex_of) -> std::string {
+    try {
+      return std::regex_search(subject, regex_of(pattern)) ? "match" : "no match";
+    } catch (const std::regex_error& e) {
+      return e.what();
+    }
+  };
+  for (const char* pattern : patterns)
+    for (const char* subject : subjects)
+      EXPECT_EQ(search(subject, pattern, [](const char* p) { return FactRegex(p); }),
+                search(subject, pattern, [](const char* p) { return std::regex(p); }))
+          << pattern << " " << subject;
+}
+
 TEST(Condition, SeveralKeysMeanAll) {
   FactSet f = gpu_pair();
   EXPECT_EQ(eval("{kernel.allowed: false, provider.driver: nvidia}", f), T);

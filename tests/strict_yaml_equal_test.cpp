@@ -95,6 +95,58 @@ TEST(StrictYamlEqual, EveryShippedAndTestRuleFileGivesYamlCppsTree) {
   EXPECT_GT(files, 10u);  // rules/ alone holds more
 }
 
+// The loaders read read_strict_yaml()'s YamlDocument through YamlNode: every answer must be that of
+// the same node of load_strict_yaml()'s yaml-cpp tree, lookups by key included.
+std::string node_difference(const YAML::Node& expected, const YamlNode& actual, const std::string& path) {
+  auto at = [&](const std::string& what) { return fmt::format("{}: {}", path.empty() ? "(root)" : path, what); };
+  if (!actual) return at("invalid node");
+  if (expected.Type() != actual.Type()) return at("type");
+  if (expected.Tag() != actual.Tag()) return at(fmt::format("tag '{}' != '{}'", expected.Tag(), actual.Tag()));
+  const YAML::Mark em = expected.Mark(), am = actual.Mark();
+  if (em.pos != am.pos || em.line != am.line || em.column != am.column) return at("mark");
+  if (expected.Scalar() != actual.Scalar()) return at("scalar");
+  if (expected.size() != actual.size()) return at("size");
+  if (actual[std::string_view("\x01")]) return at("a key that no file can hold was found");  // refused as a control character
+  size_t i = 0;
+  if (expected.IsSequence()) {
+    for (YamlNode item : actual) {
+      if (std::string d = node_difference(expected[i], item, fmt::format("{}[{}]", path, i)); !d.empty()) return d;
+      ++i;
+    }
+    return i == expected.size() ? "" : at("items");
+  }
+  for (auto it = expected.begin(); expected.IsMap() && it != expected.end(); ++it, ++i) {
+    std::string d = node_difference(it->first, actual.key(i), fmt::format("{}{{key {}}}", path, i)) +
+                    node_difference(it->second, actual.value(i), fmt::format("{}{{value {}}}", path, i));
+    if (it->first.IsScalar()) d += node_difference(expected[it->first.Scalar()], actual[it->first.Scalar()], path + "." + it->first.Scalar());
+    if (!d.empty()) return d;
+  }
+  return "";
+}
+
+TEST(StrictYamlEqual, YamlDocumentAnswersAsYamlCppsTree) {
+  size_t files = 0;
+  for (const char* dir : {P2PAUDIT_SOURCE_RULES_DIR, P2PAUDIT_TEST_DATA}) {
+    for (const fs::path& file : yaml_files_under(dir)) {
+      std::string text = read_input_file(file.string(), kMaxRuleFileBytes);
+      try {
+        YamlDocument document = read_strict_yaml(text, file.string());
+        EXPECT_EQ(node_difference(load_strict_yaml(text, file.string()), document.root(), ""), "") << file;
+        ++files;
+      } catch (const YamlError&) {
+        EXPECT_THROW(load_strict_yaml(text, file.string()), YamlError) << file;  // both refuse, with one message
+      }
+    }
+  }
+  EXPECT_GT(files, 10u);
+  YamlDocument anchors = read_strict_yaml("a: &x {k: [1, 2]}\nb: *x\n", "t.yaml");
+  EXPECT_EQ(node_difference(load_strict_yaml("a: &x {k: [1, 2]}\nb: *x\n", "t.yaml"), anchors.root(), ""), "");
+  EXPECT_EQ(anchors.root()["b"]["k"][1].Scalar(), "2");  // an alias is the node it names
+  EXPECT_FALSE(anchors.root()["c"]);
+  EXPECT_FALSE(anchors.root()["a"]["k"][2]);
+  EXPECT_TRUE(read_strict_yaml("", "t.yaml").root().IsNull());
+}
+
 TEST(StrictYamlEqual, EveryConstructGivesYamlCppsTree) {
   const char* const cases[] = {
       // empty values: yaml-cpp marks them where the next token starts

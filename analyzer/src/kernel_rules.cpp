@@ -7,7 +7,6 @@
 #include <tuple>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
@@ -44,28 +43,30 @@ std::string shown_value(std::string_view text) {
 // One YAML rule file, read strictly (strict_yaml.h); every problem is "file:line:column: message".
 class YamlFile {
  public:
-  YamlFile(std::string_view text, std::string origin) : origin_(std::move(origin)) {
-    root_ = load_strict_yaml(text, origin_);
+  YamlFile(std::string_view text, std::string origin)
+      : origin_(std::move(origin)), document_(read_strict_yaml(text, origin_)), root_(document_.root()) {
     if (!root_.IsMap()) fail(root_, "expected a mapping at the top level");
   }
+  YamlFile(const YamlFile&) = delete;  // root_ points into document_
+  YamlFile& operator=(const YamlFile&) = delete;
 
-  const YAML::Node& root() const { return root_; }
-  std::string where(const YAML::Node& n) const { return format_position(origin_, n.Mark()); }
-  [[noreturn]] void fail(const YAML::Node& n, std::string_view message) const {
+  const YamlNode& root() const { return root_; }
+  std::string where(const YamlNode& n) const { return format_position(origin_, n.Mark()); }
+  [[noreturn]] void fail(const YamlNode& n, std::string_view message) const {
     throw InputError(fmt::format("{}: {}", where(n), message));
   }
 
-  void check_keys(const YAML::Node& map, std::initializer_list<std::string_view> allowed) const {
+  void check_keys(const YamlNode& map, std::initializer_list<std::string_view> allowed) const {
     if (!map.IsMap()) fail(map, "expected a mapping");
-    for (const auto& kv : map) {
-      const auto key = kv.first.Scalar();
+    for (size_t entry = 0; entry < map.size(); ++entry) {
+      const YamlNode key = map.key(entry);
       bool ok = false;
-      for (auto a : allowed) ok = ok || key == a;
-      if (!ok) fail(kv.first, fmt::format("unknown key {}", shown_value(key)));
+      for (auto a : allowed) ok = ok || key.Scalar() == a;
+      if (!ok) fail(key, fmt::format("unknown key {}", shown_value(key.Scalar())));
     }
   }
-  std::string scalar(const YAML::Node& map, const char* key, bool required) const {
-    const YAML::Node n = map[key];
+  std::string scalar(const YamlNode& map, const char* key, bool required) const {
+    const YamlNode n = map[key];
     if (!n || n.IsNull()) {
       if (required) fail(map, fmt::format("missing '{}'", key));
       return {};
@@ -74,30 +75,30 @@ class YamlFile {
     // Comments and commits are printed by explain and matrix.
     if (auto bad = find_control_character(n.Scalar()))
       fail(n, fmt::format("'{}' holds a {}: write plain text", key, bad->description));
-    return n.Scalar();
+    return std::string(n.Scalar());
   }
-  bool boolean(const YAML::Node& map, const char* key) const {
-    const YAML::Node n = map[key];
+  bool boolean(const YamlNode& map, const char* key) const {
+    const YamlNode n = map[key];
     if (!n || n.IsNull()) return false;
     if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) return n.Scalar() == "true";
     fail(n, fmt::format("'{}' must be true or false", key));
   }
-  uint16_t hex_id(const YAML::Node& map, const char* key) const {
+  uint16_t hex_id(const YamlNode& map, const char* key) const {
     auto text = scalar(map, key, true);
     auto v = parse_hex16(text);
     if (!v) fail(map[key], fmt::format("'{}' must be a 16-bit hex ID, got {}", key, shown_value(text)));
     return *v;
   }
-  std::optional<KernelRelease> release(const YAML::Node& map, const char* key, bool required) const {
+  std::optional<KernelRelease> release(const YamlNode& map, const char* key, bool required) const {
     auto text = scalar(map, key, required);
     if (text.empty()) return std::nullopt;
     auto r = KernelRelease::parse(text);
     if (!r) fail(map[key], fmt::format("'{}' is not a kernel release: {}", key, shown_value(text)));
     return r;
   }
-  ReleaseRange releases(const YAML::Node& map, bool required) const {
+  ReleaseRange releases(const YamlNode& map, bool required) const {
     ReleaseRange range{release(map, "added", required), release(map, "removed", false), {}};
-    const YAML::Node b = map["backports"];
+    const YamlNode b = map["backports"];
     if (b && !b.IsNull()) {
       if (!b.IsSequence()) fail(b, "'backports' must be a list of releases");
       for (const auto& item : b) {
@@ -113,7 +114,8 @@ class YamlFile {
 
  private:
   std::string origin_;
-  YAML::Node root_;
+  YamlDocument document_;
+  YamlNode root_;
 };
 
 void check_schema(const YamlFile& f) {
@@ -124,7 +126,7 @@ void check_schema(const YamlFile& f) {
 std::vector<WhitelistEntry> read_entries(const YamlFile& f, bool releases_required) {
   f.check_keys(f.root(), {"schema", "entries"});
   check_schema(f);
-  const YAML::Node list = f.root()["entries"];
+  const YamlNode list = f.root()["entries"];
   if (!list || !list.IsSequence()) f.fail(f.root(), "'entries' must be a list");
   std::vector<WhitelistEntry> out;
   std::set<std::string> seen;
@@ -244,17 +246,17 @@ UpstreamData parse_upstream_file(std::string_view text, const std::string& origi
   f.check_keys(f.root(), {"schema", "entries", "reports", "emulated_host_bridges"});
   check_schema(f);
   auto list = [&](const char* key) {
-    const YAML::Node n = f.root()[key];
+    const YamlNode n = f.root()[key];
     if (!n || !n.IsSequence()) f.fail(f.root(), fmt::format("'{}' must be a list", key));
     return n;
   };
-  auto https = [&](const YAML::Node& item, const char* key) {
+  auto https = [&](const YamlNode& item, const char* key) {
     auto v = f.scalar(item, key, true);
     if (!v.starts_with("https://") || v.size() > 512 || v.find_first_of(" <>\"") != std::string::npos)
       f.fail(item[key], fmt::format("'{}' must be one https:// URL, got {}", key, shown_value(v)));
     return v;
   };
-  auto bounded = [&](const YAML::Node& item, const char* key, size_t max) {
+  auto bounded = [&](const YamlNode& item, const char* key, size_t max) {
     auto v = f.scalar(item, key, true);
     if (v.empty() || v.size() > max) f.fail(item[key], fmt::format("'{}' must be 1 to {} bytes", key, max));
     return v;
@@ -321,7 +323,7 @@ KernelRuleData parse_kernel_rule_data(std::string_view whitelist_text, const std
   check_schema(f);
   auto newest = f.release(f.root(), "newest_known_release", true);
   data.newest_known = *newest;
-  const YAML::Node list = f.root()["features"];
+  const YamlNode list = f.root()["features"];
   if (!list || !list.IsSequence()) f.fail(f.root(), "'features' must be a list");
   for (const auto& item : list) {
     f.check_keys(item, {"id", "description", "added", "removed", "backports", "commit"});

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -60,8 +61,38 @@ bool yaml_printable(uint32_t cp) {
   return cp != 0xfffe && cp != 0xffff;
 }
 
+// The end of the run of printable ASCII (0x20 to 0x7e), tabs and line ends that starts at `i`,
+// mostly eight bytes at a time: rule files are almost all such bytes, and every check below
+// accepts them.
+size_t skip_printable_ascii(std::string_view text, size_t i) {
+  constexpr uint64_t kOnes = 0x0101010101010101, kHigh = 0x8080808080808080;
+  while (i < text.size()) {
+    if (i + 8 <= text.size()) {
+      uint64_t bytes;
+      std::memcpy(&bytes, text.data() + i, 8);
+      bool non_ascii = bytes & kHigh;
+      // With every high bit clear, a byte below 0x20 (or 0x00 after the XOR: a DEL) borrows into its own high bit.
+      bool below_space = (bytes - 0x20 * kOnes) & ~bytes & kHigh;
+      uint64_t del = bytes ^ (0x7f * kOnes);
+      bool has_del = (del - kOnes) & ~del & kHigh;
+      if (!non_ascii && !below_space && !has_del) {
+        i += 8;
+        continue;
+      }
+    }
+    // Eight bytes with a tab, a line end or something else: one at a time through them.
+    for (size_t end = std::min(i + 8, text.size()); i < end; ++i) {
+      char c = text[i];
+      if (!((c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r')) return i;
+    }
+  }
+  return i;
+}
+
 std::optional<BadCharacter> find_bad_character(std::string_view text, bool yaml) {
   for (size_t i = 0; i < text.size();) {
+    i = skip_printable_ascii(text, i);
+    if (i == text.size()) break;
     Decoded d = decode_utf8(text, i);
     if (d.length == 0)
       return BadCharacter{i, fmt::format("invalid UTF-8 byte 0x{:02x}", static_cast<unsigned char>(text[i]))};
@@ -77,8 +108,17 @@ std::optional<BadCharacter> find_bad_character(std::string_view text, bool yaml)
 // are text in 1.2; yaml-cpp keeps a carriage return without a line feed in the text and libyaml ends
 // the line there. Refused rather than read one way when its author may have meant the other.
 std::optional<BadCharacter> find_ambiguous_line_break(std::string_view text) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\r' && text[i] != '\xc2' && text[i] != '\xe2') continue;  // the bytes that start one
+  // The next of each byte that starts one, each found with memchr (rule files hold few or none).
+  const char kStarts[] = {'\r', '\xc2', '\xe2'};
+  size_t next[3];
+  auto find_from = [&](char c, size_t from) {
+    const void* at = from < text.size() ? std::memchr(text.data() + from, c, text.size() - from) : nullptr;
+    return at ? static_cast<size_t>(static_cast<const char*>(at) - text.data()) : text.size();
+  };
+  for (int k = 0; k < 3; ++k) next[k] = find_from(kStarts[k], 0);
+  for (size_t i = 0; (i = std::min({next[0], next[1], next[2]})) < text.size();) {
+    for (int k = 0; k < 3; ++k)
+      if (next[k] == i) next[k] = find_from(kStarts[k], i + 1);
     if (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))
       return BadCharacter{i, "carriage return without a line feed: end lines with LF or CR LF"};
     std::string_view rest = text.substr(i);
@@ -119,11 +159,11 @@ class StrictEvents {
   }
   void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) {
     count(mark, 1);
-    finish_node(mark, anchor, 1, 0, Key{true, "null"});
+    finish_node(mark, anchor, 1, 0, KeyText{true, "null"});
   }
-  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& value) {
+  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view value) {
     count(mark, 1);
-    finish_node(mark, anchor, 1, 0, Key{false, value});
+    finish_node(mark, anchor, 1, 0, KeyText{false, value});
   }
   void on_alias(const YAML::Mark& mark, YAML::anchor_t anchor) {
     auto it = anchors_.find(anchor);
@@ -135,7 +175,9 @@ class StrictEvents {
       throw Refused{mark, fmt::format("aliases nested deeper than {} (an alias to a node holding aliases to nodes "
                                       "holding aliases...)", limits_.max_alias_depth)};
     count(mark, a.nodes);
-    finish_node(mark, 0, a.nodes, a.alias_depth + 1, a.scalar);
+    std::optional<KeyText> scalar;
+    if (a.scalar) scalar = KeyText{a.scalar->is_null, a.scalar->text};
+    finish_node(mark, 0, a.nodes, a.alias_depth + 1, scalar);
   }
   void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map) { open(mark, anchor, is_map); }
   void on_collection_end() { close(); }
@@ -146,6 +188,7 @@ class StrictEvents {
     bool is_null = false;
     std::string text;
     bool operator<(const Key& o) const { return std::tie(is_null, text) < std::tie(o.is_null, o.text); }
+    bool operator==(const Key& o) const = default;
   };
   struct Anchored {
     size_t nodes = 0;
@@ -159,16 +202,20 @@ class StrictEvents {
     YAML::anchor_t anchor = 0;
     size_t nodes = 1;
     int alias_depth = 0;
-    std::string path;                 // "rules[0].when", for messages
     size_t children = 0;              // a mapping's keys and values alternate
-    std::string current_key = "?";    // the key whose value is being read (a mapping)
-    std::map<Key, int> keys;          // a mapping's scalar keys, with the line each first appears on
+    std::optional<std::string> current_key;  // a mapping's scalar key whose value is being read
+    size_t first_key = 0;             // where a mapping's scalar keys start in keys_
+    std::map<Key, int> many_keys;     // they, once there are more than a linear search should scan
   };
+  static constexpr size_t kLinearKeys = 32;
 
   const YamlLimits& limits_;
   size_t total_nodes_ = 0;
   std::map<YAML::anchor_t, Anchored> anchors_;
   std::vector<Frame> open_;
+  // The scalar keys of the open mappings, each mapping's after its parent's, with the line each
+  // first appears on: most mappings have a few keys, and this costs them no allocation of their own.
+  std::vector<std::pair<Key, int>> keys_;
 
   void count(const YAML::Mark& mark, size_t nodes) {
     total_nodes_ += nodes;  // each term is at most the limit, so this cannot overflow
@@ -176,12 +223,19 @@ class StrictEvents {
       throw Refused{mark, fmt::format("more than {} nodes once aliases are expanded", limits_.max_nodes)};
   }
 
-  std::string child_path() const {
-    if (open_.empty()) return {};
-    const Frame& parent = open_.back();
-    if (!parent.is_map) return fmt::format("{}[{}]", parent.path, parent.children);
-    if (parent.children % 2 == 0) return parent.path.empty() ? "a key" : parent.path + " (a key)";
-    return parent.path.empty() ? parent.current_key : parent.path + "." + parent.current_key;
+  static std::string shown_current_key(const Frame& frame) { return frame.current_key ? shown_key(*frame.current_key) : "?"; }
+
+  // Where the collection open_[depth] stands, for messages: "rules[0].when". Built only for a
+  // message, from the frames above it, which have not changed since it was opened.
+  std::string path_of(size_t depth) const {
+    std::string path;
+    for (size_t k = 1; k <= depth; ++k) {
+      const Frame& parent = open_[k - 1];
+      if (!parent.is_map) path = fmt::format("{}[{}]", path, parent.children);
+      else if (parent.children % 2 == 0) path = path.empty() ? "a key" : path + " (a key)";
+      else path = path.empty() ? shown_current_key(parent) : path + "." + shown_current_key(parent);
+    }
+    return path;
   }
 
   void open(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map) {
@@ -189,23 +243,30 @@ class StrictEvents {
     if (static_cast<int>(open_.size()) >= limits_.max_depth)
       throw Refused{mark, fmt::format("collections nested deeper than {} levels", limits_.max_depth)};
     if (anchor) anchors_[anchor] = Anchored{};
-    Frame f;
+    Frame& f = open_.emplace_back();
     f.is_map = is_map;
     f.mark = mark;
     f.anchor = anchor;
-    f.path = child_path();
-    open_.push_back(std::move(f));
+    f.first_key = keys_.size();
   }
 
   void close() {
     Frame f = std::move(open_.back());
     open_.pop_back();
+    keys_.erase(keys_.begin() + static_cast<std::ptrdiff_t>(f.first_key), keys_.end());
     finish_node(f.mark, f.anchor, f.nodes, f.alias_depth, std::nullopt);
   }
 
+  // A scalar's key, before it is known to be a key (and copied as one).
+  struct KeyText {
+    bool is_null = false;
+    std::string_view text;
+    Key key() const { return Key{is_null, std::string(text)}; }
+  };
+
   void finish_node(const YAML::Mark& mark, YAML::anchor_t anchor, size_t nodes, int alias_depth,
-                   const std::optional<Key>& scalar) {
-    if (anchor) anchors_[anchor] = Anchored{nodes, alias_depth, true, scalar};
+                   const std::optional<KeyText>& scalar) {
+    if (anchor) anchors_[anchor] = Anchored{nodes, alias_depth, true, scalar ? std::optional(scalar->key()) : std::nullopt};
     if (open_.empty()) return;
     Frame& parent = open_.back();
     parent.nodes += nodes;
@@ -213,92 +274,105 @@ class StrictEvents {
     bool is_key = parent.is_map && parent.children % 2 == 0;
     ++parent.children;
     if (!is_key) return;
-    parent.current_key = scalar ? shown_key(scalar->text) : "?";
+    if (scalar) parent.current_key = scalar->text;
+    else parent.current_key.reset();
     if (!scalar) return;  // a collection as a key: the loaders refuse those by their own rules
     TextPosition here = yaml_position(mark);
-    auto [first, inserted] = parent.keys.emplace(*scalar, here.line);
-    if (!inserted)
-      duplicate_keys.push_back(
-          {here, fmt::format("duplicate key '{}' {} (first at line {})", parent.current_key,
-                             parent.path.empty() ? "at the top level" : "in " + parent.path, first->second)});
+    Key key = scalar->key();
+    std::optional<int> first_line;
+    if (!parent.many_keys.empty()) {
+      if (auto it = parent.many_keys.find(key); it != parent.many_keys.end()) first_line = it->second;
+    } else {
+      for (size_t k = parent.first_key; k < keys_.size() && !first_line; ++k)
+        if (keys_[k].first == key) first_line = keys_[k].second;
+    }
+    if (first_line) {
+      std::string path = path_of(open_.size() - 1);
+      duplicate_keys.push_back({here, fmt::format("duplicate key '{}' {} (first at line {})", shown_current_key(parent),
+                                                  path.empty() ? "at the top level" : "in " + path, *first_line)});
+    } else if (!parent.many_keys.empty()) {
+      parent.many_keys.emplace(std::move(key), here.line);
+    } else {
+      keys_.emplace_back(std::move(key), here.line);
+      if (keys_.size() - parent.first_key > kLinearKeys) {
+        for (size_t k = parent.first_key; k < keys_.size(); ++k) parent.many_keys.emplace(std::move(keys_[k]));
+        keys_.erase(keys_.begin() + static_cast<std::ptrdiff_t>(parent.first_key), keys_.end());
+      }
+    }
   }
 };
 
 
-// The tree yaml-cpp's own NodeBuilder makes of the same events (same node types, tags, styles and
-// marks; aliases share the node they name; a mapping keeps a repeated key as a second pair).
-class TreeBuilder {
- public:
-  TreeBuilder() : memory_(std::make_shared<YAML::detail::memory_holder>()) {}
+}  // namespace
 
-  void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) {
-    push(mark, anchor).set_null();
-    pop();
+// The YamlDocument of the events, holding what yaml-cpp's own NodeBuilder makes of them (node
+// types, tags, styles and marks; aliases share the node they name). A collection's children wait
+// on a stack until it ends, then move to the document's children in one piece.
+class YamlDocumentBuilder {
+ public:
+  // Scalars and tags are about as long as the text they were read from.
+  // Rule files hold about a node per 35 bytes.
+  explicit YamlDocumentBuilder(size_t text_size) {
+    document_.text_.reserve(text_size + text_size / 4);
+    document_.nodes_.reserve(text_size / 24 + 1);
   }
-  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& tag, const std::string& value) {
-    YAML::detail::node& node = push(mark, anchor);
-    node.set_scalar(value);
-    node.set_tag(tag);
-    pop();
+
+  void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) { attach(add(mark, anchor, YAML::NodeType::Null)); }
+  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view tag, std::string_view value) {
+    uint32_t index = add(mark, anchor, YAML::NodeType::Scalar);
+    YamlDocument::Node& node = document_.nodes_[index];
+    std::tie(node.text, node.text_size) = keep(value);
+    std::tie(node.tag, node.tag_size) = keep(tag);
+    attach(index);
   }
-  void on_alias(YAML::anchor_t anchor) {
-    push(*anchors_.at(anchor));
-    pop();
-  }
-  void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, const std::string& tag, bool is_map,
+  void on_alias(YAML::anchor_t anchor) { attach(anchors_.at(anchor)); }
+  void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view tag, bool is_map,
                            YAML::EmitterStyle::value style) {
-    YAML::detail::node& node = push(mark, anchor);
-    node.set_type(is_map ? YAML::NodeType::Map : YAML::NodeType::Sequence);
-    node.set_tag(tag);
-    node.set_style(style);
-    if (is_map) ++map_depth_;
+    uint32_t index = add(mark, anchor, is_map ? YAML::NodeType::Map : YAML::NodeType::Sequence);
+    YamlDocument::Node& node = document_.nodes_[index];
+    std::tie(node.tag, node.tag_size) = keep(tag);
+    node.style = style;
+    open_.push_back({index, waiting_.size()});
   }
   void on_collection_end() {
-    if (stack_.back()->type() == YAML::NodeType::Map) --map_depth_;
-    pop();
+    auto [index, first_child] = open_.back();
+    open_.pop_back();
+    YamlDocument::Node& node = document_.nodes_[index];
+    node.children = static_cast<uint32_t>(document_.children_.size());
+    node.count = static_cast<uint32_t>(waiting_.size() - first_child);
+    document_.children_.insert(document_.children_.end(), waiting_.begin() + static_cast<std::ptrdiff_t>(first_child), waiting_.end());
+    waiting_.resize(first_child);
+    attach(index);
   }
 
-  // A null node when the text held no document, as YAML::Load returns.
-  YAML::Node root() const { return root_ ? YAML::as_if<YamlTreeRoot, void>::node(*root_, memory_) : YAML::Node(); }
+  YamlDocument take() { return std::move(document_); }
 
  private:
-  YAML::detail::shared_memory_holder memory_;
-  YAML::detail::node* root_ = nullptr;
-  std::vector<YAML::detail::node*> stack_;
-  std::vector<std::pair<YAML::detail::node*, bool>> keys_;  // a mapping's key, and whether its value follows
-  size_t map_depth_ = 0;
-  std::vector<YAML::detail::node*> anchors_{nullptr};  // anchors are numbered from 1
+  YamlDocument document_;
+  std::vector<std::pair<uint32_t, size_t>> open_;  // a collection being read, and where its children start in waiting_
+  std::vector<uint32_t> waiting_;
+  std::vector<uint32_t> anchors_{0};  // anchors are numbered from 1
 
-  YAML::detail::node& push(const YAML::Mark& mark, YAML::anchor_t anchor) {
-    YAML::detail::node& node = memory_->create_node();
-    node.set_mark(mark);
-    if (anchor) anchors_.push_back(&node);  // anchor == anchors_.size() - 1: numbered in order
-    push(node);
-    return node;
+  uint32_t add(const YAML::Mark& mark, YAML::anchor_t anchor, YAML::NodeType::value type) {
+    auto index = static_cast<uint32_t>(document_.nodes_.size());
+    YamlDocument::Node& node = document_.nodes_.emplace_back();
+    node.type = type;
+    node.mark = mark;
+    if (anchor) anchors_.push_back(index);  // anchor == anchors_.size() - 1: numbered in order
+    return index;
   }
-  void push(YAML::detail::node& node) {
-    bool needs_key = !stack_.empty() && stack_.back()->type() == YAML::NodeType::Map && keys_.size() < map_depth_;
-    stack_.push_back(&node);
-    if (needs_key) keys_.emplace_back(&node, false);
+  std::pair<uint32_t, uint32_t> keep(std::string_view text) {
+    auto at = static_cast<uint32_t>(document_.text_.size());  // a rule file is far below 4 GiB
+    document_.text_.append(text);
+    return {at, static_cast<uint32_t>(text.size())};
   }
-  void pop() {
-    YAML::detail::node& node = *stack_.back();
-    stack_.pop_back();
-    if (stack_.empty()) {
-      root_ = &node;
-      return;
-    }
-    YAML::detail::node& collection = *stack_.back();
-    if (collection.type() == YAML::NodeType::Sequence) {
-      collection.push_back(node, memory_);
-    } else if (keys_.back().second) {
-      collection.insert(*keys_.back().first, node, memory_);
-      keys_.pop_back();
-    } else {
-      keys_.back().second = true;
-    }
+  void attach(uint32_t index) {
+    if (open_.empty()) document_.root_ = index;
+    else waiting_.push_back(index);
   }
 };
+
+namespace {
 
 // Turns libyaml's character indexes into yaml-cpp's marks: a byte offset, the number of line feeds
 // before it and the bytes since the last one (libyaml also counts CR, NEL, LS and PS as line ends and
@@ -308,19 +382,38 @@ class TreeBuilder {
 class MarkCounter {
  public:
   explicit MarkCounter(std::string_view text)
-      : skipped_(text.starts_with(kByteOrderMark) ? 1 : 0), text_(skipped_ ? text.substr(kByteOrderMark.size()) : text) {}
+      : skipped_(text.starts_with(kByteOrderMark) ? 1 : 0), text_(skipped_ ? text.substr(kByteOrderMark.size()) : text) {
+    if (!skipped_) find_lines();
+  }
 
+  // An event's mark. Where only ASCII comes before it on its line, libyaml's own line and column
+  // give yaml-cpp's mark: a character is a byte there, and the line ends libyaml counts besides a
+  // line feed (CR alone, NEL, LS, PS) were refused before reading. The counter is set there.
+  YAML::Mark at(const yaml_mark_t& mark) {
+    if (mark.line >= lines_.size() || mark.column > lines_[mark.line].ascii_end - lines_[mark.line].start)
+      return at_character(mark.index);
+    byte_ = lines_[mark.line].start + mark.column;
+    characters_ = mark.index;
+    line_ = mark.line;
+    line_start_ = lines_[mark.line].start;
+    return this->mark();
+  }
   YAML::Mark at_character(size_t index) {
     index -= std::min(index, skipped_);
     if (index < characters_) rewind();
-    while (characters_ < index && byte_ < text_.size()) step();
+    while (characters_ < index && byte_ < text_.size()) {
+      if (index - characters_ >= 8 && skip_eight()) continue;
+      step();
+    }
     return mark();
   }
   // The first byte after the last mark that is not a space, tab, line end or comment: where yaml-cpp's
   // next token starts, which is the mark it gives a value left empty. At the end of the text yaml-cpp
-  // puts the column back to 0. A copy walks, so that the events' own marks keep coming in order.
-  YAML::Mark next_token() const {
-    MarkCounter ahead = *this;
+  // puts the column back to 0. The counter walks there and back, so that the events' own marks keep
+  // coming in order.
+  YAML::Mark next_token() {
+    const auto saved = std::tuple(byte_, characters_, line_, line_start_);  // walked ahead, then put back
+    MarkCounter& ahead = *this;
     bool after_blank = ahead.byte_ == 0 || std::string_view(" \t\n").find(text_[ahead.byte_ - 1]) != std::string_view::npos;
     while (ahead.byte_ < text_.size()) {
       char c = text_[ahead.byte_];
@@ -335,6 +428,7 @@ class MarkCounter {
     }
     YAML::Mark m = ahead.mark();
     if (ahead.byte_ == text_.size()) m.column = 0;
+    std::tie(byte_, characters_, line_, line_start_) = saved;
     return m;
   }
   bool at_end(const YAML::Mark& m) const { return static_cast<size_t>(m.pos) >= text_.size(); }
@@ -344,9 +438,43 @@ class MarkCounter {
   static constexpr std::string_view kByteOrderMark = "\xef\xbb\xbf";
   size_t skipped_;  // characters before text_
   std::string_view text_;
+  // Each line's first byte, and the end of the ASCII bytes it starts with (empty with a byte order mark).
+  struct Line {
+    size_t start = 0, ascii_end = 0;
+  };
+  std::vector<Line> lines_;
   size_t byte_ = 0, characters_ = 0, line_ = 0, line_start_ = 0;
 
+  void find_lines() {
+    constexpr uint64_t kHigh = 0x8080808080808080;
+    for (size_t start = 0;;) {
+      const void* line_feed = start < text_.size() ? std::memchr(text_.data() + start, '\n', text_.size() - start) : nullptr;
+      size_t end = line_feed ? static_cast<size_t>(static_cast<const char*>(line_feed) - text_.data()) : text_.size();
+      size_t ascii_end = start;
+      for (uint64_t bytes; ascii_end + 8 <= end; ascii_end += 8) {
+        std::memcpy(&bytes, text_.data() + ascii_end, 8);
+        if (bytes & kHigh) break;
+      }
+      while (ascii_end < end && static_cast<unsigned char>(text_[ascii_end]) < 0x80) ++ascii_end;
+      lines_.push_back({start, ascii_end});
+      if (!line_feed) return;
+      start = end + 1;
+    }
+  }
+
   void rewind() { byte_ = characters_ = line_ = line_start_ = 0; }
+  // Eight ASCII bytes without a line feed are eight characters on the same line.
+  bool skip_eight() {
+    constexpr uint64_t kOnes = 0x0101010101010101, kHigh = 0x8080808080808080;
+    if (byte_ + 8 > text_.size()) return false;
+    uint64_t bytes;
+    std::memcpy(&bytes, text_.data() + byte_, 8);
+    uint64_t line_feeds = bytes ^ ('\n' * kOnes);
+    if ((bytes & kHigh) || ((line_feeds - kOnes) & ~line_feeds & kHigh)) return false;
+    byte_ += 8;
+    characters_ += 8;
+    return true;
+  }
   void step() {
     unsigned char c = static_cast<unsigned char>(text_[byte_]);
     byte_ += c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;  // the text is valid UTF-8
@@ -418,7 +546,7 @@ Refused parse_error(const yaml_parser_t& parser, MarkCounter& marks, std::string
 bool is_null_text(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
 
 // Reads `text` with libyaml and gives each event, in yaml-cpp's terms, to `strict` and `tree`.
-void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree) {
+void read_events(std::string_view text, StrictEvents& strict, YamlDocumentBuilder& tree) {
   LibyamlParser reader(text);
   MarkCounter marks(text);
   std::map<std::string, YAML::anchor_t, std::less<>> anchor_numbers;
@@ -429,14 +557,14 @@ void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree)
     return last_anchor;
   };
   std::vector<OpenCollection> open;
-  auto tag_of = [](const yaml_char_t* tag, bool plain) -> std::string {
+  auto tag_of = [](const yaml_char_t* tag, bool plain) -> std::string_view {
     return tag ? reinterpret_cast<const char*>(tag) : plain ? "?" : "!";
   };
   for (;;) {
     LibyamlEvent e;
     if (!yaml_parser_parse(&reader.parser, &e.event)) throw parse_error(reader.parser, marks, text, open);
     const yaml_event_t& ev = e.event;
-    YAML::Mark mark = marks.at_character(ev.start_mark.index);
+    YAML::Mark mark = marks.at(ev.start_mark);
     switch (ev.type) {
       case YAML_STREAM_END_EVENT:
         return;
@@ -445,7 +573,7 @@ void read_events(std::string_view text, StrictEvents& strict, TreeBuilder& tree)
         break;
       case YAML_SCALAR_EVENT: {
         const auto& s = ev.data.scalar;
-        std::string value(reinterpret_cast<const char*>(s.value), s.length);
+        std::string_view value(reinterpret_cast<const char*>(s.value), s.length);
         bool plain = s.style == YAML_PLAIN_SCALAR_STYLE;
         if (!s.tag && plain && is_null_text(value)) {
           // An empty value with no anchor or tag: libyaml marks the end of the ':' or '-' before it.
@@ -521,6 +649,8 @@ std::optional<BadCharacter> find_invalid_utf8(std::string_view text) { return fi
 
 std::optional<BadCharacter> find_control_character(std::string_view value) {
   for (size_t i = 0; i < value.size();) {
+    i = skip_printable_ascii(value, i);
+    if (i == value.size()) break;
     Decoded d = decode_utf8(value, i);
     if (d.length == 0) return BadCharacter{i, fmt::format("invalid UTF-8 byte 0x{:02x}", static_cast<unsigned char>(value[i]))};
     if (d.code_point != '\n' && !yaml_printable(d.code_point))
@@ -533,7 +663,74 @@ std::optional<BadCharacter> find_control_character(std::string_view value) {
 YamlError::YamlError(std::string file, std::vector<YamlProblem> problems)
     : InputError(join_problems(file, problems)), file_(std::move(file)), problems_(std::move(problems)) {}
 
-YAML::Node load_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits) {
+std::string_view YamlNode::Tag() const {
+  if (!document_) return {};
+  const YamlDocument::Node& node = document_->nodes_[index_];
+  return std::string_view(document_->text_).substr(node.tag, node.tag_size);
+}
+
+const YAML::Mark& YamlNode::Mark() const {
+  static const YAML::Mark kNone = YAML::Mark::null_mark();
+  return document_ ? document_->nodes_[index_].mark : kNone;
+}
+
+YamlNode YamlNode::operator[](size_t item) const {
+  if (!IsSequence() || item >= size()) return {};
+  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + item]);
+}
+
+YamlNode YamlNode::operator[](std::string_view wanted) const {
+  for (size_t entry = 0; entry < size(); ++entry)
+    if (YamlNode k = key(entry); k.IsScalar() && k.Scalar() == wanted) return value(entry);
+  return {};
+}
+
+// yaml-cpp's tree of a YamlDocument: the same nodes (set in the order yaml-cpp's NodeBuilder sets
+// them), an alias's node shared as YAML::Load shares it.
+class YamlCppTreeBuilder {
+ public:
+  explicit YamlCppTreeBuilder(const YamlDocument& document)
+      : document_(document), memory_(std::make_shared<YAML::detail::memory_holder>()), made_(document.nodes_.size()) {}
+
+  // A null node when the text held no document, as YAML::Load returns.
+  YAML::Node root() {
+    if (document_.root_ == 0) return YAML::Node();
+    return YAML::as_if<YamlTreeRoot, void>::node(node_of(document_.root_), memory_);
+  }
+
+ private:
+  const YamlDocument& document_;
+  YAML::detail::shared_memory_holder memory_;
+  std::vector<YAML::detail::node*> made_;  // per index of the document: an alias is the node it names
+
+  YAML::detail::node& node_of(uint32_t index) {  // recursion as deep as the limits let collections nest
+    if (made_[index]) return *made_[index];
+    const YamlDocument::Node& from = document_.nodes_[index];
+    YAML::detail::node& node = memory_->create_node();
+    made_[index] = &node;
+    node.set_mark(from.mark);
+    std::string_view text = document_.text_;
+    std::string tag(text.substr(from.tag, from.tag_size));
+    if (from.type == YAML::NodeType::Null) {
+      node.set_null();
+    } else if (from.type == YAML::NodeType::Scalar) {
+      node.set_scalar(std::string(text.substr(from.text, from.text_size)));
+      node.set_tag(tag);
+    } else {
+      node.set_type(from.type);
+      node.set_tag(tag);
+      node.set_style(from.style);
+      for (uint32_t i = 0; i < from.count; ++i) {
+        YAML::detail::node& child = node_of(document_.children_[from.children + i]);
+        if (from.type == YAML::NodeType::Sequence) node.push_back(child, memory_);
+        else if (i % 2 == 1) node.insert(node_of(document_.children_[from.children + i - 1]), child, memory_);
+      }
+    }
+    return node;
+  }
+};
+
+YamlDocument read_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits) {
   auto refuse = [&](TextPosition position, std::string message) {
     return YamlError(file, {YamlProblem{position, std::move(message)}});
   };
@@ -542,14 +739,18 @@ YAML::Node load_strict_yaml(std::string_view text, const std::string& file, cons
   if (auto ambiguous = find_ambiguous_line_break(text)) throw refuse(text_position(text, ambiguous->offset), ambiguous->description);
 
   StrictEvents events(limits);
-  TreeBuilder tree;
+  YamlDocumentBuilder tree(text.size());
   try {
     read_events(text, events, tree);
   } catch (const Refused& r) {
     throw refuse(yaml_position(r.mark), r.message);
   }
   if (!events.duplicate_keys.empty()) throw YamlError(file, std::move(events.duplicate_keys));
-  return tree.root();
+  return tree.take();
+}
+
+YAML::Node load_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits) {
+  return YamlCppTreeBuilder(read_strict_yaml(text, file, limits)).root();
 }
 
 }  // namespace p2paudit

@@ -49,6 +49,18 @@ bool test(const Condition& c, const FactValue& value) {
 
 }  // namespace
 
+FactRegexTraits::locale_type FactRegexTraits::imbue(locale_type locale) {
+  locale_type old = std::regex_traits<char>::imbue(std::move(locale));
+  remember_facets();
+  return old;
+}
+
+void FactRegexTraits::remember_facets() {
+  locale_type locale = getloc();
+  ctype_ = &std::use_facet<std::ctype<char>>(locale);
+  classic_ = locale == std::locale::classic();
+}
+
 const char* to_string(Tri t) {
   switch (t) {
     case Tri::kFalse: return "false";

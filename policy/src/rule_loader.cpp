@@ -7,7 +7,6 @@
 #include <span>
 
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include "p2paudit/input_file.h"
 #include "p2paudit/policy/rules.h"
@@ -41,7 +40,7 @@ std::string keys_of(const Map& m) {
   return out;
 }
 
-const char* node_kind(const YAML::Node& n) {
+const char* node_kind(const YamlNode& n) {
   switch (n.Type()) {
     case YAML::NodeType::Map: return "a mapping";
     case YAML::NodeType::Sequence: return "a list";
@@ -51,10 +50,10 @@ const char* node_kind(const YAML::Node& n) {
 }
 
 // A quoted or block scalar is a string even when it reads "true" or "42".
-bool is_plain(const YAML::Node& n) { return n.Tag() == "?"; }
+bool is_plain(const YamlNode& n) { return n.Tag() == "?"; }
 
 // YAML 1.2's core schema: yes/no/on/off are strings, so `yes` for a bool is reported, not guessed.
-std::optional<bool> parse_bool(const YAML::Node& n) {
+std::optional<bool> parse_bool(const YamlNode& n) {
   static const std::map<std::string_view, bool> kBools = {{"true", true},   {"True", true},   {"TRUE", true},
                                                           {"false", false}, {"False", false}, {"FALSE", false}};
   if (!n.IsScalar() || !is_plain(n)) return std::nullopt;
@@ -162,13 +161,12 @@ class Loader {
     try {
       // One shared strict reader (strict_yaml.h): one document, no duplicate keys, bounded aliases
       // and nesting, UTF-8 only. Duplicate keys come all at once, like the rest of the findings.
-      YAML::Node doc = load_strict_yaml(text_, file_);
+      YamlDocument document = read_strict_yaml(text_, file_);
+      YamlNode doc = document.root();
       if (doc.IsNull()) error(YAML::Mark(), "empty rule file: expected 'version: 1' and 'rules:'");
       else read_file(doc, out);
     } catch (const YamlError& e) {
       for (const auto& problem : e.problems()) errors_.push_back(at(problem.position, problem.message));
-    } catch (const YAML::Exception& e) {
-      error(e.mark, e.msg);
     }
     if (!errors_.empty()) throw RuleFileError(std::move(errors_));
     return out;
@@ -179,6 +177,8 @@ class Loader {
   std::string file_;
   std::vector<Diagnostic> errors_;
   std::map<std::string, YAML::Mark> rule_ids_;
+  // A pattern that several tests use is compiled once (compiling costs far more than matching).
+  std::map<std::string, std::shared_ptr<const FactRegex>, std::less<>> regexes_;
 
   // Messages quote the file's own scalars, which YAML escapes can fill with control characters.
   Diagnostic at(TextPosition position, std::string_view message) const {
@@ -188,22 +188,21 @@ class Loader {
   void error(const YAML::Mark& m, std::string message) { errors_.push_back(at(m, message)); }
 
   // An empty value (`when:`) has the position of whatever follows it; point at its key instead.
-  static YAML::Mark value_mark(const YAML::Node& key, const YAML::Node& value) {
+  static YAML::Mark value_mark(const YamlNode& key, const YamlNode& value) {
     return value.IsNull() ? key.Mark() : value.Mark();
   }
 
   // Calls visit(key, value) for each entry with a scalar key that appears in `allowed` (all keys
   // when allowed is empty), reporting the rest. load_strict_yaml() has refused duplicate keys.
   template <typename Visit>
-  void for_each_entry(const YAML::Node& map, std::span<const std::string_view> allowed, std::string_view what, Visit visit) {
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      // Copies: the iterator hands out a temporary pair, so references into it would dangle.
-      YAML::Node key = it->first, value = it->second;
+  void for_each_entry(const YamlNode& map, std::span<const std::string_view> allowed, std::string_view what, Visit visit) {
+    for (size_t entry = 0; entry < map.size(); ++entry) {
+      YamlNode key = map.key(entry), value = map.value(entry);
       if (!key.IsScalar()) {
         error(key.Mark(), fmt::format("a key in {} must be a plain name, not {}", what, node_kind(key)));
         continue;
       }
-      const std::string& name = key.Scalar();
+      std::string_view name = key.Scalar();
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
         error(key.Mark(), fmt::format("unknown key '{}' in {} (expected one of: {})", name, what, fmt::join(allowed, ", ")));
         continue;
@@ -212,21 +211,21 @@ class Loader {
     }
   }
 
-  std::optional<std::string> scalar(const YAML::Node& key, const YAML::Node& value) {
+  std::optional<std::string> scalar(const YamlNode& key, const YamlNode& value) {
     if (value.IsScalar()) {
       // Reasons, remedies and descriptions end up on terminals.
       if (auto bad = find_control_character(value.Scalar())) {
         error(value.Mark(), fmt::format("'{}' holds a {}: write plain text", key.Scalar(), bad->description));
         return std::nullopt;
       }
-      return value.Scalar();
+      return std::string(value.Scalar());
     }
     error(value_mark(key, value), fmt::format("'{}' must be a single value, not {}", key.Scalar(), node_kind(value)));
     return std::nullopt;
   }
 
   template <typename Map>
-  std::optional<typename Map::mapped_type> one_of(const YAML::Node& key, const YAML::Node& value, const Map& choices) {
+  std::optional<typename Map::mapped_type> one_of(const YamlNode& key, const YamlNode& value, const Map& choices) {
     auto text = scalar(key, value);
     if (!text) return std::nullopt;
     if (auto it = choices.find(*text); it != choices.end()) return it->second;
@@ -234,7 +233,7 @@ class Loader {
     return std::nullopt;
   }
 
-  std::optional<bool> boolean(const YAML::Node& key, const YAML::Node& value) {
+  std::optional<bool> boolean(const YamlNode& key, const YamlNode& value) {
     auto text = scalar(key, value);
     if (!text) return std::nullopt;
     if (auto b = parse_bool(value)) return b;
@@ -242,14 +241,14 @@ class Loader {
     return std::nullopt;
   }
 
-  void read_file(const YAML::Node& doc, RuleFile& out) {
+  void read_file(const YamlNode& doc, RuleFile& out) {
     if (!doc.IsMap()) {
       error(doc.Mark(), fmt::format("a rule file is a mapping with 'version: 1' and 'rules:', not {}", node_kind(doc)));
       return;
     }
     bool has_version = false, has_rules = false;
-    for_each_entry(doc, kFileKeys, "the rule file", [&](const YAML::Node& key, const YAML::Node& value) {
-      const std::string& name = key.Scalar();
+    for_each_entry(doc, kFileKeys, "the rule file", [&](const YamlNode& key, const YamlNode& value) {
+      std::string_view name = key.Scalar();
       if (name == "version") {
         has_version = true;
         if (auto v = scalar(key, value); v && (*v != "1" || !is_plain(value)))
@@ -279,7 +278,7 @@ class Loader {
     check_reachable(out.rules);
   }
 
-  std::optional<Rule> read_rule(const YAML::Node& node, RuleFileKind kind) {
+  std::optional<Rule> read_rule(const YamlNode& node, RuleFileKind kind) {
     if (!node.IsMap()) {
       error(node.Mark(), fmt::format("a rule is a mapping with id, when, action and reason, not {}", node_kind(node)));
       return std::nullopt;
@@ -291,8 +290,8 @@ class Loader {
     rule.line = start.line;
     rule.column = start.column;
     bool has_id = false, has_when = false, has_action = false, has_reason = false;
-    for_each_entry(node, kRuleKeys, "a rule", [&](const YAML::Node& key, const YAML::Node& value) {
-      const std::string& name = key.Scalar();
+    for_each_entry(node, kRuleKeys, "a rule", [&](const YamlNode& key, const YamlNode& value) {
+      std::string_view name = key.Scalar();
       if (name == "id") {
         has_id = true;
         read_id(key, value, rule);
@@ -325,7 +324,7 @@ class Loader {
     return rule;
   }
 
-  void read_id(const YAML::Node& key, const YAML::Node& value, Rule& rule) {
+  void read_id(const YamlNode& key, const YamlNode& value, Rule& rule) {
     auto id = scalar(key, value);
     if (!id) return;
     // A loop, not std::regex: that recurses once per character and a stranger's id can be long.
@@ -355,7 +354,7 @@ class Loader {
 
   // ---- conditions ----
 
-  std::optional<Condition> read_condition(const YAML::Node& node, const YAML::Node& key) {
+  std::optional<Condition> read_condition(const YamlNode& node, const YamlNode& key) {
     if (node.IsScalar() && node.Scalar() == "always" && is_plain(node)) return of_kind(Condition::Kind::kAlways);
     if (node.IsMap() && node.size() == 0) {
       error(node.Mark(), "empty condition; write 'always' for a rule that always fires");
@@ -368,7 +367,7 @@ class Loader {
     }
     Condition all = of_kind(Condition::Kind::kAll);
     bool ok = true;
-    for_each_entry(node, {}, "a condition", [&](const YAML::Node& k, const YAML::Node& v) {
+    for_each_entry(node, {}, "a condition", [&](const YamlNode& k, const YamlNode& v) {
       auto c = read_condition_entry(k, v);
       if (c) all.children.push_back(std::move(*c));
       ok &= c.has_value();
@@ -378,8 +377,8 @@ class Loader {
     return all;
   }
 
-  std::optional<Condition> read_condition_entry(const YAML::Node& key, const YAML::Node& value) {
-    const std::string& name = key.Scalar();
+  std::optional<Condition> read_condition_entry(const YamlNode& key, const YamlNode& value) {
+    std::string_view name = key.Scalar();
     if (name == "all" || name == "any") {
       if (!value.IsSequence() || value.size() == 0) {
         error(value_mark(key, value), fmt::format("'{}' takes a non-empty list of conditions", name));
@@ -417,7 +416,7 @@ class Loader {
     // Several operators on one fact (a range: {ge: 8, lt: 16}) must all hold.
     Condition all = of_kind(Condition::Kind::kAll);
     bool ok = true;
-    for_each_entry(value, {}, fmt::format("the tests of {}", name), [&](const YAML::Node& op_key, const YAML::Node& operand) {
+    for_each_entry(value, {}, fmt::format("the tests of {}", name), [&](const YamlNode& op_key, const YamlNode& operand) {
       auto op = kOperators.find(op_key.Scalar());
       if (op == kOperators.end()) {
         error(op_key.Mark(), fmt::format("unknown operator '{}' (one of: {})", op_key.Scalar(), keys_of(kOperators)));
@@ -433,7 +432,7 @@ class Loader {
     return all;
   }
 
-  std::optional<Condition> read_test(const FactSpec& spec, Operator op, const YAML::Node& key, const YAML::Node& value) {
+  std::optional<Condition> read_test(const FactSpec& spec, Operator op, const YamlNode& key, const YamlNode& value) {
     Condition c = of_kind(Condition::Kind::kTest);
     c.fact = spec.name;
     c.op = op;
@@ -480,7 +479,7 @@ class Loader {
           return fail(fmt::format("'contains' looks into strings and lists; {} is {} {} fact", spec.name,
                                   spec.type == FactType::kEnum || spec.type == FactType::kInteger ? "an" : "a", to_string(spec.type)));
         if (!value.IsScalar()) return fail(fmt::format("'contains' takes one string, not {}", node_kind(value)));
-        c.operands.push_back(value.Scalar());
+        c.operands.push_back(std::string(value.Scalar()));
         return c;
       case Operator::kEq:
       case Operator::kNe:
@@ -491,18 +490,24 @@ class Loader {
     if (op == Operator::kRegex) {
       if (auto hazard = regex_hazard(std::get<std::string>(*v)))
         return fail(fmt::format("regex '{}': {}", shortened(std::get<std::string>(*v)), *hazard));
-      try {
-        c.regex = std::make_shared<const std::regex>(std::get<std::string>(*v), std::regex::ECMAScript);
-      } catch (const std::regex_error& e) {
-        return fail(fmt::format("bad regex '{}': {}", std::get<std::string>(*v), e.what()));
+      const std::string& pattern = std::get<std::string>(*v);
+      auto [compiled, first_use] = regexes_.try_emplace(pattern);
+      if (first_use) {
+        try {
+          compiled->second = std::make_shared<const FactRegex>(pattern, FactRegex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          regexes_.erase(compiled);
+          return fail(fmt::format("bad regex '{}': {}", pattern, e.what()));
+        }
       }
+      c.regex = compiled->second;
     }
     c.operands.push_back(std::move(*v));
     return c;
   }
 
   // One value of `spec`'s type, as written in YAML.
-  std::optional<FactValue> read_value(const FactSpec& spec, const YAML::Node& key, const YAML::Node& node) {
+  std::optional<FactValue> read_value(const FactSpec& spec, const YamlNode& key, const YamlNode& node) {
     auto fail = [&](std::string message) -> std::optional<FactValue> {
       error(value_mark(key, node), std::move(message));
       return std::nullopt;
@@ -512,14 +517,14 @@ class Loader {
       std::vector<std::string> items;
       for (const auto& item : node) {
         if (!item.IsScalar()) return fail(fmt::format("{} holds strings, not {}", spec.name, node_kind(item)));
-        items.push_back(item.Scalar());
+        items.emplace_back(item.Scalar());
       }
       return items;
     }
     if (node.IsNull()) return fail(fmt::format("missing value for {}", spec.name));
     if (node.IsSequence()) return fail(fmt::format("{} takes one value, not a list (write {{in: [...]}} to match any of several)", spec.name));
     if (!node.IsScalar()) return fail(fmt::format("{} takes one value, not {}", spec.name, node_kind(node)));
-    const std::string& text = node.Scalar();
+    std::string_view text = node.Scalar();
     std::string quoted = is_plain(node) ? "" : "the string ";
     FactValue value;
     switch (spec.type) {
@@ -540,7 +545,7 @@ class Loader {
         break;
       }
       default:
-        value = text;
+        value = std::string(text);
     }
     auto checked = check_fact_value(spec, std::move(value));
     if (!checked.value) return fail(checked.error);
@@ -549,19 +554,25 @@ class Loader {
 
   // ---- templates ----
 
-  std::optional<Template> read_template(const YAML::Node& key, const YAML::Node& value) {
+  std::optional<Template> read_template(const YamlNode& key, const YamlNode& value) {
     auto text = scalar(key, value);
     if (!text) return std::nullopt;
     if (text->empty()) {
       error(value_mark(key, value), fmt::format("'{}' is empty", key.Scalar()));
       return std::nullopt;
     }
-    Template t{*text, {}};
+    Template t{std::move(*text), {}};
+    const std::string& written = t.text;
     bool ok = true;
     std::string literal;
-    for (size_t i = 0; i < text->size(); ++i) {
-      char ch = (*text)[i];
-      if ((ch == '{' || ch == '}') && i + 1 < text->size() && (*text)[i + 1] == ch) {
+    literal.reserve(written.size());
+    for (size_t i = 0; i < written.size(); ++i) {
+      size_t brace = i;  // plain text up to the next brace goes in one piece
+      while (brace < written.size() && written[brace] != '{' && written[brace] != '}') ++brace;
+      literal.append(written, i, brace - i);
+      if ((i = brace) == written.size()) break;
+      char ch = written[i];
+      if ((ch == '{' || ch == '}') && i + 1 < written.size() && written[i + 1] == ch) {
         literal += ch;
         ++i;
         continue;
@@ -575,12 +586,12 @@ class Loader {
         literal += ch;
         continue;
       }
-      size_t close = text->find('}', i);
+      size_t close = written.find('}', i);
       if (close == std::string::npos) {
-        error(place_in(value, text->substr(i)), "unclosed '{' (write '{{' for a literal brace)");
+        error(place_in(value, written.substr(i)), "unclosed '{' (write '{{' for a literal brace)");
         return std::nullopt;
       }
-      std::string placeholder = text->substr(i, close - i + 1);
+      std::string placeholder = written.substr(i, close - i + 1);
       if (auto piece = read_placeholder(placeholder, value)) {
         if (!literal.empty()) t.pieces.push_back(literal_piece(std::move(literal))), literal.clear();
         t.pieces.push_back(std::move(*piece));
@@ -593,7 +604,7 @@ class Loader {
     return ok ? std::optional(std::move(t)) : std::nullopt;
   }
 
-  std::optional<Template::Piece> read_placeholder(const std::string& placeholder, const YAML::Node& value) {
+  std::optional<Template::Piece> read_placeholder(const std::string& placeholder, const YamlNode& value) {
     std::string inner = placeholder.substr(1, placeholder.size() - 2);
     std::string format;
     if (size_t colon = inner.find(':'); colon != std::string::npos) format = inner.substr(colon + 1), inner.resize(colon);
@@ -616,7 +627,7 @@ class Loader {
 
   // The position of `needle` inside the scalar as written, so a bad placeholder is pointed at
   // exactly; falls back to the scalar's start when escapes make the written form differ.
-  YAML::Mark place_in(const YAML::Node& scalar_node, const std::string& needle) const {
+  YAML::Mark place_in(const YamlNode& scalar_node, const std::string& needle) const {
     YAML::Mark m = scalar_node.Mark();
     if (m.pos < 0) return m;
     size_t found = text_.find(needle, static_cast<size_t>(m.pos));

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,107 @@ struct YamlLimits {
   int max_depth = 64;         // collections nested in collections
   int max_alias_depth = 8;    // aliases to nodes that hold aliases to nodes that hold aliases...
 };
+
+class YamlDocument;
+
+// A node of a YamlDocument, as the loaders read it: a handle (the document and an index), cheap to
+// copy, valid while its document lives. A lookup that finds nothing gives an invalid node (false).
+// The names are yaml-cpp's, and every answer is what the same node of load_strict_yaml()'s tree gives.
+class YamlNode {
+ public:
+  YamlNode() = default;
+  explicit operator bool() const { return document_ != nullptr; }
+
+  YAML::NodeType::value Type() const;
+  bool IsNull() const { return Type() == YAML::NodeType::Null; }
+  bool IsScalar() const { return Type() == YAML::NodeType::Scalar; }
+  bool IsSequence() const { return Type() == YAML::NodeType::Sequence; }
+  bool IsMap() const { return Type() == YAML::NodeType::Map; }
+  std::string_view Scalar() const;  // "" unless a scalar
+  std::string_view Tag() const;     // "?" for a plain scalar without a tag, "!" for a quoted one
+  const YAML::Mark& Mark() const;
+
+  size_t size() const;                     // a sequence's items, a mapping's entries; else 0
+  YamlNode operator[](size_t item) const;  // a sequence's item
+  YamlNode key(size_t entry) const;        // a mapping's entry
+  YamlNode value(size_t entry) const;
+  // The value of the mapping's entry whose key is the scalar `key` (yaml-cpp's const lookup).
+  YamlNode operator[](std::string_view key) const;
+
+  // A sequence's items in order (for a range-for over the node, which outlives the loop).
+  class Iterator {
+   public:
+    YamlNode operator*() const { return (*sequence_)[at_]; }
+    Iterator& operator++() { return ++at_, *this; }
+    bool operator!=(const Iterator& o) const { return at_ != o.at_; }
+
+   private:
+    friend class YamlNode;
+    Iterator(const YamlNode* sequence, size_t at) : sequence_(sequence), at_(at) {}
+    const YamlNode* sequence_;
+    size_t at_;
+  };
+  Iterator begin() const { return {this, 0}; }
+  Iterator end() const { return {this, IsSequence() ? size() : 0}; }
+
+ private:
+  friend class YamlDocument;
+  YamlNode(const YamlDocument* document, uint32_t index) : document_(document), index_(index) {}
+  const YamlDocument* document_ = nullptr;
+  uint32_t index_ = 0;
+};
+
+// A document read strictly (read_strict_yaml()): nodes in one array, a collection's children in
+// another, scalars in one text. An alias is the node it names, shared as yaml-cpp shares it.
+class YamlDocument {
+ public:
+  // The document's node; a null node when the text held no document, as YAML::Load returns.
+  YamlNode root() const { return YamlNode(this, root_); }
+
+ private:
+  friend class YamlNode;
+  friend class YamlDocumentBuilder;
+  friend class YamlCppTreeBuilder;
+  struct Node {
+    YAML::NodeType::value type = YAML::NodeType::Null;
+    YAML::EmitterStyle::value style = YAML::EmitterStyle::Default;
+    YAML::Mark mark;
+    uint32_t text = 0, text_size = 0;  // a scalar's value in text_
+    uint32_t tag = 0, tag_size = 0;    // the tag in text_
+    uint32_t children = 0, count = 0;  // in children_: a sequence's items; a mapping's keys and values, alternating
+  };
+  std::vector<Node> nodes_ = {Node{.mark = YAML::Mark::null_mark()}};  // nodes_[0]: no document (root_ 0)
+  std::vector<uint32_t> children_;
+  std::string text_;
+  uint32_t root_ = 0;
+};
+
+// The accessors the loaders call for every node, inline.
+inline YAML::NodeType::value YamlNode::Type() const {
+  return document_ ? document_->nodes_[index_].type : YAML::NodeType::Undefined;
+}
+inline std::string_view YamlNode::Scalar() const {
+  if (!IsScalar()) return {};
+  const YamlDocument::Node& node = document_->nodes_[index_];
+  return std::string_view(document_->text_).substr(node.text, node.text_size);
+}
+inline size_t YamlNode::size() const {
+  if (!document_) return 0;
+  const YamlDocument::Node& node = document_->nodes_[index_];
+  return node.type == YAML::NodeType::Map ? node.count / 2 : node.type == YAML::NodeType::Sequence ? node.count : 0;
+}
+inline YamlNode YamlNode::key(size_t entry) const {
+  if (!IsMap() || entry >= size()) return {};
+  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + 2 * entry]);
+}
+inline YamlNode YamlNode::value(size_t entry) const {
+  if (!IsMap() || entry >= size()) return {};
+  return YamlNode(document_, document_->children_[document_->nodes_[index_].children + 2 * entry + 1]);
+}
+
+// Reads `text`, the content of `file`, strictly as load_strict_yaml() does (the same refusals with
+// the same messages), into a YamlDocument: the loaders' reader, without yaml-cpp's nodes.
+YamlDocument read_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits = {});
 
 // Parses `text`, the content of `file`, into its one document (a null node when the text holds
 // none). Throws YamlError when the text is not UTF-8 or not YAML, holds a line break that YAML 1.1

@@ -7,6 +7,8 @@
 // RuleFileError listing every problem as "FILE:LINE:COLUMN: message", so a rule is never ignored.
 #pragma once
 
+#include <iterator>
+#include <locale>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -37,6 +39,34 @@ const char* to_string(Authority a);  // "kernel", "vendor-driver", "vendor-fabri
 enum class Operator { kEq, kNe, kIn, kNotIn, kLt, kLe, kGt, kGe, kRegex, kContains, kUnknown };
 const char* to_string(Operator op);  // the YAML spelling: "eq", "not_in", "unknown", ...
 
+// std::regex_traits<char>, less two costs of compiling a bracket expression ("[0-9]"): libstdc++'s
+// bracket matcher caches its answer for each of the 256 characters, asking the traits for every
+// one of them isctype() and transform_primary(), which look the locale's facets up and collate each
+// time although a pattern without [[:class:]] or [[=x=]] uses neither answer. Those two answer the
+// same, faster, where they can tell cheaply that the answer is the base's.
+class FactRegexTraits : public std::regex_traits<char> {
+ public:
+  FactRegexTraits() { remember_facets(); }
+  locale_type imbue(locale_type locale);
+  // No class asked for: never a member (the base's answer for an empty mask too).
+  bool isctype(char c, char_class_type mask) const {
+    return mask == char_class_type() ? false : std::regex_traits<char>::isctype(c, mask);
+  }
+  // One character in the classic locale: its lower case, which the classic collation keeps as
+  // it is (tests/policy_rules_test.cpp compares every character with the base's answer).
+  template <typename Iterator>
+  string_type transform_primary(Iterator first, Iterator last) const {
+    if (classic_ && std::next(first) == last) return string_type(1, ctype_->tolower(*first));
+    return std::regex_traits<char>::transform_primary(first, last);
+  }
+
+ private:
+  const std::ctype<char>* ctype_ = nullptr;
+  bool classic_ = false;
+  void remember_facets();
+};
+using FactRegex = std::basic_regex<char, FactRegexTraits>;
+
 // A rule's `when`, as a tree. Built only by the loader, which has checked every test against the
 // fact catalogue, so evaluation never meets a type it does not expect.
 struct Condition {
@@ -48,7 +78,7 @@ struct Condition {
   std::string fact;
   Operator op = Operator::kEq;
   std::vector<FactValue> operands;
-  std::shared_ptr<const std::regex> regex;  // kRegex, compiled at load time
+  std::shared_ptr<const FactRegex> regex;  // kRegex, compiled at load time (once per pattern and file)
 
   // std::regex matches by recursion, one frame per subject character: a fact longer than this
   // (read from a snapshot, so a stranger's) is not matched and the test is unknown, never a crash.
