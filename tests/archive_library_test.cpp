@@ -38,7 +38,8 @@ class AbsentLibarchive : public ::testing::Environment {
 const auto* const kAbsent = ::testing::AddGlobalTestEnvironment(new AbsentLibarchive);
 
 const std::string kCapture = std::string(P2PAUDIT_TEST_DATA) + "/machines/epyc-firecracker-vm/sysroot.tar.gz";
-const std::string kNotInstalled = fmt::format("{} is not installed (apt install {})", kAbsentSoname, P2PAUDIT_LIBARCHIVE_PACKAGE);
+const std::string kNotInstalled =
+    fmt::format("{} is not installed (apt install {})", kAbsentSoname, P2PAUDIT_LIBARCHIVE_PACKAGE);
 
 bool libarchive_loaded() {
   void* handle = ::dlopen(P2PAUDIT_LIBARCHIVE_SONAME, RTLD_NOW | RTLD_NOLOAD);
@@ -141,10 +142,10 @@ TEST(ArchiveLibrary, ToolLoadsItForTarballsOnly) {
   test::TempDir tmp;
   const std::string dir = synth_directory(tmp);
   auto loads = [&](const std::string& sysroot) {
-    auto r = test::run_command(
-        fmt::format("LD_DEBUG=files '{}' --sysroot '{}' 2>&1 >/dev/null | grep -c 'file={} .*dynamically loaded'", P2PAUDIT_TOOL, sysroot,
-                    P2PAUDIT_LIBARCHIVE_SONAME));
-    return r.output;
+    return test::run_command(fmt::format("LD_DEBUG=files '{}' --sysroot '{}' 2>&1 >/dev/null | "
+                                         "grep -c 'file={} .*dynamically loaded'",
+                                         P2PAUDIT_TOOL, sysroot, P2PAUDIT_LIBARCHIVE_SONAME))
+        .output;
   };
   EXPECT_EQ(loads(dir), "0\n");
   EXPECT_EQ(loads(kCapture), "1\n");

@@ -43,7 +43,8 @@ const char* const kP2pmemFiles[] = {"size", "available", "published"};  // never
 
 class TarWriter {
  public:
-  TarWriter(const ArchiveLibrary& la, const std::string& path, int fd) : la_(la), path_(path), a_(la.archive_write_new()) {
+  TarWriter(const ArchiveLibrary& la, const std::string& path, int fd)
+      : la_(la), path_(path), a_(la.archive_write_new()) {
     la_.archive_write_add_filter_gzip(a_);
     // GNU tar: names are written as the bytes they are (long ones as ././@LongLink entries). The
     // pax writer converts every name to UTF-8 through iconv, which reads the host's

@@ -681,7 +681,8 @@ void ArchiveBackend::add_entry(LoadState& st, const TarEntry& te, ReadData&& rea
 // run external programs (lrzip, lzop...) on a stranger's file.
 class GzipArchiveReader {
  public:
-  GzipArchiveReader(const ArchiveLibrary& la, int (*support_format)(struct archive*)) : la_(la), a_(la.archive_read_new()) {
+  GzipArchiveReader(const ArchiveLibrary& la, int (*support_format)(struct archive*))
+      : la_(la), a_(la.archive_read_new()) {
     la_.archive_read_support_filter_gzip(a_);
     support_format(a_);
   }
@@ -832,7 +833,8 @@ bool ArchiveBackend::load_by_tar_walk(LoadState& st, int fd) {
   GzipArchiveReader reader(la, la.archive_read_support_format_raw);
   struct archive* a = reader.get();
   struct archive_entry* raw = nullptr;
-  if (la.archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK || la.archive_read_next_header(a, &raw) != ARCHIVE_OK) return false;
+  if (la.archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK || la.archive_read_next_header(a, &raw) != ARCHIVE_OK)
+    return false;
   TarBlocks blocks(la, a);
   constexpr size_t kMaxSpecialBody = 1 << 20;  // libarchive's own bound on 'L', 'K' and 'x' bodies
   std::string long_name, long_link, pax_path, pax_link;

@@ -177,7 +177,8 @@ std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t ma
     std::string data;
     char buf[1 << 16];
     la_ssize_t n;
-    while ((n = la.archive_read_data(a, buf, sizeof buf)) > 0 && data.size() <= max) data.append(buf, static_cast<size_t>(n));
+    while ((n = la.archive_read_data(a, buf, sizeof buf)) > 0 && data.size() <= max)
+      data.append(buf, static_cast<size_t>(n));
     if (n == 0 && data.size() <= max) out = std::move(data);
   }
   la.archive_read_free(a);
