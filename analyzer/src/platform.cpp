@@ -103,7 +103,7 @@ std::optional<std::string> read_kernel_config(const Sysroot& root, Platform& p, 
   if (is_safe_kernel_release(p.kernel_release) && (config = root.read_text(boot))) {
     p.kernel_config_source = boot;
   } else if (auto gz = root.read_text("proc/config.gz")) {
-    config = gunzip_bounded(*gz, root.limits().max_file_bytes);
+    config = gunzip_bounded(*gz, root.limits().max_file_bytes, "proc/config.gz");
     if (config) p.kernel_config_source = "proc/config.gz";
     else findings.push_back({"proc/config.gz", "cannot be decompressed: kernel config unknown"});
   }

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/snapshot.h"
 
-#include <archive.h>
-#include <archive_entry.h>
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "p2paudit/archive_library.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_input.h"
@@ -45,16 +43,17 @@ const char* const kP2pmemFiles[] = {"size", "available", "published"};  // never
 
 class TarWriter {
  public:
-  TarWriter(const std::string& path, int fd) : path_(path), a_(archive_write_new()) {
-    archive_write_add_filter_gzip(a_);
+  TarWriter(const ArchiveLibrary& la, const std::string& path, int fd)
+      : la_(la), path_(path), a_(la.archive_write_new()) {
+    la_.archive_write_add_filter_gzip(a_);
     // GNU tar: names are written as the bytes they are (long ones as ././@LongLink entries). The
     // pax writer converts every name to UTF-8 through iconv, which reads the host's
     // gconv-modules.cache (docs/security.md) and fails on a name that is not UTF-8.
-    archive_write_set_format_gnutar(a_);
-    if (archive_write_open_fd(a_, fd) != ARCHIVE_OK) fail("cannot create");
+    la_.archive_write_set_format_gnutar(a_);
+    if (la_.archive_write_open_fd(a_, fd) != ARCHIVE_OK) fail("cannot create");
   }
   ~TarWriter() {
-    if (a_) archive_write_free(a_);
+    if (a_) la_.archive_write_free(a_);
   }
   TarWriter(const TarWriter&) = delete;
   TarWriter& operator=(const TarWriter&) = delete;
@@ -75,8 +74,8 @@ class TarWriter {
     ++files_;
   }
   void close() {
-    if (archive_write_close(a_) != ARCHIVE_OK) fail("cannot finish");
-    archive_write_free(a_);
+    if (la_.archive_write_close(a_) != ARCHIVE_OK) fail("cannot finish");
+    la_.archive_write_free(a_);
     a_ = nullptr;
   }
   size_t files() const { return files_; }
@@ -88,25 +87,27 @@ class TarWriter {
   }
   void entry(const std::string& name, unsigned type, unsigned perm, const void* data, size_t size,
              const std::string& link_target) {
-    struct archive_entry* e = archive_entry_new();
-    archive_entry_set_pathname(e, name.c_str());
-    archive_entry_set_filetype(e, type);
-    archive_entry_set_perm(e, perm);
-    archive_entry_set_size(e, static_cast<la_int64_t>(size));
-    archive_entry_set_mtime(e, 0, 0);
-    if (!link_target.empty()) archive_entry_set_symlink(e, link_target.c_str());
-    int r = archive_write_header(a_, e);
-    if (r == ARCHIVE_OK && size) r = archive_write_data(a_, data, size) < 0 ? ARCHIVE_FATAL : ARCHIVE_OK;
-    archive_entry_free(e);
+    struct archive_entry* e = la_.archive_entry_new();
+    la_.archive_entry_set_pathname(e, name.c_str());
+    la_.archive_entry_set_filetype(e, type);
+    la_.archive_entry_set_perm(e, perm);
+    la_.archive_entry_set_size(e, static_cast<la_int64_t>(size));
+    la_.archive_entry_set_mtime(e, 0, 0);
+    if (!link_target.empty()) la_.archive_entry_set_symlink(e, link_target.c_str());
+    int r = la_.archive_write_header(a_, e);
+    if (r == ARCHIVE_OK && size) r = la_.archive_write_data(a_, data, size) < 0 ? ARCHIVE_FATAL : ARCHIVE_OK;
+    la_.archive_entry_free(e);
     if (r != ARCHIVE_OK) fail("cannot write");
   }
   [[noreturn]] void fail(const char* what) {
-    std::string msg = fmt::format("{}: {}: {}", path_, what, archive_error_string(a_) ? archive_error_string(a_) : "error");
-    archive_write_free(a_);
+    const char* why = la_.archive_error_string(a_);
+    std::string msg = fmt::format("{}: {}: {}", path_, what, why ? why : "error");
+    la_.archive_write_free(a_);
     a_ = nullptr;
     throw InputError(msg);
   }
 
+  const ArchiveLibrary& la_;
   std::string path_;
   struct archive* a_;
   std::set<std::string> dirs_;
@@ -292,27 +293,28 @@ std::string redact_nvidia_params(std::string_view params) {
   return out;
 }
 
-std::optional<std::string> gzip_bytes(const std::string& data) {
+std::optional<std::string> gzip_bytes(const std::string& data, std::string_view name) {
+  const ArchiveLibrary& la = archive_library("compress", name);
   std::string out;
-  struct archive* a = archive_write_new();
-  archive_write_add_filter_gzip(a);
-  archive_write_set_format_raw(a);
-  archive_write_set_bytes_in_last_block(a, 1);  // no zero padding after the gzip stream
+  struct archive* a = la.archive_write_new();
+  la.archive_write_add_filter_gzip(a);
+  la.archive_write_set_format_raw(a);
+  la.archive_write_set_bytes_in_last_block(a, 1);  // no zero padding after the gzip stream
   auto write = [](struct archive*, void* sink, const void* buf, size_t n) -> la_ssize_t {
     static_cast<std::string*>(sink)->append(static_cast<const char*>(buf), n);
     return static_cast<la_ssize_t>(n);
   };
-  bool ok = archive_write_open2(a, &out, nullptr, write, nullptr, nullptr) == ARCHIVE_OK;
-  struct archive_entry* e = archive_entry_new();
-  archive_entry_set_pathname(e, "config");
-  archive_entry_set_filetype(e, AE_IFREG);
-  archive_entry_set_perm(e, 0444);
-  archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
-  ok = ok && archive_write_header(a, e) == ARCHIVE_OK &&
-       archive_write_data(a, data.data(), data.size()) == static_cast<la_ssize_t>(data.size());
-  archive_entry_free(e);
-  ok = archive_write_close(a) == ARCHIVE_OK && ok;
-  archive_write_free(a);
+  bool ok = la.archive_write_open2(a, &out, nullptr, write, nullptr, nullptr) == ARCHIVE_OK;
+  struct archive_entry* e = la.archive_entry_new();
+  la.archive_entry_set_pathname(e, "config");
+  la.archive_entry_set_filetype(e, AE_IFREG);
+  la.archive_entry_set_perm(e, 0444);
+  la.archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+  ok = ok && la.archive_write_header(a, e) == ARCHIVE_OK &&
+       la.archive_write_data(a, data.data(), data.size()) == static_cast<la_ssize_t>(data.size());
+  la.archive_entry_free(e);
+  ok = la.archive_write_close(a) == ARCHIVE_OK && ok;
+  la.archive_write_free(a);
   if (!ok) return std::nullopt;
   return out;
 }
@@ -322,9 +324,9 @@ std::optional<std::string> gzip_bytes(const std::string& data) {
 // not read it either, so nothing it decides changes).
 std::optional<std::string> redact_kernel_config(const Sysroot& root, const std::string& rel, const std::string& data) {
   if (!rel.ends_with(".gz")) return redact_config_text(data);
-  auto text = gunzip_bounded(data, root.limits().max_file_bytes);
+  auto text = gunzip_bounded(data, root.limits().max_file_bytes, rel);
   if (!text) return std::nullopt;
-  return gzip_bytes(redact_config_text(*text));
+  return gzip_bytes(redact_config_text(*text), rel);
 }
 
 }  // namespace
@@ -342,9 +344,12 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   // Sysroot::open() recognises a snapshot by its name, so write only names it will read back.
   if (!to_stdout && !out_path.ends_with(".tar.gz") && !out_path.ends_with(".tgz"))
     throw InputError(fmt::format("{}: a snapshot is written as FILE.tar.gz (or .tgz)", out_path));
+  const std::string out_name = to_stdout ? "standard output" : out_path;
+  // Before the output file exists: without libarchive nothing is created.
+  const ArchiveLibrary& la = archive_library("write", out_name);
   std::optional<OutputFile> output;
   if (!to_stdout) output.emplace(out_path, options.force);
-  TarWriter tar(to_stdout ? "standard output" : out_path, to_stdout ? STDOUT_FILENO : output->fd());
+  TarWriter tar(la, out_name, to_stdout ? STDOUT_FILENO : output->fd());
   CaptureMetadata meta;
   meta.tool_version = options.tool_version;
   meta.captured_at = now_utc();

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "p2paudit/archive_library.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
 
@@ -821,42 +822,45 @@ void ArchiveBackend::add_entry(LoadState& st, const TarEntry& te, ReadData&& rea
 // run external programs (lrzip, lzop...) on a stranger's file.
 class GzipArchiveReader {
  public:
-  explicit GzipArchiveReader(int (*support_format)(struct archive*)) : a_(archive_read_new()) {
-    archive_read_support_filter_gzip(a_);
+  GzipArchiveReader(const ArchiveLibrary& la, int (*support_format)(struct archive*))
+      : la_(la), a_(la.archive_read_new()) {
+    la_.archive_read_support_filter_gzip(a_);
     support_format(a_);
   }
-  ~GzipArchiveReader() { archive_read_free(a_); }
+  ~GzipArchiveReader() { la_.archive_read_free(a_); }
   GzipArchiveReader(const GzipArchiveReader&) = delete;
   GzipArchiveReader& operator=(const GzipArchiveReader&) = delete;
   struct archive* get() const { return a_; }
 
  private:
+  const ArchiveLibrary& la_;
   struct archive* a_;
 };
 
 void ArchiveBackend::load_with_libarchive(LoadState& st, int fd) {
-  GzipArchiveReader reader(archive_read_support_format_tar);
+  const ArchiveLibrary& la = archive_library("read", st.origin);
+  GzipArchiveReader reader(la, la.archive_read_support_format_tar);
   struct archive* a = reader.get();
   auto fail = [&](const std::string& what) {
-    const char* why = archive_error_string(a);
+    const char* why = la.archive_error_string(a);
     throw InputError(fmt::format("{}: {}{}{}", st.origin, what, why ? ": " : "", why ? why : ""));
   };
-  if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) fail("cannot open archive");
+  if (la.archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) fail("cannot open archive");
   std::vector<char> buf(1 << 16);
   for (;;) {
     struct archive_entry* e = nullptr;
-    int r = archive_read_next_header(a, &e);
+    int r = la.archive_read_next_header(a, &e);
     if (r == ARCHIVE_EOF) break;
     if (r != ARCHIVE_OK && r != ARCHIVE_WARN) fail(fmt::format("corrupt or truncated archive after {} entries", st.entries));
     TarEntry te;
-    const char* name = archive_entry_pathname(e);
+    const char* name = la.archive_entry_pathname(e);
     te.name = name ? name : "";
-    te.hardlink = archive_entry_hardlink(e);
-    te.type = archive_entry_filetype(e);
-    if (!te.hardlink && te.type == AE_IFLNK) te.symlink = archive_entry_symlink(e);
+    te.hardlink = la.archive_entry_hardlink(e);
+    te.type = la.archive_entry_filetype(e);
+    if (!te.hardlink && te.type == AE_IFLNK) te.symlink = la.archive_entry_symlink(e);
     add_entry(st, te, [&](auto&& take) {
       for (;;) {
-        la_ssize_t n = archive_read_data(a, buf.data(), buf.size());
+        la_ssize_t n = la.archive_read_data(a, buf.data(), buf.size());
         if (n < 0) return false;
         if (n == 0) return true;
         take(std::string_view(buf.data(), static_cast<size_t>(n)));
@@ -869,7 +873,7 @@ void ArchiveBackend::load_with_libarchive(LoadState& st, int fd) {
 // 512-byte tar blocks.
 class TarBlocks {
  public:
-  explicit TarBlocks(struct archive* a) : a_(a) {}
+  TarBlocks(const ArchiveLibrary& la, struct archive* a) : la_(la), a_(a) {}
   enum class Got { kBlock, kEnd, kBad };
   // The next n bytes (a multiple of 512 at most kCarry), contiguous: kEnd when the stream ends
   // exactly here, kBad when it ends inside them or cannot be read.
@@ -913,7 +917,7 @@ class TarBlocks {
       const void* block = nullptr;
       size_t size = 0;
       la_int64_t offset = 0;
-      int r = archive_read_data_block(a_, &block, &size, &offset);
+      int r = la_.archive_read_data_block(a_, &block, &size, &offset);
       if (r == ARCHIVE_EOF) return false;
       if (r != ARCHIVE_OK || offset != position_) {
         failed_ = true;
@@ -926,6 +930,7 @@ class TarBlocks {
       return true;
     }
   }
+  const ArchiveLibrary& la_;
   struct archive* a_;
   const char* cur_ = nullptr;
   size_t avail_ = 0;
@@ -965,11 +970,13 @@ bool is_plain_ascii(std::string_view s) {
 // the archive again with libarchive, which decides and words the error as before. Names pass
 // libarchive's wide-character conversion for every regular file; the walk skips that.
 bool ArchiveBackend::load_by_tar_walk(LoadState& st, int fd) {
-  GzipArchiveReader reader(archive_read_support_format_raw);
+  const ArchiveLibrary& la = archive_library("read", st.origin);
+  GzipArchiveReader reader(la, la.archive_read_support_format_raw);
   struct archive* a = reader.get();
   struct archive_entry* raw = nullptr;
-  if (archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK || archive_read_next_header(a, &raw) != ARCHIVE_OK) return false;
-  TarBlocks blocks(a);
+  if (la.archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK || la.archive_read_next_header(a, &raw) != ARCHIVE_OK)
+    return false;
+  TarBlocks blocks(la, a);
   constexpr size_t kMaxSpecialBody = 1 << 20;  // libarchive's own bound on 'L', 'K' and 'x' bodies
   std::string long_name, long_link, pax_path, pax_link;
   bool have_long_name = false, have_long_link = false, have_pax = false;

@@ -9,10 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fmt/format.h>
 
+#include "p2paudit/archive_library.h"
 #include "p2paudit/errors.h"
 
 namespace p2paudit {
@@ -166,21 +165,23 @@ std::string bounded_field(std::string_view s, size_t max_bytes, bool* cut) {
 
 // A gzip stream in memory, through libarchive's raw reader and writer (no zlib of our own);
 // nullopt when it cannot be read whole within max bytes.
-std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t max) {
-  struct archive* a = archive_read_new();
-  archive_read_support_filter_gzip(a);
-  archive_read_support_format_raw(a);
+std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t max, std::string_view name) {
+  const ArchiveLibrary& la = archive_library("decompress", name);
+  struct archive* a = la.archive_read_new();
+  la.archive_read_support_filter_gzip(a);
+  la.archive_read_support_format_raw(a);
   std::optional<std::string> out;
   struct archive_entry* entry;
-  if (archive_read_open_memory(a, compressed.data(), compressed.size()) == ARCHIVE_OK &&
-      archive_read_next_header(a, &entry) == ARCHIVE_OK) {
+  if (la.archive_read_open_memory(a, compressed.data(), compressed.size()) == ARCHIVE_OK &&
+      la.archive_read_next_header(a, &entry) == ARCHIVE_OK) {
     std::string data;
     char buf[1 << 16];
     la_ssize_t n;
-    while ((n = archive_read_data(a, buf, sizeof buf)) > 0 && data.size() <= max) data.append(buf, static_cast<size_t>(n));
+    while ((n = la.archive_read_data(a, buf, sizeof buf)) > 0 && data.size() <= max)
+      data.append(buf, static_cast<size_t>(n));
     if (n == 0 && data.size() <= max) out = std::move(data);
   }
-  archive_read_free(a);
+  la.archive_read_free(a);
   return out;
 }
 

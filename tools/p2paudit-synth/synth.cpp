@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "synth.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +16,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "p2paudit/archive_library.h"
 
 namespace p2paudit::synth {
 
@@ -780,15 +780,16 @@ class DirectorySink : public Sink {
 
 class TarSink : public Sink {
  public:
-  explicit TarSink(const std::string& file) : file_(file), a_(archive_write_new()), e_(archive_entry_new()) {
-    archive_write_add_filter_gzip(a_);
-    archive_write_set_filter_option(a_, "gzip", "timestamp", nullptr);  // no time in the gzip header
-    archive_write_set_format_pax_restricted(a_);
-    if (archive_write_open_filename(a_, file.c_str()) != ARCHIVE_OK) fail();
+  explicit TarSink(const std::string& file)
+      : la_(archive_library("write", file)), file_(file), a_(la_.archive_write_new()), e_(la_.archive_entry_new()) {
+    la_.archive_write_add_filter_gzip(a_);
+    la_.archive_write_set_filter_option(a_, "gzip", "timestamp", nullptr);  // no time in the gzip header
+    la_.archive_write_set_format_pax_restricted(a_);
+    if (la_.archive_write_open_filename(a_, file.c_str()) != ARCHIVE_OK) fail();
   }
   ~TarSink() override {
-    archive_entry_free(e_);
-    if (a_) archive_write_free(a_);
+    la_.archive_entry_free(e_);
+    if (a_) la_.archive_write_free(a_);
   }
   TarSink(const TarSink&) = delete;
   TarSink& operator=(const TarSink&) = delete;
@@ -798,27 +799,28 @@ class TarSink : public Sink {
     entry(rel, AE_IFLNK, 0777, {}, target.c_str());
   }
   void close() {
-    if (archive_write_close(a_) != ARCHIVE_OK) fail();
-    archive_write_free(a_);
+    if (la_.archive_write_close(a_) != ARCHIVE_OK) fail();
+    la_.archive_write_free(a_);
     a_ = nullptr;
   }
 
  private:
   void entry(const std::string& name, unsigned type, unsigned perm, std::string_view data, const char* link) {
-    archive_entry_clear(e_);
-    archive_entry_set_pathname(e_, name.c_str());
-    archive_entry_set_filetype(e_, type);
-    archive_entry_set_perm(e_, perm);
-    archive_entry_set_size(e_, static_cast<la_int64_t>(data.size()));
-    archive_entry_set_mtime(e_, 0, 0);
-    if (link) archive_entry_set_symlink(e_, link);
-    if (archive_write_header(a_, e_) != ARCHIVE_OK) fail();
-    if (!data.empty() && archive_write_data(a_, data.data(), data.size()) < 0) fail();
+    la_.archive_entry_clear(e_);
+    la_.archive_entry_set_pathname(e_, name.c_str());
+    la_.archive_entry_set_filetype(e_, type);
+    la_.archive_entry_set_perm(e_, perm);
+    la_.archive_entry_set_size(e_, static_cast<la_int64_t>(data.size()));
+    la_.archive_entry_set_mtime(e_, 0, 0);
+    if (link) la_.archive_entry_set_symlink(e_, link);
+    if (la_.archive_write_header(a_, e_) != ARCHIVE_OK) fail();
+    if (!data.empty() && la_.archive_write_data(a_, data.data(), data.size()) < 0) fail();
   }
   [[noreturn]] void fail() {
-    const char* why = archive_error_string(a_);
+    const char* why = la_.archive_error_string(a_);
     throw std::runtime_error(fmt::format("{}: {}", file_, why ? why : "cannot write the archive"));
   }
+  const ArchiveLibrary& la_;
   std::string file_;
   struct archive* a_;
   struct archive_entry* e_;

@@ -64,7 +64,9 @@ std::string escape_line(std::string_view bytes);
 std::string bounded_field(std::string_view bytes, size_t max_bytes, bool* cut = nullptr);
 
 // A gzip stream decompressed in memory (proc/config.gz), through libarchive's raw reader;
-// nullopt when it cannot be read whole within max bytes.
-std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t max);
+// nullopt when it cannot be read whole within max bytes. Throws InputError naming `name` when
+// libarchive cannot be loaded (archive_library.h).
+std::optional<std::string> gunzip_bounded(std::string_view compressed, size_t max,
+                                          std::string_view name = "a gzip stream");
 
 }  // namespace p2paudit
