@@ -102,6 +102,10 @@ int main(int argc, char** argv) {
       global.dump_notes = Notes::kStderr;
     else
       global.dump_notes = Notes::kFindings;  // topology and the audit print the topology's findings
+    // matrix, explain, policy, check and the audit's text print no function's name but in the
+    // kernel's texts, which look it up (pci_device_name()): pci.ids is parsed only if one is printed.
+    global.pci_names = !(command == "matrix" || command == "explain" || command == "policy" || command == "check" ||
+                         (command.empty() && global.format == "text"));
     if (!dump->count()) return;
     if (global.lspci_dump.empty()) throw p2paudit::InputError("--lspci-dump: empty file name");
     if (command == "snapshot")
