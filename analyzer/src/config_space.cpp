@@ -152,9 +152,9 @@ class PciNames {
   std::map<std::tuple<int, unsigned, unsigned>, std::string> answers_;
 };
 
-// A name from pci.ids, "" when it has none. `decoding` is the context that decoded the function:
-// it is not asked (it would parse pci.ids again), the shared names are.
-std::string lookup(struct pci_access* /*decoding*/, int flags, unsigned arg1, unsigned arg2 = 0) {
+// A name from pci.ids, "" when it has none. Never asked of a decoding context: each would parse
+// pci.ids again; the shared names parse it once, at the first name any text needs.
+std::string lookup(int flags, unsigned arg1, unsigned arg2 = 0) {
   return PciNames::shared().lookup(flags | PCI_LOOKUP_NO_NUMBERS | PCI_LOOKUP_NO_HWDB, arg1, arg2);
 }
 
@@ -336,8 +336,8 @@ void decode_nvidia_clique(struct pci_dev* d, Function& f) {
   }
 }
 
-Function decode_function(struct pci_access* a, struct pci_dev* d, std::vector<Finding>& findings,
-                         const Source& source) {
+// Without the names: fill_pci_names() gives them from the IDs once they are final (a VF's from sysfs).
+Function decode_function(struct pci_dev* d, std::vector<Finding>& findings, const Source& source) {
   const std::string& where = source.where;
   Function f;
   f.config_size = source.config_size;
@@ -352,9 +352,6 @@ Function decode_function(struct pci_access* a, struct pci_dev* d, std::vector<Fi
   uint8_t htype = pci_read_byte(d, PCI_HEADER_TYPE);
   f.header_type = htype & 0x7f;
   f.multifunction = htype & 0x80;
-  f.vendor_name = lookup(a, PCI_LOOKUP_VENDOR, f.vendor);
-  f.device_name = lookup(a, PCI_LOOKUP_DEVICE, f.vendor, f.device);
-  f.class_name = lookup(a, PCI_LOOKUP_CLASS, d->device_class);
   decode_bars(d, f);
   decode_bridge_windows(d, f);
   decode_pcie(d, f);
@@ -377,7 +374,8 @@ std::vector<Function> scan(PciAccess& access, const std::string& origin, const D
     if (!guarded([&] { pci_fill_info(d, kFillFlags); }))
       throw InputError(fmt::format("{}: {:04x}:{:02x}:{:02x}.{:x}: {}", origin, d->domain, d->bus, d->dev, d->func,
                                    g_error_message));
-    out.push_back(decode_function(a, d, findings, describe(d)));
+    out.push_back(decode_function(d, findings, describe(d)));
+    fill_pci_names(out.back());
   }
   std::sort(out.begin(), out.end(), [](const Function& x, const Function& y) { return x.bdf < y.bdf; });
   return out;
@@ -514,7 +512,7 @@ Function decode_cached(struct pci_access* a, const Bdf& bdf, std::vector<uint8_t
     pci_free_dev(d);
     throw InputError(fmt::format("{}: {}", source.where, g_error_message));
   }
-  Function f = decode_function(a, d, findings, source);
+  Function f = decode_function(d, findings, source);
   pci_free_dev(d);
   return f;
 }
@@ -558,6 +556,14 @@ void init_for_cached_bytes(PciAccess& access, PrivateCopy& empty_dump, const std
 
 std::uint64_t pci_name_list_loads() { return g_name_list_loads.load(); }
 
+std::string pci_ids_device_name(uint16_t vendor, uint16_t device) { return lookup(PCI_LOOKUP_DEVICE, vendor, device); }
+
+void fill_pci_names(Function& f) {
+  f.vendor_name = lookup(PCI_LOOKUP_VENDOR, f.vendor);
+  f.device_name = pci_ids_device_name(f.vendor, f.device);
+  f.class_name = lookup(PCI_LOOKUP_CLASS, f.class_code >> 8);
+}
+
 size_t whole_config_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
 
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings) {
@@ -568,7 +574,10 @@ Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::ve
   static PciAccess access;
   static bool ready = (init_for_cached_bytes(access, empty, "libpci"), true);
   (void)ready;
-  return decode_cached(access.get(), bdf, bytes, Source{bdf.str(), 0, readable}, findings, [](struct pci_dev*) { return false; });
+  Function f = decode_cached(access.get(), bdf, bytes, Source{bdf.str(), 0, readable}, findings,
+                             [](struct pci_dev*) { return false; });
+  fill_pci_names(f);
+  return f;
 }
 
 std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding>& findings,
@@ -616,9 +625,6 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
       f.vendor = static_cast<uint16_t>(vendor);
       f.device = static_cast<uint16_t>(device);
       f.class_code = class_code;
-      f.vendor_name = lookup(a, PCI_LOOKUP_VENDOR, f.vendor);
-      f.device_name = lookup(a, PCI_LOOKUP_DEVICE, f.vendor, f.device);
-      f.class_name = lookup(a, PCI_LOOKUP_CLASS, f.class_code >> 8);
     }
     if (each) each(f, physfn);
   }

@@ -322,7 +322,7 @@ std::vector<size_t> chain(const Topology& t, size_t dev) {
 std::string device_label(const Topology& t, size_t dev) {
   const Function& f = t.functions[dev];
   std::string label = fmt::format("{} [{:04x}:{:04x}]", f.bdf.str(), f.vendor, f.device);
-  if (!f.device_name.empty()) label += " (" + f.device_name + ")";
+  if (std::string name = pci_device_name(t, f); !name.empty()) label += " (" + name + ")";
   return label;
 }
 
@@ -496,9 +496,9 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
       for (auto& r : releases_whitelisting(rules, t.functions[*hb.root_device])) v.remedy.alternatives.push_back(r);
     } else if (hb.root_device && !hb.entry) {
       const Function& root = t.functions[*hb.root_device];
+      const std::string root_name = pci_device_name(t, root);
       v.remedy.whitelist = fmt::format("host bridge {:04x}:{:04x}{} is not in this kernel's whitelist",
-                                       root.vendor, root.device,
-                                       root.device_name.empty() ? "" : " (" + root.device_name + ")");
+                                       root.vendor, root.device, root_name.empty() ? "" : " (" + root_name + ")");
       for (auto& r : releases_whitelisting(rules, root)) v.remedy.alternatives.push_back(r);
       v.remedy.alternatives.push_back(fmt::format(
           "stage through host memory (a whitelist entry for {0:04x}:{1:04x} needs evidence: `p2paudit whitelist`; "

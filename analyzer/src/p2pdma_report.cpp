@@ -66,7 +66,7 @@ std::string describe(const Topology& t, size_t i, const std::vector<std::string>
   std::string s = f.bdf.str();
   if (i < names.size() && !names[i].empty()) s += " " + names[i];
   s += fmt::format(" [{:04x}:{:04x}]", f.vendor, f.device);
-  if (!f.device_name.empty()) s += " " + f.device_name;
+  if (std::string name = pci_device_name(t, f); !name.empty()) s += " " + name;
   if (!f.driver.empty()) s += " (" + f.driver + ")";
   return s;
 }
@@ -285,7 +285,7 @@ ordered_json devices_json(const Topology& t, const std::vector<NamedFunction>& d
                     {"name", d.short_name},
                     {"vendor_device", fmt::format("{:04x}:{:04x}", f.vendor, f.device)},
                     {"class", fmt::format("{:06x}", f.class_code)},
-                    {"device_name", f.device_name},
+                    {"device_name", pci_device_name(t, f)},
                     {"driver", f.driver},
                     {"virtfn", f.is_virtfn}});
   }
@@ -525,9 +525,10 @@ const std::string& VerdictReasons::name(size_t dev) {
 const std::string& VerdictReasons::device_label(size_t dev) {
   std::string& label = labels_[dev];
   if (label.empty()) {
-    const Function& f = index_.topology().functions[dev];
+    const Topology& t = index_.topology();
+    const Function& f = t.functions[dev];
     label = fmt::format("{} [{:04x}:{:04x}]", name(dev), f.vendor, f.device);
-    if (!f.device_name.empty()) label += " (" + f.device_name + ")";
+    if (std::string device = pci_device_name(t, f); !device.empty()) label += " (" + device + ")";
   }
   return label;
 }

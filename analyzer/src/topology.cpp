@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "p2paudit/config_space.h"
+
 namespace p2paudit {
 
 std::string Bdf::str() const {
@@ -101,6 +103,10 @@ const HostBridge* Topology::host_bridge_of(const Function& f) const {
   for (const auto& hb : host_bridges)
     if (hb.name == f.host_bridge) return &hb;
   return nullptr;
+}
+
+std::string pci_device_name(const Topology& t, const Function& f) {
+  return t.pci_names_deferred ? pci_ids_device_name(f.vendor, f.device) : f.device_name;
 }
 
 }  // namespace p2paudit

@@ -316,6 +316,10 @@ Topology read_topology(const Sysroot& root, const TopologyReadScope& scope) {
       attribute_error = std::current_exception();
     }
   });
+  if (scope.pci_names)
+    for (auto& f : t.functions) fill_pci_names(f);  // after a VF's IDs were taken from sysfs
+  else
+    t.pci_names_deferred = true;
   if (capture)
     for (auto& f : t.functions)
       if (auto it = capture->config_sizes.find(f.bdf.str()); it != capture->config_sizes.end() && !f.config_size) {

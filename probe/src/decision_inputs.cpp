@@ -49,7 +49,7 @@ Topology read_machine(const MachineSource& source, AssumptionNotes where, std::o
       throw InputError(fmt::format("{}: {}: not a regular file of at most {} bytes", root.origin(), kProbeResultsPath,
                                    root.limits().max_file_bytes));
   }
-  return read_topology(root, {.descriptive_attributes = source.descriptive_attributes});
+  return read_topology(root, {.descriptive_attributes = source.descriptive_attributes, .pci_names = source.pci_names});
 }
 
 // The facts a probe document establishes, bound to topo; what did not bind goes to its findings.

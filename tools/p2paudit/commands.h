@@ -47,6 +47,10 @@ struct GlobalOptions {
   // policy JSON, every --diff), or stderr (policy text and env, check: their output carries neither).
   enum class DumpNotes { kFindings, kKernelNotes, kStderr };
   DumpNotes dump_notes = DumpNotes::kFindings;
+  // Whether the functions' pci.ids names are read with the tree, set when the command is known:
+  // only where an output prints them (topology, the audit's JSON and pictures, prom, report,
+  // whitelist...). The decisions' texts look up the few names they print themselves.
+  bool pci_names = true;
 
   bool from_dump() const { return !lspci_dump.empty(); }
   // What the tree is read from, for messages: the dump file or the sysroot.

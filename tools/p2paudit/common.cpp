@@ -71,6 +71,7 @@ MachineSource machine_source(const GlobalOptions& global) {
   s.rules_dir = rules_dir(global);
   // Only a JSON tree (topology or the audit in --format json) prints what TopologyReadScope leaves out.
   s.descriptive_attributes = global.format == "json";
+  s.pci_names = global.pci_names;
   return s;
 }
 

@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
       global.dump_notes = Notes::kStderr;
     else
       global.dump_notes = Notes::kFindings;  // topology and the audit print the topology's findings
+    // matrix, explain, policy, check and the audit's text print no name but in the texts that look
+    // it up (pci_device_name(): the kernel's verdicts, the device lists of matrix and explain), so
+    // pci.ids is parsed only where such a text is built.
+    global.pci_names = !(command == "matrix" || command == "explain" || command == "policy" || command == "check" ||
+                         (command.empty() && global.format == "text"));
     if (!dump->count()) return;
     if (global.lspci_dump.empty()) throw p2paudit::InputError("--lspci-dump: empty file name");
     if (command == "snapshot")

@@ -14,8 +14,9 @@
 
 namespace p2paudit {
 
-// Functions with identity, names, capabilities, BARs and windows filled in; sysfs-only facts
-// (parents, drivers, IOMMU groups) are left to the topology reader. Throws InputError.
+// Functions with identity, capabilities, BARs and windows filled in; sysfs-only facts (parents,
+// drivers, IOMMU groups) and the pci.ids names (fill_pci_names()) are left to the topology reader.
+// read_config_dump() and decode_config_bytes() fill the names too. Throws InputError.
 // `each`, when given, is called with every function kept, right after its config space: the
 // topology reader reads the rest of that function's directory while it is still open. `physfn`
 // is the function's physfn link as read (a VF's only), so the reader need not read it again.
@@ -39,6 +40,12 @@ void settle_config_sizes(Topology& t);
 // Mirrors pci_find_ext_capability() in drivers/pci/pci.c: the offset the kernel would find, 0 if none.
 using ConfigReader = uint32_t (*)(const void* ctx, int pos);
 int pci_find_ext_capability(const void* ctx, ConfigReader read32, size_t cfg_size, int cap);
+
+// The names pci.ids gives f's vendor, device and class ("" where it has none), looked up by the
+// IDs f holds. pci.ids is parsed at the first name this process asks for. Throws InputError.
+void fill_pci_names(Function& f);
+// The name pci.ids gives a device, "" when none: fill_pci_names()'s device_name.
+std::string pci_ids_device_name(uint16_t vendor, uint16_t device);
 
 // How many times this process has loaded libpci's PCI ID names (pci.ids): once, however many
 // sysroots, dumps and aggregate inputs are read, on however many threads.

@@ -125,7 +125,7 @@ struct Function {
   uint8_t header_type = 0;        // without the multifunction bit
   bool multifunction = false;
   bool is_virtfn = false;
-  std::string vendor_name, device_name, class_name;
+  std::string vendor_name, device_name, class_name;  // pci.ids' names; see Topology::pci_names_deferred
 
   size_t config_size = 0;         // what the kernel exposes (256 or 4096); 0 when unknown
   size_t config_readable = 0;     // what this reader could read; < config_size when unprivileged
@@ -221,6 +221,10 @@ struct Topology {
   std::vector<Finding> findings;
   bool config_fully_readable = true;   // false when any function's config was cut short (not root)
   std::string lspci_dump;              // the `lspci -x` dump it was read from; "" for a sysroot
+  // True when the reader left every function's pci.ids names empty (TopologyReadScope::pci_names):
+  // parsing pci.ids costs more than reading a small machine, and most outputs print no name. A
+  // text that prints one takes it from pci_device_name().
+  bool pci_names_deferred = false;
 
   const Function* find(const Bdf& bdf) const;
   std::optional<size_t> index_of(const Bdf& bdf) const;
@@ -228,5 +232,9 @@ struct Topology {
   // Where facts come from, for messages: "this dump" or "this sysroot".
   const char* input_kind() const { return lspci_dump.empty() ? "this sysroot" : "this dump"; }
 };
+
+// The name pci.ids gives f's device, "" when none: f.device_name, or where the reader deferred the
+// names, looked up now (pci.ids is parsed at the first lookup of the process). Throws InputError.
+std::string pci_device_name(const Topology& t, const Function& f);
 
 }  // namespace p2paudit

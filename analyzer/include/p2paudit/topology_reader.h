@@ -14,6 +14,11 @@ struct TopologyReadScope {
   // driver keeps its modalias: its module is looked up by it): only the JSON tree prints them,
   // no rule decides on them and none can be a finding. Left empty when false.
   bool descriptive_attributes = true;
+  // Each function's vendor, device and class names from pci.ids. False for the outputs whose only
+  // names are the few their texts look up (pci_device_name()): pci.ids is then parsed only when a
+  // text that names a device is built (a verdict's, printed or not), and
+  // Topology::pci_names_deferred says so.
+  bool pci_names = true;
 };
 
 // Throws InputError (naming the path) when the sysroot has no PCI devices or is malformed.

@@ -37,6 +37,7 @@ struct MachineSource {
   std::vector<std::string> assume_acs_off;       // as booted with pci=disable_acs_redir= (assumptions.h)
   std::string rules_dir;                         // the rules/ directory, already located
   bool descriptive_attributes = true;            // TopologyReadScope: false when no JSON tree is printed
+  bool pci_names = true;                         // TopologyReadScope: false when no output prints a field's name
 
   bool from_dump() const { return !lspci_dump.empty(); }
   // What the tree is read from, for messages: the dump file or the sysroot.
