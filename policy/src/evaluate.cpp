@@ -213,8 +213,7 @@ PolicyEvaluator::MemoSlot* PolicyEvaluator::find_slot(const MemoKey& key, uint64
 }
 
 size_t PolicyEvaluator::decide_by_key(size_t provider, size_t client, const PairOutcome& outcome) {
-  device_layer(provider, true);
-  device_layer(client, false);
+  ensure_device_layers(provider, client);
   MemoKey key;
   key.provider_signature = provider_signature_[provider];
   key.client_signature = client_signature_[client];
