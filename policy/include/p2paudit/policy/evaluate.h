@@ -131,6 +131,8 @@ class PolicyEvaluator {
   std::unordered_map<std::string, uint32_t> device_signatures_;
   std::vector<MemoSlot> memo_slots_;                 // open addressing, a power of two (or empty)
   size_t memo_size_ = 0;
+  MemoKey last_key_;                                 // the last key found in memo_slots_
+  uint32_t last_key_group_ = UINT32_MAX;             // its group; UINT32_MAX: none yet
   std::unordered_map<std::string, size_t> memo_;     // decide_by_facts(): condition facts' values -> group
   std::map<std::string, size_t> group_ids_;          // group's content -> index
   std::vector<DecisionGroup> groups_;
