@@ -82,14 +82,10 @@ TEST(ScreenCounts, EqualDecidingEveryPairInFull) {
   test::TempDir dir;
   size_t machines = 0, pairs_checked = 0;
   for (uint64_t seed : {1u, 7u}) {
-    synth::Options options;
-    options.functions = 200;
-    options.depth = 2;
-    options.fanout = 2;
-    options.multifunction = 2;
-    options.vfs = 8;
-    options.acs = synth::AcsMode::kMixed;
-    options.seed = seed;
+    // Two switch levels, two-function endpoints, 8 VFs per NIC PF, ACS redirect per port by seed.
+    const synth::Options options{.functions = 200, .host_bridges = {}, .root_ports = {}, .depth = 2, .fanout = 2,
+                                 .endpoints_per_port = {}, .multifunction = 2, .vfs = 8, .acs = synth::AcsMode::kMixed,
+                                 .seed = seed};
     const std::string tarball = (dir.path() / fmt::format("machine-{}.tar.gz", seed)).string();
     synth::Machine::plan(options).write_tarball(tarball);
     Topology t = read_topology(Sysroot::open(tarball));
