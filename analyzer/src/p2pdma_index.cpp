@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/p2pdma_index.h"
 
+#include <memory>
 #include <set>
+#include <type_traits>
 
 #include "p2pdma_unknowns.h"
 
@@ -15,6 +17,11 @@ P2pdmaIndex::P2pdmaIndex(const Topology& topo, const KernelRules& rules) : topo_
   unreadable_.assign(n, 0);
   irregular_.assign(n, 0);
   host_bridge_.assign(n, kNone);
+  acs_redirect_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    auto redirect = pci_bridge_has_acs_redir(topo.functions[i]);
+    acs_redirect_[i] = redirect ? (*redirect ? 1 : 0) : -1;
+  }
   for (size_t i = 0; i < n; ++i)
     if (auto u = pci_upstream_bridge(topo, i); u && *u < n) up_[i] = static_cast<uint32_t>(*u);
 
@@ -37,11 +44,10 @@ P2pdmaIndex::P2pdmaIndex(const Topology& topo, const KernelRules& rules) : topo_
         irregular_[f] = 1;
         continue;
       }
-      auto redirect = pci_bridge_has_acs_redir(topo.functions[f]);
       uint32_t parent = up_[f];
       depth_[f] = parent == kNone ? 0 : depth_[parent] + 1;
-      redirects_[f] = (parent == kNone ? 0 : redirects_[parent]) + (redirect.value_or(false) ? 1 : 0);
-      unreadable_[f] = (parent == kNone ? 0 : unreadable_[parent]) + (redirect ? 0 : 1);
+      redirects_[f] = (parent == kNone ? 0 : redirects_[parent]) + (acs_redirect_[f] == 1 ? 1 : 0);
+      unreadable_[f] = (parent == kNone ? 0 : unreadable_[parent]) + (acs_redirect_[f] == -1 ? 1 : 0);
     }
   }
 
@@ -167,9 +173,8 @@ PairOutcome P2pdmaIndex::outcome(size_t provider, size_t client) const {
   if (out.common_ancestor) {
     // The provider's chain up to the common device inclusive, then the client's below it.
     size_t c = *out.common_ancestor;
-    auto redirect = pci_bridge_has_acs_redir(topo_.functions[c]);
-    out.acs_redirecting = redirects_[provider] + redirects_[client] - 2 * redirects_[c] + (redirect.value_or(false) ? 1 : 0);
-    out.acs_unreadable = unreadable_[provider] + unreadable_[client] - 2 * unreadable_[c] + (redirect ? 0 : 1);
+    out.acs_redirecting = redirects_[provider] + redirects_[client] - 2 * redirects_[c] + (acs_redirect_[c] == 1 ? 1 : 0);
+    out.acs_unreadable = unreadable_[provider] + unreadable_[client] - 2 * unreadable_[c] + (acs_redirect_[c] == -1 ? 1 : 0);
     dist_a = static_cast<int>(depth_[provider] - depth_[*out.common_ancestor]);
     dist_b = static_cast<int>(depth_[client] - depth_[*out.common_ancestor]);
   } else {  // the walk counted every device of both chains
@@ -179,15 +184,22 @@ PairOutcome P2pdmaIndex::outcome(size_t provider, size_t client) const {
 
   // As pci_p2pdma_distance_many() does: evaluate under every combination of the assumptions some
   // evaluation consulted, until no new one is consulted.
-  Evaluation runs[kIndexUnknowns + 1];
+  // Storage for the runs, constructed only as each is made (Evaluation is trivially destructible):
+  // most pairs need one or two of the eight, and this runs for every pair.
+  static_assert(std::is_trivially_destructible_v<Evaluation>);
+  union Runs {
+    Runs() {}
+    Evaluation at[kIndexUnknowns + 1];
+  } storage;
+  Evaluation* const runs = storage.at;
   size_t count = 0;
   unsigned explore = 0;
   for (;;) {
     count = 0;
     unsigned used = 0;
     for (unsigned assume = 0; assume <= kIndexUnknowns; ++assume)
-      if (!(assume & ~explore)) runs[count++] = evaluate(provider, client, out.common_ancestor, out.acs_redirecting, out.acs_unreadable,
-                                                       dist_a, dist_b, assume, used);
+      if (!(assume & ~explore)) std::construct_at(&runs[count++], evaluate(provider, client, out.common_ancestor, out.acs_redirecting, out.acs_unreadable,
+                                                       dist_a, dist_b, assume, used));
     if (!(used & ~explore)) break;
     explore |= used;
   }

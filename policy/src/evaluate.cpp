@@ -213,16 +213,20 @@ PolicyEvaluator::MemoSlot* PolicyEvaluator::find_slot(const MemoKey& key, uint64
 }
 
 size_t PolicyEvaluator::decide_by_key(size_t provider, size_t client, const PairOutcome& outcome) {
-  device_layer(provider, true);
-  device_layer(client, false);
+  ensure_device_layers(provider, client);
   MemoKey key;
   key.provider_signature = provider_signature_[provider];
   key.client_signature = client_signature_[client];
   key.values = pair_fact_values(pair_context_, provider, client, outcome, &read_by_conditions_);
   key.values.apply_mask(pair_mask_);
+  // Neighbouring pairs of a row often agree (devices under one switch): no hash for those.
+  if (last_key_group_ != UINT32_MAX && key == last_key_) return last_key_group_;
   const uint64_t hash = hash_bytes(key);
   if (!memo_slots_.empty())
-    if (MemoSlot* slot = find_slot(key, hash); slot->used) return slot->group;
+    if (MemoSlot* slot = find_slot(key, hash); slot->used) {
+      last_key_ = key, last_key_group_ = slot->group;
+      return slot->group;
+    }
   const size_t group = group_of(rules_.decide(layered_facts(provider, client, outcome, nullptr)), provider, client);
   if (memo_size_ < kMaxMemo) {
     if (2 * (memo_size_ + 1) > memo_slots_.size()) {  // at most half full

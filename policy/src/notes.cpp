@@ -84,13 +84,4 @@ size_t NoteBook::note_of(size_t g) {
   return note_of_group_[g] = it->second;
 }
 
-size_t NoteBook::count(size_t group, const std::string& provider, const std::string& client) {
-  size_t n = note_of(group);
-  for (size_t w : warnings_of_group_[group]) ++warnings_[w].pairs;
-  ++pairs_;
-  PolicyNote& note = notes_[n - 1];
-  if (++note.pairs <= kPairsNamed) note.first_pairs.push_back(provider + " -> " + client);
-  return n;
-}
-
 }  // namespace p2paudit::policy

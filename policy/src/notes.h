@@ -102,7 +102,15 @@ class NoteBook {
   // The note (1-based) telling group g's decision.
   size_t note_of(size_t group);
   // Counts one pair of group g, named "provider -> client" while few are; returns its note.
-  size_t count(size_t group, const std::string& provider, const std::string& client);
+  // Inline: every pair of the screen and of `policy` comes here, almost always for a known group.
+  size_t count(size_t group, const std::string& provider, const std::string& client) {
+    size_t n = group < note_of_group_.size() && note_of_group_[group] ? note_of_group_[group] : note_of(group);
+    for (size_t w : warnings_of_group_[group]) ++warnings_[w].pairs;
+    ++pairs_;
+    PolicyNote& note = notes_[n - 1];
+    if (++note.pairs <= kPairsNamed) note.first_pairs.push_back(provider + " -> " + client);
+    return n;
+  }
 
   const std::vector<PolicyNote>& notes() const { return notes_; }
   const std::vector<PolicyWarning>& warnings() const { return warnings_; }

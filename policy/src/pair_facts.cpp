@@ -225,17 +225,17 @@ void link_values(const PairFactsContext& context, size_t provider, size_t client
                  PairFactValues& v) {
   const P2pdmaIndex& index = context.index;
   const size_t limit = index.topology().functions.size();
-  std::optional<double> narrowest_speed;
+  double narrowest_speed = 0;
   int narrowest_width = 0;
   bool degraded = false, any_link = false;
   for (size_t start : {provider, client}) {
     size_t steps = 0;
     for (std::optional<size_t> dev = start; dev; dev = index.upstream(*dev)) {
-      const PairFactsContext::LinkSpeeds& l = context.links[*dev];
-      if (l.current && l.current_width) {  // else no PCIe link (virtual or integrated function)
-        narrowest_speed = any_link ? std::min(*narrowest_speed, *l.current) : *l.current;
-        narrowest_width = any_link ? std::min(narrowest_width, l.current_width) : l.current_width;
-        degraded |= (l.max && *l.current < *l.max) || (l.max_width && l.current_width < l.max_width);
+      const PairFactsContext::Link& l = context.links[*dev];
+      if (l.present) {
+        narrowest_speed = any_link ? std::min(narrowest_speed, l.speed) : l.speed;
+        narrowest_width = any_link ? std::min(narrowest_width, l.width) : l.width;
+        degraded |= l.degraded;
         any_link = true;
       }
       if (dev == o.common_ancestor || ++steps > limit) break;
@@ -243,7 +243,7 @@ void link_values(const PairFactsContext& context, size_t provider, size_t client
   }
   if (!any_link) return;
   v.has_link = 1;
-  v.narrowest_link_speed_bits = std::bit_cast<uint64_t>(*narrowest_speed);
+  v.narrowest_link_speed_bits = std::bit_cast<uint64_t>(narrowest_speed);
   v.narrowest_link_width = narrowest_width;
   v.degraded_link = degraded;
 }
@@ -315,7 +315,12 @@ PairFactsContext::PairFactsContext(const P2pdmaIndex& index)
   const Topology& t = index.topology();
   std::vector<std::string_view> drivers = {""}, host_bridges;
   for (const Function& f : t.functions) {
-    links.push_back({gts(f.link.current_speed), gts(f.link.max_speed), f.link.current_width, f.link.max_width});
+    const std::optional<double> current = gts(f.link.current_speed), max = gts(f.link.max_speed);
+    const int width = f.link.current_width, max_width = f.link.max_width;
+    Link& link = links.emplace_back();
+    if (current && width) {
+      link = {true, (max && *current < *max) || (max_width && width < max_width), *current, width};
+    }
     int8_t prefetch = 1;
     if (f.is_bridge() && f.windows.empty()) prefetch = -1;
     for (const auto& w : f.windows)
@@ -328,6 +333,13 @@ PairFactsContext::PairFactsContext(const P2pdmaIndex& index)
     host_bridge_id.push_back(static_cast<uint32_t>(bridge - host_bridges.begin()));
     if (bridge == host_bridges.end()) host_bridges.push_back(f.host_bridge);
   }
+  for (const Function& f : t.functions) device_class.push_back(classify_device(f));
+  nvidia_passthrough.assign(t.functions.size(), 0);
+  for (size_t i = 0; i < t.functions.size(); ++i)
+    if (t.functions[i].driver == "nvidia") {
+      auto pass = policy::nvidia_passthrough(t, i);
+      nvidia_passthrough[i] = pass ? (*pass ? 1 : 0) : -1;
+    }
   for (std::string_view d : drivers)
     driver_kind.push_back(d.empty() ? kUnbound : d == "nvidia" ? kNvidia : d == "amdgpu" ? kAmdgpu : d == "xe" ? kXe
                           : d == "xocl" || d == "xclmgmt" ? kXrt : kOtherDriver);
@@ -437,18 +449,21 @@ PairFactValues pair_fact_values(const PairFactsContext& context, size_t provider
   if (auto b = bridges_64bit_prefetch(context, provider, client, o)) v.bridges_64bit_prefetch = tri(*b);
   v.authority = authority(context, provider, client);
   // NVIDIA's third-party paths (GPUDirect RDMA / Storage, dma-buf) answer to the driver's own gate.
-  if (v.authority == 6)
+  // Only a function on the nvidia driver can be that GPU (is_nvidia_gpu()): the rest are not asked.
+  using K = PairFactsContext::DriverKind;
+  auto on_nvidia = [&](size_t f) { return context.driver_kind[context.driver_id[f]] == K::kNvidia; };
+  if (v.authority == 6 && (on_nvidia(provider) || on_nvidia(client)))
     if (auto gpu = nvidia_third_party_gpu(t, provider, client)) {
       v.authority = kThirdParty;
       const size_t peer = *gpu == provider ? client : provider;
       v.third_party_gpu = *gpu == provider ? 1 : 2;
-      if (auto pass = nvidia_passthrough(t, *gpu)) v.nvidia_passthrough = tri(*pass);
+      if (int8_t pass = context.nvidia_passthrough[*gpu]; pass >= 0) v.nvidia_passthrough = tri(pass == 1);
       uint32_t a = context.top_of_parent[*gpu], b = context.top_of_parent[peer];
       bool common = a == PairFactsContext::kIrregular || b == PairFactsContext::kIrregular
                         ? nv_pci_has_common_pci_switch(t, *gpu, peer)
                         : a != PairFactsContext::kNoParent && a == b;
       v.nvidia_shared_upstream_bridge = tri(common);
-      const DeviceClass peer_class = classify_device(t.functions[peer]);
+      const DeviceClass peer_class = context.device_class[peer];
       v.peer_class = static_cast<uint8_t>(1 + static_cast<int>(peer_class));
       v.peer_driver = context.driver_id[peer];
       static const FactId nccl_path = *fact_id("vendor.nccl_path_class"), nccl_gdr = *fact_id("vendor.nccl_gdr_default");

@@ -97,6 +97,8 @@ class P2pdmaIndex {
   std::vector<uint32_t> redirects_;    // devices with ACS redirect set, from dev to its root inclusive
   std::vector<uint32_t> unreadable_;   // devices whose ACS control was not readable, likewise
   std::vector<uint8_t> irregular_;     // on an upstream loop: answered by pci_p2pdma_distance()
+  // pci_bridge_has_acs_redir() of each function, read once: 1 redirects, 0 not, -1 not readable.
+  std::vector<int8_t> acs_redirect_;
   std::vector<uint32_t> host_bridge_;  // index into topo.host_bridges, kNone when not found
   std::vector<HostBridgeResult> whitelist_same_, whitelist_different_;
   std::vector<uint8_t> whitelist_unknown_;  // keyed by an entry this build may lack: pci_p2pdma_distance() answers

@@ -3,6 +3,7 @@
 // decision; and the renderings `p2paudit policy` prints (table, JSON, shell exports).
 #pragma once
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -86,7 +87,8 @@ class PolicyEvaluator {
   struct MemoKey {
     uint32_t provider_signature = 0, client_signature = 0;
     PairFactValues values;
-    bool operator==(const MemoKey&) const = default;
+    // By the bytes (no padding: hash_bytes() asserts it), not field by field: once per pair.
+    bool operator==(const MemoKey& other) const { return std::memcmp(this, &other, sizeof *this) == 0; }
   };
   struct MemoSlot {
     MemoKey key;
@@ -94,6 +96,11 @@ class PolicyEvaluator {
     bool used = false;
   };
   const FactSet& device_layer(size_t dev, bool as_provider);
+  // device_layer() for its signature's sake, skipped once the signature is known (every pair asks).
+  void ensure_device_layers(size_t provider, size_t client) {
+    if (provider_signature_[provider] == UINT32_MAX) device_layer(provider, true);
+    if (client_signature_[client] == UINT32_MAX) device_layer(client, false);
+  }
   // The pair's own facts laid over its devices' and the machine's; the kernel's texts from
   // `verdict` when given (the pair's whole verdict, computed once by the caller).
   FactSet layered_facts(size_t provider, size_t client, const PairOutcome& outcome, const PairVerdict* verdict);
@@ -124,6 +131,8 @@ class PolicyEvaluator {
   std::unordered_map<std::string, uint32_t> device_signatures_;
   std::vector<MemoSlot> memo_slots_;                 // open addressing, a power of two (or empty)
   size_t memo_size_ = 0;
+  MemoKey last_key_;                                 // the last key found in memo_slots_
+  uint32_t last_key_group_ = UINT32_MAX;             // its group; UINT32_MAX: none yet
   std::unordered_map<std::string, size_t> memo_;     // decide_by_facts(): condition facts' values -> group
   std::map<std::string, size_t> group_ids_;          // group's content -> index
   std::vector<DecisionGroup> groups_;

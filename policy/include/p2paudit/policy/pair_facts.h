@@ -11,6 +11,7 @@
 #include <vector>
 #include <utility>
 
+#include "p2paudit/device_class.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_index.h"
@@ -30,13 +31,17 @@ FactSet device_facts(const Function& f, bool as_provider);
 // only for pairs whose reasons are printed, or when a rule's condition reads one.
 struct PairFactsContext {
   explicit PairFactsContext(const P2pdmaIndex& index);
-  struct LinkSpeeds {
-    std::optional<double> current, max;  // GT/s; nullopt when the attribute is absent or "Unknown"
-    int current_width = 0, max_width = 0;
+  // A function's PCIe link as a path sees it: present only with a known current speed and width
+  // (else a virtual or integrated function), and degraded when it runs below its maximum speed
+  // or width.
+  struct Link {
+    bool present = false, degraded = false;
+    double speed = 0;  // GT/s
+    int width = 0;
   };
   static constexpr uint32_t kNoParent = UINT32_MAX, kIrregular = UINT32_MAX - 1;
   const P2pdmaIndex& index;
-  std::vector<LinkSpeeds> links;                // per function, parsed once
+  std::vector<Link> links;                      // per function, parsed once
   std::vector<int8_t> bridge_prefetch_64bit;    // per function: 1 yes (or not a bridge), 0 no, -1 unknown
   NvidiaGrdmaMachine nvidia_machine;            // the third-party gate's machine inputs, read once
   std::optional<bool> cpu_rule;                 // cpu_supports_p2pdma() of the machine, once
@@ -51,6 +56,10 @@ struct PairFactsContext {
   std::vector<uint8_t> driver_kind;
   // Per function: its host bridge's name as a small number.
   std::vector<uint32_t> host_bridge_id;
+  // Per function: classify_device(), and for a function on the nvidia driver nvidia_passthrough()
+  // (-1 unknown, 0 no, 1 yes; 0 elsewhere): both read once, not for every pair.
+  std::vector<DeviceClass> device_class;
+  std::vector<int8_t> nvidia_passthrough;
 };
 
 // The values of a pair's own facts (pair_own_facts()) as plain numbers, computed in O(depth) with

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+// The audit's first screen counts every ordered pair through PolicyEvaluator::decide() (the memo,
+// the index's outcome, the pair's fact values): its counts must equal those of deciding every pair
+// in full (decide_in_full(): the whole verdict, every fact, the rules' texts). Compared on
+// generated machines with SR-IOV VFs and ACS redirect set per port by seed (--acs mixed), with the
+// audit's devices and with every function: per action (the grouped grid's cells), per note's
+// action and rule, and per warning.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/evaluate.h"
+#include "p2paudit/sysroot.h"
+#include "p2paudit/topology_reader.h"
+#include "kernel_eras.h"
+#include "synth.h"
+#include "temp_dir.h"
+#include "test_support.h"
+
+namespace p2paudit {
+namespace {
+
+using policy::Action;
+
+struct Tally {
+  std::map<char, size_t> by_action;                  // 'P', 'H', 'D'
+  std::map<std::string, size_t> by_note;             // "HOST by rule-id"
+  std::map<std::string, size_t> by_warning;          // warn rule id
+  bool operator==(const Tally&) const = default;
+};
+
+char action_letter(Action a) { return a == Action::kPeer ? 'P' : a == Action::kDeny ? 'D' : 'H'; }
+const char* action_code(Action a) { return a == Action::kPeer ? "PEER" : a == Action::kDeny ? "DENY" : "HOST"; }
+
+// Every ordered pair decided in full, counted as the screen counts it.
+Tally tally_in_full(policy::PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices) {
+  Tally t;
+  for (const auto& p : devices)
+    for (const auto& c : devices) {
+      if (p.index == c.index) continue;
+      const policy::Decision d = evaluator.decide_in_full(p.index, c.index).decision;
+      ++t.by_action[action_letter(d.action)];
+      ++t.by_note[fmt::format("{} by {}", action_code(d.action), d.rule.empty() ? "no rule" : d.rule)];
+      std::set<std::string> warned;  // a rule warns once per pair
+      for (const auto& f : d.fired)
+        if (f.action == Action::kWarn && warned.insert(f.id).second) ++t.by_warning[f.id];
+    }
+  return t;
+}
+
+// The same counts read back from the screen: the grouped grid's cells ("P12 H4"), each note's
+// "[n] HOST by rule (authority): N pairs" and each warning's "(N pairs)" or "(every pair)".
+Tally tally_of_screen(const std::string& screen, size_t pairs) {
+  Tally t;
+  std::istringstream in(screen);
+  static const std::regex cell(R"(\b([PHD])(\d+)\b)");
+  static const std::regex note(R"(^\[\d+\] (PEER|HOST|DENY) by (\S+(?: rule)?)(?: \([^)]*\))?: (\d+) pairs?)");
+  static const std::regex warning(R"(^warning \[([^\]]+)\]: .* \((?:(\d+) pairs|(every pair))\)$)");
+  static const std::regex grid_row(R"(^G\d+  )");  // a row label, padded (the legend has one space)
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, grid_row))
+      for (std::sregex_iterator it(line.begin(), line.end(), cell), end; it != end; ++it)
+        t.by_action[(*it)[1].str()[0]] += std::stoul((*it)[2].str());
+    if (std::regex_search(line, m, note)) t.by_note[m[1].str() + " by " + m[2].str()] += std::stoul(m[3].str());
+    if (std::regex_match(line, m, warning)) t.by_warning[m[1].str()] += m[3].matched ? pairs : std::stoul(m[2].str());
+  }
+  return t;
+}
+
+TEST(ScreenCounts, EqualDecidingEveryPairInFull) {
+  static const policy::RuleSet rules =
+      policy::RuleSet::load(policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
+  test::TempDir dir;
+  size_t machines = 0, pairs_checked = 0;
+  for (uint64_t seed : {1u, 7u}) {
+    // Two switch levels, two-function endpoints, 8 VFs per NIC PF, ACS redirect per port by seed.
+    const synth::Options options{.functions = 200, .host_bridges = {}, .root_ports = {}, .depth = 2, .fanout = 2,
+                                 .endpoints_per_port = {}, .multifunction = 2, .vfs = 8, .acs = synth::AcsMode::kMixed,
+                                 .seed = seed};
+    const std::string tarball = (dir.path() / fmt::format("machine-{}.tar.gz", seed)).string();
+    synth::Machine::plan(options).write_tarball(tarball);
+    Topology t = read_topology(Sysroot::open(tarball));
+    KernelRules kernel = test::rules_for(t, "6.12.0");
+    for (bool all : {false, true}) {
+      auto devices = matrix_devices(t, all);
+      ASSERT_GE(devices.size(), 8u) << tarball;
+      const size_t pairs = devices.size() * (devices.size() - 1);
+      policy::PolicyEvaluator screen_evaluator(t, kernel, rules, nullptr);
+      std::ostringstream out;
+      // Every note and warning told, each line wide enough to keep its count; a grouped grid.
+      policy::write_decision_screen(out, screen_evaluator, devices, {},
+                                    {.width = 400, .max_columns = 4, .max_groups = 8, .max_notes = 1000, .max_warnings = 1000});
+      policy::PolicyEvaluator full_evaluator(t, kernel, rules, nullptr);
+      const Tally expected = tally_in_full(full_evaluator, devices);
+      const Tally told = tally_of_screen(out.str(), pairs);
+      size_t counted = 0;
+      for (const auto& [letter, n] : told.by_action) counted += n;
+      EXPECT_EQ(counted, pairs) << tarball << (all ? " --all" : "") << "\n" << out.str();
+      EXPECT_EQ(told.by_action, expected.by_action) << tarball << (all ? " --all" : "");
+      EXPECT_EQ(told.by_note, expected.by_note) << tarball << (all ? " --all" : "") << "\n" << out.str();
+      EXPECT_EQ(told.by_warning, expected.by_warning) << tarball << (all ? " --all" : "") << "\n" << out.str();
+      EXPECT_GT(expected.by_note.size(), 2u);  // the machine gives several decisions to tell apart
+      pairs_checked += pairs;
+      ++machines;
+    }
+  }
+  EXPECT_EQ(machines, 4u);
+  EXPECT_GT(pairs_checked, 10000u);
+}
+
+}  // namespace
+}  // namespace p2paudit
