@@ -96,6 +96,13 @@ struct Traced {
 
 // Runs the tool under strace -f -y (every returned descriptor printed with the path it resolves
 // to, the way the kernel sees it, also inside a chroot), and sorts each successful open.
+// Whether `path`, a system library, is libarchive or one opened after it by the same process (its
+// dependencies, which the loader opens next).
+bool archive_chain_opened(const std::string& pid, const std::string& path, std::set<std::string>& archive_pids) {
+  if (fs::path(path).filename().string().rfind("libarchive.so.", 0) == 0) archive_pids.insert(pid);
+  return archive_pids.count(pid) > 0;
+}
+
 Traced trace(const Case& c) {
   const Work& w = work();
   std::string log = (w.top / ("strace-" + c.name + ".log")).string();
@@ -120,6 +127,7 @@ Traced trace(const Case& c) {
   const std::regex loader_file(R"(^(/usr)?/lib(64|32|x32)?/.*\.so(\.[0-9.]+)?$)");
   std::set<std::string> pids_loading;  // a process still in the dynamic loader: before its first other open
   std::set<std::string> pids_unconfined;  // libkmod's child where chroot was refused (see below)
+  std::set<std::string> archive_pids;     // processes that have opened libarchive
   const std::regex chroot_call(R"(\bchroot(\(|\s+resumed>))");
   bool first_exec = true;
   std::ifstream in(log);
@@ -144,8 +152,13 @@ Traced trace(const Case& c) {
     ++t.opens;
     std::string path = m[2].str();
     bool loading = pids_loading.count(pid) > 0;
-    if (loading && (path == "/etc/ld.so.cache" || std::regex_match(path, loader_file))) continue;
+    const bool system_library = path == "/etc/ld.so.cache" || std::regex_match(path, loader_file);
+    if (loading && system_library) continue;
     pids_loading.erase(pid);  // from here on, a shared object is a dlopen() of the program's own
+    // libarchive, opened with dlopen() at the first archive (io/src/archive_library.cpp), and the
+    // libraries it needs: by a fixed soname from the loader's own directories, never a path the
+    // input names.
+    if (system_library && (path == "/etc/ld.so.cache" || archive_chain_opened(pid, path, archive_pids))) continue;
     if (under(path, w.sysroot) || under(path, rules)) continue;
     if (std::regex_match(path, std::regex(R"(^/usr/share/(misc|hwdata|pci\.ids)(/.*)?/pci\.ids(\.gz)?$)"))) continue;
     if (!output.empty() && (path == output.string() || path.rfind((w.out / ".p2paudit-").string(), 0) == 0)) continue;
