@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/errors.h"
@@ -30,6 +31,18 @@ TEST(Bdf, ParsesAndPrintsLikePciName) {
   EXPECT_EQ(Bdf::parse("01:1f.7")->str(), "0000:01:1f.7");
   EXPECT_EQ(Bdf::parse("10000:e0:1d.0")->domain, 0x10000u);
   EXPECT_EQ(Bdf::parse("01:1f.7")->devfn(), (0x1f << 3) | 7);
+}
+
+// str() writes by hand what "{:04x}:{:02x}:{:02x}.{:x}" writes: the same text for every field's
+// smallest, largest and in-between values, beyond what a valid address holds too.
+TEST(Bdf, PrintsAsTheFormatWould) {
+  for (uint32_t domain : {0u, 1u, 0xabcu, 0xffffu, 0x10000u, 0x12345678u, 0xffffffffu})
+    for (unsigned bus : {0u, 0x9u, 0x10u, 0xe0u, 0xffu})
+      for (unsigned dev : {0u, 0x7u, 0x1fu, 0xffu})
+        for (unsigned fn : {0u, 7u, 0xfu, 0x10u, 0xffu}) {
+          Bdf b{domain, static_cast<uint8_t>(bus), static_cast<uint8_t>(dev), static_cast<uint8_t>(fn)};
+          EXPECT_EQ(b.str(), fmt::format("{:04x}:{:02x}:{:02x}.{:x}", domain, bus, dev, fn));
+        }
 }
 
 TEST(Bdf, RejectsMalformed) {
