@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "p2paudit/archive_library.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/platform.h"
 #include "p2paudit/snapshot.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
@@ -108,6 +110,26 @@ TEST(ArchiveLibrary, ReadingAnArchiveWithoutItNamesTheArchive) {
               fmt::format("cannot read {}: {}", kCapture, kNotInstalled));
   EXPECT_EQ(input_error([] { gunzip_bounded("\x1f\x8b", 100, "proc/config.gz"); }),
             "cannot decompress proc/config.gz: " + kNotInstalled);
+}
+
+TEST(ArchiveLibrary, CompressedKernelConfigWithoutItIsAFindingNotAStop) {
+  // A machine without /boot/config-RELEASE keeps its config in /proc/config.gz: without
+  // libarchive that config is unknown, and the rest of the machine is still read.
+  test::TempDir tmp;
+  const std::string dir = synth_directory(tmp);
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "boot")) fs::remove(e.path());
+  {
+    std::ofstream gz(fs::path(dir) / "proc/config.gz", std::ios::binary);
+    gz << "\x1f\x8b";
+  }
+  std::vector<Finding> findings;
+  const Platform platform = read_platform(Sysroot::open(dir), findings);
+  EXPECT_EQ(platform.config_p2pdma, Known::kUnknown);
+  bool told = false;
+  for (const auto& f : findings)
+    told = told || (f.path == "proc/config.gz" &&
+                    f.message == "cannot decompress proc/config.gz: " + kNotInstalled + ": kernel config unknown");
+  EXPECT_TRUE(told);
 }
 
 TEST(ArchiveLibrary, WritingAnArchiveWithoutItCreatesNoFile) {

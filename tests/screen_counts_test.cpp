@@ -117,5 +117,46 @@ TEST(ScreenCounts, EqualDecidingEveryPairInFull) {
   EXPECT_GT(pairs_checked, 10000u);
 }
 
+// decide_all_pairs() works out the pairs' keys on a second core, two blocks of rows at a time: the
+// groups it hands out, in order, and their counts are decide()'s one pair at a time.
+TEST(ScreenCounts, AllPairsOnTwoCoresDecideAsOneAtATime) {
+  static const policy::RuleSet rules =
+      policy::RuleSet::load(policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
+  test::TempDir dir;
+  for (uint64_t seed : {3u, 11u}) {
+    const synth::Options options{.functions = 300, .host_bridges = {}, .root_ports = {}, .depth = 2, .fanout = 2,
+                                 .endpoints_per_port = {}, .multifunction = 2, .vfs = 8, .acs = synth::AcsMode::kMixed,
+                                 .seed = seed};
+    const std::string tarball = (dir.path() / fmt::format("machine-{}.tar.gz", seed)).string();
+    synth::Machine::plan(options).write_tarball(tarball);
+    Topology t = read_topology(Sysroot::open(tarball));
+    KernelRules kernel = test::rules_for(t, "6.12.0");
+    std::vector<size_t> devices;
+    for (const auto& d : matrix_devices(t, true)) devices.push_back(d.index);
+    // More pairs than two blocks, so that the rows are shared between the cores.
+    ASSERT_GT(devices.size() * devices.size(), 4 * 8192u) << tarball;
+    policy::PolicyEvaluator one_at_a_time(t, kernel, rules, nullptr), shared(t, kernel, rules, nullptr);
+    std::vector<size_t> expected, got;
+    std::vector<std::pair<size_t, size_t>> order;
+    for (size_t r = 0; r < devices.size(); ++r)
+      for (size_t c = 0; c < devices.size(); ++c)
+        if (r != c) expected.push_back(one_at_a_time.decide(devices[r], devices[c]));
+    shared.decide_all_pairs(devices, [&](size_t r, size_t c, size_t group) {
+      order.emplace_back(r, c);
+      got.push_back(group);
+    });
+    ASSERT_EQ(got.size(), expected.size()) << tarball;
+    EXPECT_EQ(got, expected) << tarball;
+    for (size_t i = 1; i < order.size(); ++i) ASSERT_LT(order[i - 1], order[i]) << tarball;  // row order
+    ASSERT_EQ(shared.groups().size(), one_at_a_time.groups().size()) << tarball;
+    for (size_t g = 0; g < shared.groups().size(); ++g) {
+      EXPECT_EQ(shared.groups()[g].pairs, one_at_a_time.groups()[g].pairs) << tarball << " group " << g;
+      EXPECT_EQ(shared.groups()[g].example, one_at_a_time.groups()[g].example) << tarball << " group " << g;
+      EXPECT_EQ(shared.groups()[g].rule, one_at_a_time.groups()[g].rule) << tarball << " group " << g;
+    }
+    EXPECT_GT(shared.groups().size(), 2u) << tarball;
+  }
+}
+
 }  // namespace
 }  // namespace p2paudit

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/platform.h"
 
+#include "p2paudit/errors.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -103,9 +105,14 @@ std::optional<std::string> read_kernel_config(const Sysroot& root, Platform& p, 
   if (is_safe_kernel_release(p.kernel_release) && (config = root.read_text(boot))) {
     p.kernel_config_source = boot;
   } else if (auto gz = root.read_text("proc/config.gz")) {
-    config = gunzip_bounded(*gz, root.limits().max_file_bytes, "proc/config.gz");
+    std::string why = "cannot be decompressed";
+    try {
+      config = gunzip_bounded(*gz, root.limits().max_file_bytes, "proc/config.gz");
+    } catch (const InputError& e) {  // no libarchive on this machine: the config is unknown, the rest is read
+      why = e.what();
+    }
     if (config) p.kernel_config_source = "proc/config.gz";
-    else findings.push_back({"proc/config.gz", "cannot be decompressed: kernel config unknown"});
+    else findings.push_back({"proc/config.gz", why + ": kernel config unknown"});
   }
   if (!config) return config;
   std::istringstream in(*config);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <variant>
 
@@ -212,13 +213,21 @@ PolicyEvaluator::MemoSlot* PolicyEvaluator::find_slot(const MemoKey& key, uint64
     if (!memo_slots_[i].used || memo_slots_[i].key == key) return &memo_slots_[i];
 }
 
-size_t PolicyEvaluator::decide_by_key(size_t provider, size_t client, const PairOutcome& outcome) {
-  ensure_device_layers(provider, client);
+PolicyEvaluator::MemoKey PolicyEvaluator::memo_key(size_t provider, size_t client, const PairOutcome& outcome) const {
   MemoKey key;
   key.provider_signature = provider_signature_[provider];
   key.client_signature = client_signature_[client];
   key.values = pair_fact_values(pair_context_, provider, client, outcome, &read_by_conditions_);
   key.values.apply_mask(pair_mask_);
+  return key;
+}
+
+size_t PolicyEvaluator::decide_by_key(size_t provider, size_t client, const PairOutcome& outcome) {
+  ensure_device_layers(provider, client);
+  return group_of_key(memo_key(provider, client, outcome), provider, client, &outcome);
+}
+
+size_t PolicyEvaluator::group_of_key(const MemoKey& key, size_t provider, size_t client, const PairOutcome* outcome) {
   // Neighbouring pairs of a row often agree (devices under one switch): no hash for those.
   if (last_key_group_ != UINT32_MAX && key == last_key_) return last_key_group_;
   const uint64_t hash = hash_bytes(key);
@@ -227,7 +236,8 @@ size_t PolicyEvaluator::decide_by_key(size_t provider, size_t client, const Pair
       last_key_ = key, last_key_group_ = slot->group;
       return slot->group;
     }
-  const size_t group = group_of(rules_.decide(layered_facts(provider, client, outcome, nullptr)), provider, client);
+  const PairOutcome o = outcome ? *outcome : index_.outcome(provider, client);
+  const size_t group = group_of(rules_.decide(layered_facts(provider, client, o, nullptr)), provider, client);
   if (memo_size_ < kMaxMemo) {
     if (2 * (memo_size_ + 1) > memo_slots_.size()) {  // at most half full
       std::vector<MemoSlot> old(std::max<size_t>(64, 2 * memo_slots_.size()));
@@ -261,16 +271,83 @@ size_t PolicyEvaluator::decide_by_facts(size_t provider, size_t client, const Pa
   return group;
 }
 
+bool PolicyEvaluator::vendor_pair(size_t provider, size_t client) const {
+  return in_vendor_pairs_[provider] && in_vendor_pairs_[client] &&
+         vendor_->pairs.count({topo_.functions[provider].bdf, topo_.functions[client].bdf});
+}
+
 size_t PolicyEvaluator::decide(size_t provider, size_t client, bool count) {
   PairOutcome outcome = index_.outcome(provider, client);
   // A vendor file's facts for a pair are the pair's own, and its texts are per pair: neither is
   // in the key.
-  const bool vendor_pair = in_vendor_pairs_[provider] && in_vendor_pairs_[client] &&
-                           vendor_->pairs.count({topo_.functions[provider].bdf, topo_.functions[client].bdf});
-  size_t group = conditions_read_texts_ || vendor_pair ? decide_by_facts(provider, client, outcome)
-                                                       : decide_by_key(provider, client, outcome);
+  size_t group = conditions_read_texts_ || vendor_pair(provider, client) ? decide_by_facts(provider, client, outcome)
+                                                                         : decide_by_key(provider, client, outcome);
   if (count) ++groups_[group].pairs;
   return group;
+}
+
+void PolicyEvaluator::decide_all_pairs(const std::vector<size_t>& devices,
+                                       const std::function<void(size_t, size_t, size_t)>& take) {
+  const size_t n = devices.size();
+  const size_t rows_a_block = std::max<size_t>(1, kPairsABlock / std::max<size_t>(1, n));
+  if (conditions_read_texts_ || n * n <= 2 * kPairsABlock) {  // every pair by its facts, or too few to share
+    for (size_t r = 0; r < n; ++r)
+      for (size_t c = 0; c < n; ++c)
+        if (r != c) take(r, c, decide(devices[r], devices[c]));
+    return;
+  }
+  // device_layer() fills the signatures: all of them before a second thread reads them.
+  for (size_t d : devices) ensure_device_layers(d, d);
+  // A block of rows: each pair's key, or none where a vendor file names the pair (decided by its
+  // facts, on this thread).
+  struct Block {
+    size_t first = 0, rows = 0;
+    std::vector<MemoKey> keys;
+    std::vector<uint8_t> keyed;
+  };
+  auto fill = [&](Block& b) {
+    b.keys.resize(b.rows * n);
+    b.keyed.assign(b.rows * n, 0);
+    for (size_t r = b.first, at = 0; r < b.first + b.rows; ++r)
+      for (size_t c = 0; c < n; ++c, ++at) {
+        const size_t provider = devices[r], client = devices[c];
+        if (r == c || vendor_pair(provider, client)) continue;
+        b.keys[at] = memo_key(provider, client, index_.outcome(provider, client));
+        b.keyed[at] = 1;
+      }
+  };
+  auto use = [&](const Block& b) {
+    for (size_t r = b.first, at = 0; r < b.first + b.rows; ++r)
+      for (size_t c = 0; c < n; ++c, ++at) {
+        if (r == c) continue;
+        const size_t provider = devices[r], client = devices[c];
+        size_t group;
+        if (b.keyed[at]) {
+          group = group_of_key(b.keys[at], provider, client, nullptr);
+          ++groups_[group].pairs;
+        } else {
+          group = decide(provider, client);
+        }
+        take(r, c, group);
+      }
+  };
+  // Two blocks at a time: this thread works out the first's keys and the other thread the
+  // second's; the groups are then taken in row order, as decide() one pair at a time would.
+  Block mine, theirs;
+  for (size_t row = 0; row < n; row += 2 * rows_a_block) {
+    mine.first = row;
+    mine.rows = std::min(rows_a_block, n - row);
+    theirs.first = mine.first + mine.rows;
+    theirs.rows = std::min(rows_a_block, n - theirs.first);
+    std::future<void> other;
+    if (theirs.rows) other = std::async(std::launch::async | std::launch::deferred, [&] { fill(theirs); });
+    fill(mine);
+    use(mine);
+    if (other.valid()) {
+      other.get();
+      use(theirs);
+    }
+  }
 }
 
 PairDecision PolicyEvaluator::decide_in_full(size_t provider, size_t client) {

@@ -120,13 +120,14 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
   // The plain grid keeps each cell's note; only small grids are drawn so, so this stays small.
   const bool small = devices.size() <= options.max_columns;
   std::vector<size_t> cell_note(small ? devices.size() * devices.size() : 0, 0);
-  for (size_t r = 0; r < devices.size(); ++r)
-    for (size_t c = 0; c < devices.size(); ++c) {
-      if (r == c) continue;
-      size_t n = book.count(evaluator.decide(devices[r].index, devices[c].index), labels[r], labels[c]);
-      grouped.count(r, c, decision_kind(book.notes()[n - 1].decision.action));
-      if (small) cell_note[r * devices.size() + c] = n;
-    }
+  std::vector<size_t> indices;
+  indices.reserve(devices.size());
+  for (const auto& d : devices) indices.push_back(d.index);
+  evaluator.decide_all_pairs(indices, [&](size_t r, size_t c, size_t group) {
+    size_t n = book.count(group, labels[r], labels[c]);
+    grouped.count(r, c, decision_kind(book.notes()[n - 1].decision.action));
+    if (small) cell_note[r * devices.size() + c] = n;
+  });
 
   // The notes as this screen tells them: notes that differ only past what a line shows (a BDF in
   // a long reason) are told once, with their pairs added up.

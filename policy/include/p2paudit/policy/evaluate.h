@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -71,6 +72,11 @@ class PolicyEvaluator {
   // The index of the pair's group in groups(); counted in the group's `pairs` unless !count (a
   // second pass over the same pairs).
   size_t decide(size_t provider, size_t client, bool count = true);
+  // decide() (counted) for every ordered pair of `devices` but a device with itself, handed to
+  // take(row, column, group) in row order. Most of a pair's cost is its key (its fact values):
+  // those are worked out on a second core a block of rows at a time; the groups, their numbers
+  // and their counts are the ones decide() gives one pair at a time. Memory: two blocks.
+  void decide_all_pairs(const std::vector<size_t>& devices, const std::function<void(size_t, size_t, size_t)>& take);
   const std::vector<DecisionGroup>& groups() const { return groups_; }
   // The pair's whole decision: the verdict with its texts, every fact, the rules' texts rendered.
   PairDecision decide_in_full(size_t provider, size_t client);
@@ -110,6 +116,13 @@ class PolicyEvaluator {
   size_t group_of(const Decision& d, size_t provider, size_t client);
   // decide() by the MemoKey: O(depth), no allocation when remembered.
   size_t decide_by_key(size_t provider, size_t client, const PairOutcome& outcome);
+  // The pair's key; reads only what is fixed once the devices' layers are made (any thread).
+  MemoKey memo_key(size_t provider, size_t client, const PairOutcome& outcome) const;
+  // The group of a pair with this key: remembered, or decided (outcome: the pair's, or nullptr).
+  size_t group_of_key(const MemoKey& key, size_t provider, size_t client, const PairOutcome* outcome);
+  // A vendor file sets facts for this very pair.
+  bool vendor_pair(size_t provider, size_t client) const;
+  static constexpr size_t kPairsABlock = 8192;
   // decide() from the pair's whole fact set, remembered by the bytes of the facts the conditions
   // read: when a condition reads the kernel's texts or a vendor file sets facts for the pair.
   size_t decide_by_facts(size_t provider, size_t client, const PairOutcome& outcome);
