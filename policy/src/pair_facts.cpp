@@ -42,6 +42,7 @@ struct PairFactIds {
   FactId acs_redirect_devices = id("kernel.acs_redirect_devices"), host_bridge = id("kernel.host_bridge");
   FactId whitelist = id("kernel.whitelist"), whitelist_assumed = id("kernel.whitelist_assumed");
   FactId cpu_rule = id("kernel.cpu_rule");
+  FactId nccl_path_class = id("vendor.nccl_path_class"), nccl_gdr_default = id("vendor.nccl_gdr_default");
 
   static FactId id(std::string_view name) {
     auto found = fact_id(name);
@@ -312,6 +313,7 @@ FactSet device_facts(const Function& f, bool as_provider) {
 
 PairFactsContext::PairFactsContext(const P2pdmaIndex& index)
     : index(index), nvidia_machine(nvidia_grdma_machine(index.topology())) {
+  ids();  // made on this thread, before pair_fact_values() may run on two (decide_all_pairs())
   const Topology& t = index.topology();
   std::vector<std::string_view> drivers = {""}, host_bridges;
   for (const Function& f : t.functions) {
@@ -466,8 +468,8 @@ PairFactValues pair_fact_values(const PairFactsContext& context, size_t provider
       const DeviceClass peer_class = context.device_class[peer];
       v.peer_class = static_cast<uint8_t>(1 + static_cast<int>(peer_class));
       v.peer_driver = context.driver_id[peer];
-      static const FactId nccl_path = *fact_id("vendor.nccl_path_class"), nccl_gdr = *fact_id("vendor.nccl_gdr_default");
-      const bool nccl_read = !read || (*read)[static_cast<size_t>(nccl_path)] || (*read)[static_cast<size_t>(nccl_gdr)];
+      const bool nccl_read = !read || (*read)[static_cast<size_t>(ids().nccl_path_class)] ||
+                             (*read)[static_cast<size_t>(ids().nccl_gdr_default)];
       if (nccl_read && (peer_class == DeviceClass::kNic || peer_class == DeviceClass::kInfiniband))
         if (auto path = nccl_path_class(t, *gpu, peer)) v.nccl_path_class = static_cast<uint8_t>(1 + static_cast<int>(*path));
     }
