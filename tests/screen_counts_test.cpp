@@ -76,20 +76,35 @@ Tally tally_of_screen(const std::string& screen, size_t pairs) {
   return t;
 }
 
+// A generated machine: two switch levels, two-function endpoints, 8 VFs per NIC PF, ACS redirect
+// per port by seed; read back from its tarball, with the kernel rules of 6.12.0.
+struct GeneratedMachine {
+  std::string tarball;
+  Topology topo;
+  KernelRules kernel;
+};
+GeneratedMachine generated_machine(const test::TempDir& dir, size_t functions, uint64_t seed) {
+  const synth::Options options{.functions = functions, .host_bridges = {}, .root_ports = {}, .depth = 2, .fanout = 2,
+                               .endpoints_per_port = {}, .multifunction = 2, .vfs = 8, .acs = synth::AcsMode::kMixed,
+                               .seed = seed};
+  GeneratedMachine m;
+  m.tarball = (dir.path() / fmt::format("machine-{}-{}.tar.gz", functions, seed)).string();
+  synth::Machine::plan(options).write_tarball(m.tarball);
+  m.topo = read_topology(Sysroot::open(m.tarball));
+  m.kernel = test::rules_for(m.topo, "6.12.0");
+  return m;
+}
+
 TEST(ScreenCounts, EqualDecidingEveryPairInFull) {
   static const policy::RuleSet rules =
       policy::RuleSet::load(policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
   test::TempDir dir;
   size_t machines = 0, pairs_checked = 0;
   for (uint64_t seed : {1u, 7u}) {
-    // Two switch levels, two-function endpoints, 8 VFs per NIC PF, ACS redirect per port by seed.
-    const synth::Options options{.functions = 200, .host_bridges = {}, .root_ports = {}, .depth = 2, .fanout = 2,
-                                 .endpoints_per_port = {}, .multifunction = 2, .vfs = 8, .acs = synth::AcsMode::kMixed,
-                                 .seed = seed};
-    const std::string tarball = (dir.path() / fmt::format("machine-{}.tar.gz", seed)).string();
-    synth::Machine::plan(options).write_tarball(tarball);
-    Topology t = read_topology(Sysroot::open(tarball));
-    KernelRules kernel = test::rules_for(t, "6.12.0");
+    const GeneratedMachine m = generated_machine(dir, 200, seed);
+    const std::string& tarball = m.tarball;
+    const Topology& t = m.topo;
+    const KernelRules& kernel = m.kernel;
     for (bool all : {false, true}) {
       auto devices = matrix_devices(t, all);
       ASSERT_GE(devices.size(), 8u) << tarball;
@@ -124,13 +139,10 @@ TEST(ScreenCounts, AllPairsOnTwoCoresDecideAsOneAtATime) {
       policy::RuleSet::load(policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
   test::TempDir dir;
   for (uint64_t seed : {3u, 11u}) {
-    const synth::Options options{.functions = 300, .host_bridges = {}, .root_ports = {}, .depth = 2, .fanout = 2,
-                                 .endpoints_per_port = {}, .multifunction = 2, .vfs = 8, .acs = synth::AcsMode::kMixed,
-                                 .seed = seed};
-    const std::string tarball = (dir.path() / fmt::format("machine-{}.tar.gz", seed)).string();
-    synth::Machine::plan(options).write_tarball(tarball);
-    Topology t = read_topology(Sysroot::open(tarball));
-    KernelRules kernel = test::rules_for(t, "6.12.0");
+    const GeneratedMachine m = generated_machine(dir, 300, seed);
+    const std::string& tarball = m.tarball;
+    const Topology& t = m.topo;
+    const KernelRules& kernel = m.kernel;
     std::vector<size_t> devices;
     for (const auto& d : matrix_devices(t, true)) devices.push_back(d.index);
     // More pairs than two blocks, so that the rows are shared between the cores.
