@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "p2paudit/byte_words.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_output.h"
 
@@ -15,16 +16,11 @@ namespace {
 // Whether dump() prints `s` as it is between its quotes: printable ASCII without '"' and '\\'.
 // Eight bytes at a time: a report is mostly such strings, hundreds of megabytes of them.
 bool prints_as_is(std::string_view s) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101u, kHighs = 0x8080808080808080u;
-  // Whether some byte of v is zero; of v, whose bytes are below 0x80, whether some is below n.
-  auto any_zero = [](std::uint64_t v) { return ((v - kOnes) & ~v & kHighs) != 0; };
-  auto any_below = [](std::uint64_t v, std::uint64_t n) { return ((v - n * kOnes) & ~v & kHighs) != 0; };
+  using namespace byte_words;
   size_t i = 0;
   for (; i + 8 <= s.size(); i += 8) {
-    std::uint64_t v;
-    std::memcpy(&v, s.data() + i, 8);
-    if ((v & kHighs) || any_below(v, 0x20) || any_zero(v ^ (0x7f * kOnes)) || any_zero(v ^ ('"' * kOnes)) ||
-        any_zero(v ^ ('\\' * kOnes)))
+    const std::uint64_t v = load(s.data() + i);
+    if (any_high(v) || any_below(v, 0x20) || any_equal(v, 0x7f) || any_equal(v, '"') || any_equal(v, '\\'))
       return false;
   }
   for (; i < s.size(); ++i) {

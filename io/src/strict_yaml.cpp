@@ -12,6 +12,7 @@
 #include <yaml-cpp/anchor.h>
 #include <yaml.h>
 
+#include "p2paudit/byte_words.h"
 #include "p2paudit/input_file.h"
 
 namespace p2paudit {
@@ -65,17 +66,11 @@ bool yaml_printable(uint32_t cp) {
 // mostly eight bytes at a time: rule files are almost all such bytes, and every check below
 // accepts them.
 size_t skip_printable_ascii(std::string_view text, size_t i) {
-  constexpr uint64_t kOnes = 0x0101010101010101, kHigh = 0x8080808080808080;
+  using namespace byte_words;
   while (i < text.size()) {
     if (i + 8 <= text.size()) {
-      uint64_t bytes;
-      std::memcpy(&bytes, text.data() + i, 8);
-      bool non_ascii = bytes & kHigh;
-      // With every high bit clear, a byte below 0x20 (or 0x00 after the XOR: a DEL) borrows into its own high bit.
-      bool below_space = (bytes - 0x20 * kOnes) & ~bytes & kHigh;
-      uint64_t del = bytes ^ (0x7f * kOnes);
-      bool has_del = (del - kOnes) & ~del & kHigh;
-      if (!non_ascii && !below_space && !has_del) {
+      const uint64_t bytes = load(text.data() + i);
+      if (!any_high(bytes) && !any_below(bytes, 0x20) && !any_equal(bytes, 0x7f)) {
         i += 8;
         continue;
       }
@@ -446,15 +441,12 @@ class MarkCounter {
   size_t byte_ = 0, characters_ = 0, line_ = 0, line_start_ = 0;
 
   void find_lines() {
-    constexpr uint64_t kHigh = 0x8080808080808080;
     for (size_t start = 0;;) {
       const void* line_feed = start < text_.size() ? std::memchr(text_.data() + start, '\n', text_.size() - start) : nullptr;
       size_t end = line_feed ? static_cast<size_t>(static_cast<const char*>(line_feed) - text_.data()) : text_.size();
       size_t ascii_end = start;
-      for (uint64_t bytes; ascii_end + 8 <= end; ascii_end += 8) {
-        std::memcpy(&bytes, text_.data() + ascii_end, 8);
-        if (bytes & kHigh) break;
-      }
+      for (; ascii_end + 8 <= end; ascii_end += 8)
+        if (byte_words::any_high(byte_words::load(text_.data() + ascii_end))) break;
       while (ascii_end < end && static_cast<unsigned char>(text_[ascii_end]) < 0x80) ++ascii_end;
       lines_.push_back({start, ascii_end});
       if (!line_feed) return;
@@ -465,12 +457,9 @@ class MarkCounter {
   void rewind() { byte_ = characters_ = line_ = line_start_ = 0; }
   // Eight ASCII bytes without a line feed are eight characters on the same line.
   bool skip_eight() {
-    constexpr uint64_t kOnes = 0x0101010101010101, kHigh = 0x8080808080808080;
     if (byte_ + 8 > text_.size()) return false;
-    uint64_t bytes;
-    std::memcpy(&bytes, text_.data() + byte_, 8);
-    uint64_t line_feeds = bytes ^ ('\n' * kOnes);
-    if ((bytes & kHigh) || ((line_feeds - kOnes) & ~line_feeds & kHigh)) return false;
+    const uint64_t bytes = byte_words::load(text_.data() + byte_);
+    if (byte_words::any_high(bytes) || byte_words::any_equal(bytes, '\n')) return false;
     byte_ += 8;
     characters_ += 8;
     return true;
