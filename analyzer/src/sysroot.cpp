@@ -86,13 +86,17 @@ std::string join_parts(const std::vector<std::string>& parts) {
   return out;
 }
 
-std::string join(std::string_view dir, std::string_view name) {
-  std::string out;
-  out.reserve(dir.size() + 1 + name.size());
+size_t joined_size(std::string_view dir, std::string_view name) { return dir.empty() ? name.size() : dir.size() + 1 + name.size(); }
+// "dir/name" (or "name" in the top) appended to out.
+std::string& append_joined(std::string& out, std::string_view dir, std::string_view name) {
   if (!dir.empty()) (out += dir) += '/';
   return out += name;
 }
-size_t joined_size(std::string_view dir, std::string_view name) { return dir.empty() ? name.size() : dir.size() + 1 + name.size(); }
+std::string join(std::string_view dir, std::string_view name) {
+  std::string out;
+  out.reserve(joined_size(dir, name));
+  return append_joined(out, dir, name);
+}
 
 [[noreturn]] void too_large(const std::string& origin, const std::string& rel, size_t limit) {
   throw InputError(fmt::format("{}: {}: larger than the limit of {} bytes for one file", origin, escape_text(rel), limit));
@@ -145,8 +149,7 @@ class Sysroot::Backend {
   // dir/name in a buffer kept between calls (the calls above are leaves: none re-enters another).
   const std::string& joined(std::string_view dir, std::string_view name) const {
     scratch_.clear();
-    if (!dir.empty()) (scratch_ += dir) += '/';
-    return scratch_ += name;
+    return append_joined(scratch_, dir, name);
   }
   mutable std::string scratch_;
 };
