@@ -319,13 +319,6 @@ std::vector<size_t> chain(const Topology& t, size_t dev) {
   return out;
 }
 
-std::string device_label(const Topology& t, size_t dev) {
-  const Function& f = t.functions[dev];
-  std::string label = fmt::format("{} [{:04x}:{:04x}]", f.bdf.str(), f.vendor, f.device);
-  if (std::string name = pci_device_name(t, f); !name.empty()) label += " (" + name + ")";
-  return label;
-}
-
 // IOMMU groups that clearing RR/CR on these devices would likely merge: a device below a port
 // without ACS redirect joins the port's group, and functions of one slot join each other.
 std::vector<int> groups_merged(const Topology& t, const std::vector<size_t>& devices) {
@@ -517,6 +510,13 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
 }
 
 }  // namespace
+
+std::string device_label(const Topology& t, size_t dev) {
+  const Function& f = t.functions[dev];
+  std::string label = fmt::format("{} [{:04x}:{:04x}]", f.bdf.str(), f.vendor, f.device);
+  if (std::string name = pci_device_name(t, f); !name.empty()) label += " (" + name + ")";
+  return label;
+}
 
 const char* to_string(MapType t) {
   switch (t) {

@@ -524,12 +524,7 @@ const std::string& VerdictReasons::name(size_t dev) {
 
 const std::string& VerdictReasons::device_label(size_t dev) {
   std::string& label = labels_[dev];
-  if (label.empty()) {
-    const Topology& t = index_.topology();
-    const Function& f = t.functions[dev];
-    label = fmt::format("{} [{:04x}:{:04x}]", name(dev), f.vendor, f.device);
-    if (std::string device = pci_device_name(t, f); !device.empty()) label += " (" + device + ")";
-  }
+  if (label.empty()) label = p2paudit::device_label(index_.topology(), dev);
   return label;
 }
 

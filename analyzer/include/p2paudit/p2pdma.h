@@ -84,6 +84,8 @@ struct ManyVerdict {
   bool kernel_log_complete = true;
 };
 
+// A device as the kernel's texts name it here: "BDF [vvvv:dddd] (pci.ids' device name)".
+std::string device_label(const Topology& t, size_t dev);
 // Mirrors pci_upstream_bridge() in include/linux/pci.h: a VF goes up from its PF's bus.
 std::optional<size_t> pci_upstream_bridge(const Topology& topo, size_t dev);
 // Mirrors pci_bridge_has_acs_redir() in drivers/pci/p2pdma.c (applied to any device).
