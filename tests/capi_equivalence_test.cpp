@@ -3,8 +3,9 @@
 // machines' snapshots including those with stored runtime answers, every lspci dump), and with
 // the inputs `check` takes besides the machine (vendor facts, kernel release and rule overrides,
 // assumed whitelist entries, --assume-acs-off, site rules), libp2paudit's p2paudit_check() gives
-// the decision, rule and authority that `p2paudit policy --format json` gives for every ordered
-// pair, and the answer, reason and remedy that `p2paudit check --format json` gives for a sample.
+// the decision, rule, authority and certainty that `p2paudit policy --format json` gives for every
+// ordered pair (and the grid's text and `report` give the same), and the answer, reason, remedy and
+// what would settle an uncertain decision that `p2paudit check --format json` gives for a sample.
 // Nothing here names a decision: whatever the rules decide, both interfaces must decide it alike.
 #include <gtest/gtest.h>
 
@@ -16,6 +17,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -135,6 +138,44 @@ ToolRun tool(const Inputs& in, const std::string& command) {
   return t;
 }
 
+// The same command's text (no --format): what a person reads.
+std::string tool_text(const Inputs& in, const std::string& command) {
+  return p2paudit::test::run_command(p2paudit::test::tool_file() + in.global_args() + " " + command +
+                                     in.command_args() + " --color never 2>/dev/null")
+      .output;
+}
+
+// `policy --all --verbose`'s per-pair lines, "gpu0 -> gpu1: host_staged, uncertain (rule ...)": the
+// decision and whether it is certain, by (provider name, client name).
+std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>> text_decisions(const std::string& text) {
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, bool>> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    size_t arrow = line.find(" -> "), colon = line.find(": "), paren = line.find(" (");
+    if (line.empty() || line[0] == ' ' || arrow == std::string::npos || colon == std::string::npos ||
+        paren == std::string::npos || !(arrow < colon && colon < paren))
+      continue;
+    std::string decision = line.substr(colon + 2, paren - colon - 2);
+    bool certain = true;
+    if (decision.ends_with(", uncertain")) decision.resize(decision.size() - 11), certain = false;
+    out[{line.substr(0, arrow), line.substr(arrow + 4, colon - arrow - 4)}] = {decision, certain};
+  }
+  return out;
+}
+
+// A decision set as p2paudit_check_result.possible gives it: a bit per p2paudit_decision.
+unsigned possible_bits(const json& names) {
+  unsigned bits = 0;
+  for (const auto& n : names)
+    bits |= 1u << (n == "peer" ? P2PAUDIT_DECISION_PEER : n == "host_staged" ? P2PAUDIT_DECISION_HOST_STAGED
+                                                                            : P2PAUDIT_DECISION_DENY);
+  return bits;
+}
+
 int exit_status(p2paudit_answer a) { return a == P2PAUDIT_ANSWER_YES ? 0 : a == P2PAUDIT_ANSWER_NO ? 1 : 3; }
 
 // A JSON string, or "" for null (no rule decided, a rule without authority).
@@ -159,20 +200,57 @@ void compare_into(const Inputs& in, Compared* out, size_t check_sample) {
   if (!lib.machine) return;
   EXPECT_EQ(p2paudit_device_count(lib.machine.get()), policy.output["devices"].size()) << in.label;
 
-  // Every ordered pair policy lists: decision, rule and authority.
-  std::set<std::pair<std::string, std::string>> sampled_groups;
+  // The grid's text and the report, for the same pairs (the report takes no rule options).
+  std::map<std::string, std::string> name_of_bdf;
+  for (const json& d : policy.output["devices"]) name_of_bdf[d["bdf"]] = d["name"];
+  const auto text = text_decisions(tool_text(in, "policy --all --verbose"));
+  std::map<std::pair<std::string, std::string>, json> reported;
+  const bool report_comparable = in.policy_rules.empty() && !in.no_default_rules && in.vendor_facts.empty();
+  if (report_comparable) {
+    auto r = p2paudit::test::run_command(p2paudit::test::tool_file() + in.global_args() + " report --no-probe 2>/dev/null");
+    json report = json::parse(r.output, nullptr, false);
+    if (report.is_object() && report.contains("decisions"))
+      for (const json& d : report["decisions"]) reported[{d["provider"], d["client"]}] = d;
+  }
+
+  // Every ordered pair policy lists: decision, rule, authority and whether it is certain.
+  std::set<std::tuple<std::string, std::string, bool>> sampled_groups;
   std::vector<std::pair<std::string, std::string>> sample;
   for (const json& pair : policy.output["pairs"]) {
     auto p = pair["provider"].get<std::string>(), c = pair["client"].get<std::string>();
+    const std::string where = in.label + ": " + p + " -> " + c;
     p2paudit_check_result r = P2PAUDIT_CHECK_INIT;
     ASSERT_EQ(p2paudit_check(lib.machine.get(), p.c_str(), c.c_str(), &r, nullptr), P2PAUDIT_OK)
         << in.label << ": " << p2paudit_last_error(lib.machine.get());
-    EXPECT_EQ(decision_name(r.decision), pair["decision"].get<std::string>()) << in.label << ": " << p << " -> " << c;
-    EXPECT_EQ(r.rule, text_or_empty(pair["rule"])) << in.label << ": " << p << " -> " << c;
-    EXPECT_EQ(r.authority, text_or_empty(pair["authority"])) << in.label << ": " << p << " -> " << c;
+    EXPECT_EQ(decision_name(r.decision), pair["decision"].get<std::string>()) << where;
+    EXPECT_EQ(r.rule, text_or_empty(pair["rule"])) << where;
+    EXPECT_EQ(r.authority, text_or_empty(pair["authority"])) << where;
+    const bool certain = pair["certain"].get<bool>();
+    EXPECT_EQ(r.certain != 0, certain) << where;
+    const json& group = policy.output["groups"][pair["group"].get<size_t>() - 1];
+    EXPECT_EQ(r.possible, possible_bits(group["possible"])) << where;
+    // What is acted on is the safest of what is possible: the first listed, never a peer in doubt.
+    EXPECT_EQ(group["possible"][0], pair["decision"]) << where;
+    EXPECT_EQ(certain, group["possible"].size() == 1) << where;
+    if (!certain) EXPECT_NE(pair["decision"], "peer") << where;
+    EXPECT_EQ(std::string(r.settled_by).empty(), certain) << where;
+    // The grid's text says the same.
+    auto told = text.find({name_of_bdf[p], name_of_bdf[c]});
+    if (told == text.end()) ADD_FAILURE() << where << ": not in policy --verbose";
+    else EXPECT_EQ(told->second, std::make_pair(pair["decision"].get<std::string>(), certain)) << where;
+    // And the report.
+    if (report_comparable) {
+      auto it = reported.find({p, c});
+      if (it == reported.end()) ADD_FAILURE() << where << ": not in the report";
+      else {
+        EXPECT_EQ(it->second["decision"], pair["decision"]) << where;
+        EXPECT_EQ(it->second["certain"], pair["certain"]) << where;
+        EXPECT_EQ(it->second["rule"], pair["rule"]) << where;
+      }
+    }
     ++n.pairs;
-    // check's sample: the first pair of each (decision, rule) the policy gives, a few per capture.
-    if (sample.size() < check_sample && sampled_groups.insert({pair["decision"], text_or_empty(pair["rule"])}).second)
+    // check's sample: the first pair of each (decision, rule, certain) the policy gives, a few per capture.
+    if (sample.size() < check_sample && sampled_groups.insert({pair["decision"], text_or_empty(pair["rule"]), certain}).second)
       sample.emplace_back(p, c);
   }
 
@@ -194,10 +272,16 @@ void compare_into(const Inputs& in, Compared* out, size_t check_sample) {
     EXPECT_EQ(r.authority, text_or_empty(check.output["authority"])) << where;
     EXPECT_EQ(r.reason, text_or_empty(check.output["reason"])) << where;
     EXPECT_EQ(r.remedy, text_or_empty(check.output["remedy"])) << where;
+    EXPECT_EQ(r.certain != 0, check.output["certain"].get<bool>()) << where;
+    EXPECT_EQ(r.possible, possible_bits(check.output["possible"])) << where;
+    // The library's settled_by names every fact check's JSON names.
+    for (const json& s : check.output["settled_by"])
+      EXPECT_NE(std::string(r.settled_by).find(s["fact"].get<std::string>()), std::string::npos) << where;
     json lib_json = json::parse(raw);
-    for (const char* key : {"schema_version", "provider", "client", "decision", "rule", "authority", "reason",
-                            "remedy", "rules", "reasons", "remedies", "fired", "undecided_rules", "unknown_facts",
-                            "kernel", "facts", "require", "satisfied", "answer", "runtime_probe"})
+    for (const char* key : {"schema_version", "provider", "client", "decision", "certain", "possible", "if_known",
+                            "settled_by", "rule", "authority", "reason", "remedy", "rules", "reasons", "remedies",
+                            "fired", "undecided_rules", "unknown_facts", "kernel", "facts", "require", "satisfied",
+                            "answer", "runtime_probe"})
       EXPECT_EQ(lib_json[key], check.output[key]) << where << ": " << key;
     EXPECT_TRUE(lib_json["verdict"].is_object()) << where;
     ++n.checked;

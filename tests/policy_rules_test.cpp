@@ -334,26 +334,77 @@ rules:
   EXPECT_EQ(peer.unknown_facts, std::vector<std::string>{"platform.vm_guest"});
 }
 
-// Only unknowns that leave a rule of another action undecided could change the decision: warn
-// rules and rules agreeing with the decision do not (the concise policy text prints only these).
-TEST(Decide, DecisiveUnknownsAreThoseThatCouldChangeTheAction) {
+// What the unknown facts still allow: each deciding rule ahead of the one that holds, left open by
+// them, adds its action; the safest is acted on, by the first open rule giving it, and the facts
+// that settle it are those open rules' (warn rules and rules past the one that holds read nothing
+// that matters).
+TEST(Decide, UnknownFactsLeaveTheSafestPossibleDecisionUncertain) {
   RuleFile file = parse(R"(version: 1
 rules:
 - {id: vm, when: {platform.vm_guest: true}, action: warn, reason: "vm"}
 - {id: staged-early, when: {vendor.nvlink: true}, action: host_staged, reason: "agrees"}
-- {id: deny-iommu, when: {iommu.mode: translated}, action: deny, reason: "translated"}
+- {id: deny-iommu, when: {iommu.mode: translated}, action: deny, reason: "translated {iommu.mode}", remedy: "iommu=pt"}
 - {id: staged, when: {kernel.allowed: false}, action: host_staged, reason: "refused"}
 - {id: peer-late, when: {vendor.peer_supported: true}, action: peer, reason: "not reached once decided"}
 )");
   RuleSet set;
   set.add(file);
   Decision d = set.decide(gpu_pair());
-  EXPECT_EQ(d.rule, "staged");
   EXPECT_EQ(d.unknown_facts, (std::vector<std::string>{"iommu.mode", "platform.vm_guest", "vendor.nvlink"}));
-  EXPECT_EQ(d.decisive_unknown_facts, std::vector<std::string>{"iommu.mode"});
+  EXPECT_FALSE(d.certain());
+  EXPECT_EQ(d.possible, action_bit(Action::kDeny) | action_bit(Action::kHostStaged));
+  EXPECT_EQ(d.action, Action::kDeny);
+  EXPECT_EQ(d.rule, "deny-iommu");  // the open rule giving the safest decision, with its texts
+  EXPECT_EQ(d.reason, "translated unknown");
+  EXPECT_EQ(d.remedy, "iommu=pt");
+  ASSERT_EQ(d.alternatives.size(), 1u);
+  EXPECT_EQ(d.alternatives[0].action, Action::kHostStaged);
+  EXPECT_EQ(d.alternatives[0].rule, "staged");  // the rule that holds
+  EXPECT_EQ(d.decisive_unknown_facts, (std::vector<std::string>{"iommu.mode", "vendor.nvlink"}));
+  nlohmann::json j = decision_to_json(d);
+  EXPECT_EQ(j["certain"], false);
+  EXPECT_EQ(j["possible"], nlohmann::json::parse(R"(["deny", "host_staged"])"));
+  EXPECT_EQ(j["if_known"][0]["rule"], "staged");
+  EXPECT_EQ(j["settled_by"][0]["fact"], "iommu.mode");
+  EXPECT_FALSE(j["settled_by"][0]["how"].get<std::string>().empty());
+
+  // Known: the open rule that is left only agrees, so the decision is certain and says no more.
   FactSet known = gpu_pair();
   known.set("iommu.mode", std::string("off"));
-  EXPECT_TRUE(set.decide(known).decisive_unknown_facts.empty());
+  Decision plain = set.decide(known);
+  EXPECT_TRUE(plain.certain());
+  EXPECT_EQ(plain.rule, "staged");
+  EXPECT_TRUE(plain.decisive_unknown_facts.empty());
+  EXPECT_TRUE(plain.alternatives.empty());
+  EXPECT_TRUE(decision_to_json(plain)["settled_by"].empty());
+}
+
+// An unknown fact never becomes a yes: a peer rule that holds is overruled by an open refusal ahead
+// of it, and a peer rule that is open ahead of a refusal leaves the refusal standing.
+TEST(Decide, APeerInDoubtIsNeverThePeerActedOn) {
+  RuleFile file = parse(R"(version: 1
+rules:
+- {id: iommu, when: {vendor.nvlink: false, iommu.mode: translated}, action: host_staged, reason: "through the IOMMU"}
+- {id: driver-yes, when: {vendor.peer_supported: true}, action: peer, reason: "the driver says yes"}
+)");
+  RuleSet set;
+  set.add(file);
+  FactSet f;
+  f.set("vendor.peer_supported", true);
+  f.set("iommu.mode", std::string("translated"));
+  Decision d = set.decide(f);  // NVLink unknown: the IOMMU rule may hold
+  EXPECT_EQ(d.action, Action::kHostStaged);
+  EXPECT_EQ(d.rule, "iommu");
+  EXPECT_FALSE(d.certain());
+  ASSERT_EQ(d.alternatives.size(), 1u);
+  EXPECT_EQ(d.alternatives[0].rule, "driver-yes");
+  EXPECT_EQ(d.decisive_unknown_facts, std::vector<std::string>{"vendor.nvlink"});
+  f.set("vendor.nvlink", true);
+  EXPECT_EQ(set.decide(f).action, Action::kPeer);
+  EXPECT_TRUE(set.decide(f).certain());
+  f.set("vendor.nvlink", false);
+  EXPECT_EQ(set.decide(f).action, Action::kHostStaged);
+  EXPECT_TRUE(set.decide(f).certain());
 }
 
 TEST(Decide, LaterFilesOverrideInPlaceOrReplaceAll) {
@@ -552,31 +603,31 @@ rules:
   refused.set("vendor.nvlink", false);
   refused.set("kernel.allowed", false);
   refused.set("kernel.map_type", std::string("NOT_SUPPORTED"));
-  EXPECT_EQ(answer(set, refused, set.decide(refused), peer), Answer::kNo);
+  EXPECT_EQ(answer(set.decide(refused), peer), Answer::kNo);
 
   FactSet no_fabric_known = refused;
   no_fabric_known.set_unknown("vendor.nvlink");  // NVLink would make it peer
   EXPECT_EQ(set.decide(no_fabric_known).action, Action::kHostStaged);
-  EXPECT_EQ(answer(set, no_fabric_known, set.decide(no_fabric_known), peer), Answer::kUnknown);
-  EXPECT_EQ(answer(set, no_fabric_known, set.decide(no_fabric_known), staged_ok), Answer::kYes);  // both answers are yes
+  EXPECT_EQ(answer(set.decide(no_fabric_known), peer), Answer::kUnknown);
+  EXPECT_EQ(answer(set.decide(no_fabric_known), staged_ok), Answer::kYes);  // both answers are yes
 
   // The kernel verdict unknown: the rule that decides on not knowing stands in for a later one.
   FactSet unreadable;
   unreadable.set("vendor.nvlink", false);
   unreadable.set("kernel.map_type", std::string("UNKNOWN"));
   EXPECT_EQ(set.decide(unreadable).rule, "unknown-verdict");
-  EXPECT_EQ(answer(set, unreadable, set.decide(unreadable), peer), Answer::kUnknown);
-  EXPECT_EQ(answer(set, unreadable, set.decide(unreadable), staged_ok), Answer::kYes);
+  EXPECT_EQ(answer(set.decide(unreadable), peer), Answer::kUnknown);
+  EXPECT_EQ(answer(set.decide(unreadable), staged_ok), Answer::kYes);
 
   FactSet below_switch;
   below_switch.set("vendor.nvlink", false);
   below_switch.set("kernel.allowed", true);
   below_switch.set("kernel.map_type", std::string("BUS_ADDR"));
-  EXPECT_EQ(answer(set, below_switch, set.decide(below_switch), peer), Answer::kYes);
+  EXPECT_EQ(answer(set.decide(below_switch), peer), Answer::kYes);
   // "is it deny?": no rule denies, so no unknown fact can make it so.
   auto denied = [](Action a) { return a == Action::kDeny; };
-  EXPECT_EQ(answer(set, no_fabric_known, set.decide(no_fabric_known), denied), Answer::kNo);
-  EXPECT_EQ(answer(set, unreadable, set.decide(unreadable), denied), Answer::kNo);
+  EXPECT_EQ(answer(set.decide(no_fabric_known), denied), Answer::kNo);
+  EXPECT_EQ(answer(set.decide(unreadable), denied), Answer::kNo);
 }
 
 // ---- templates ----

@@ -493,10 +493,14 @@ TEST(PublicCasesPolicy, Nccl2079GpusWhosePeerTrafficTheIommuTranslatedAreHostSta
     expect_decision(decide(fixed, "6.16.3", "41:00.0", "61:00.0", &driver), policy::Action::kPeer, "nvidia-driver-allows");
     EXPECT_NE(env_of(fixed, "6.16.3", &driver).find("unset NCCL_P2P_DISABLE"), std::string::npos);
   }
-  // A snapshot that does not say how the IOMMU maps DMA cannot clear the pair: the driver's yes
-  // decides, and the IOMMU mode is named as what could change that (`check` exits 3, not 0).
+  // A snapshot that does not say how the IOMMU maps DMA cannot clear the pair: the driver's yes is
+  // not acted on while the IOMMU rule may hold (uncertain, host_staged), and the IOMMU mode is named
+  // as what settles it (`check` exits 3, not 0).
   auto unknown = decide(nccl2079_tree(kAcsSv | kAcsRr | kAcsCr | kAcsUf, ""), "6.16.3", "41:00.0", "61:00.0", &driver);
-  expect_decision(unknown, policy::Action::kPeer, "nvidia-driver-allows");
+  expect_decision(unknown, policy::Action::kHostStaged, "nvidia-peer-through-translating-iommu");
+  EXPECT_FALSE(unknown.decision.certain());
+  ASSERT_FALSE(unknown.decision.alternatives.empty());
+  EXPECT_EQ(unknown.decision.alternatives[0].rule, "nvidia-driver-allows");
   const auto& could = unknown.decision.decisive_unknown_facts;
   EXPECT_NE(std::find(could.begin(), could.end(), "iommu.mode"), could.end());
   // In a VM the IOMMU the guest sees is not the host's (NVIDIA supports IOMMU via VM pass-through).

@@ -177,9 +177,15 @@ typedef struct p2paudit_check_result {
   const char *authority;         /* "authority" ("kernel", "vendor-driver", ...); "" when the rule names none */
   const char *reason;            /* "reason" */
   const char *remedy;            /* "remedy"; "" when none */
+  /* Second version (p2paudit 0.2): decisions under uncertainty, as `check --format json` gives them. */
+  int certain;                   /* "certain": 1 when no unknown fact could change the decision; 0 when it
+                                    could, and `decision` is the safe side of what is still possible */
+  unsigned possible;             /* "possible": bit (1 << P2PAUDIT_DECISION_x) for each decision still possible */
+  const char *settled_by;        /* "settled_by": the facts that would settle it, with how to learn each,
+                                    as check's text prints them; "" when certain */
 } p2paudit_check_result;
 
-#define P2PAUDIT_CHECK_INIT {sizeof(p2paudit_check_result), P2PAUDIT_ANSWER_UNKNOWN, P2PAUDIT_DECISION_UNKNOWN, P2PAUDIT_VERDICT_UNKNOWN, NULL, NULL, NULL, NULL}
+#define P2PAUDIT_CHECK_INIT {sizeof(p2paudit_check_result), P2PAUDIT_ANSWER_UNKNOWN, P2PAUDIT_DECISION_UNKNOWN, P2PAUDIT_VERDICT_UNKNOWN, NULL, NULL, NULL, NULL, 0, 0u, NULL}
 
 /* The answer for DMA from provider's memory by client, as `check` gives it. result must not be NULL
  * and its struct_size set; details_json (may be NULL) as p2paudit_pair()'s, with `check --format

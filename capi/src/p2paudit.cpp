@@ -50,7 +50,7 @@ struct p2paudit_machine {
   std::string kernel_release;
   std::string last_error;
   // p2paudit_check()'s strings, valid until the next p2paudit_check().
-  std::string check_rule, check_authority, check_reason, check_remedy;
+  std::string check_rule, check_authority, check_reason, check_remedy, check_settled_by;
 };
 
 namespace {
@@ -375,7 +375,7 @@ p2paudit_status p2paudit_check(p2paudit_machine* machine, const char* provider, 
     if (auto s = find_device(machine, provider, "provider", &p); s != P2PAUDIT_OK) return s;
     if (auto s = find_device(machine, client, "client", &c); s != P2PAUDIT_OK) return s;
     const DecisionInputs& in = machine->inputs;
-    CheckAnswer a = check_pair(*machine->evaluator, in.rules, p, c, true);
+    CheckAnswer a = check_pair(*machine->evaluator, p, c, true);
     if (details_json) {
       // `check --format json`'s object, with the kernel's whole reasoning as `explain` gives it.
       auto j = check_json(in, a, true);
@@ -394,6 +394,11 @@ p2paudit_status p2paudit_check(p2paudit_machine* machine, const char* provider, 
     out.authority = machine->check_authority.c_str();
     out.reason = machine->check_reason.c_str();
     out.remedy = machine->check_remedy.c_str();
+    machine->check_settled_by = policy::settle_text(d);
+    out.certain = d.certain() ? 1 : 0;
+    for (policy::Action action : policy::actions_in(d.possible | policy::action_bit(d.action)))
+      out.possible |= 1u << to_c(action);
+    out.settled_by = machine->check_settled_by.c_str();
     deliver();
     return P2PAUDIT_OK;
   });

@@ -138,21 +138,28 @@ void write_prometheus(std::ostream& out, const MachineAnalysis& machine, const P
     prom.sample_text(line);
   };
   prom.gauge("p2paudit_pair_decision",
-             "The policy's decision for an ordered device pair (label decision: peer, host_staged, deny), always 1.");
+             "The policy's decision for an ordered device pair (label decision: peer, host_staged, deny; label certain: "
+             "false where unknown facts leave it open and the safe side is given), always 1.");
   std::map<std::string, int> per_decision{{"peer", 0}, {"host_staged", 0}, {"deny", 0}};
+  int uncertain = 0;
   std::vector<std::string> group_tails;  // per decision group: ,decision="..",rule="..",authority=".."} 1
   pairs.each_group([&](size_t p, size_t c, size_t group, const policy::DecisionGroup& g, const std::string&) {
     if (group >= group_tails.size()) group_tails.resize(group + 1);
     std::string& tail = group_tails[group];
     if (tail.empty())
-      tail = fmt::format(",decision=\"{}\",rule=\"{}\",authority=\"{}\"}} 1\n",
-                         prometheus_label_value(policy::to_string(g.action)), prometheus_label_value(g.rule),
+      tail = fmt::format(",decision=\"{}\",certain=\"{}\",rule=\"{}\",authority=\"{}\"}} 1\n",
+                         prometheus_label_value(policy::to_string(g.action)), g.certain() ? "true" : "false",
+                         prometheus_label_value(g.rule),
                          prometheus_label_value(g.authority ? policy::to_string(*g.authority) : ""));
     ++per_decision[policy::to_string(g.action)];
+    uncertain += g.certain() ? 0 : 1;
     pair_line("p2paudit_pair_decision", p, c, tail);
   });
   prom.gauge("p2paudit_pairs", "Ordered device pairs per policy decision.");
   for (const auto& [decision, count] : per_decision) prom.sample("p2paudit_pairs", {{"decision", decision}}, count);
+  prom.gauge("p2paudit_uncertain_pairs",
+             "Ordered device pairs whose decision unknown facts leave open (acted on as the safe side).");
+  prom.sample("p2paudit_uncertain_pairs", {}, uncertain);
 
   prom.gauge("p2paudit_pair_kernel_verdict",
              "The kernel's pci_p2pdma_distance() verdict for an ordered device pair (label verdict: allowed, refused, "

@@ -173,6 +173,7 @@ void ReportPairs::each_decision(const std::function<void(const ordered_json&, co
     fn(ordered_json{{"provider", topo.functions[p].bdf.str()},
                     {"client", topo.functions[c].bdf.str()},
                     {"decision", policy::to_string(g.action)},
+                    {"certain", g.certain()},
                     {"rule", or_null(g.rule)},
                     {"authority", g.authority ? ordered_json(policy::to_string(*g.authority)) : ordered_json(nullptr)},
                     {"copy_result", or_null(copy)}},
@@ -255,10 +256,10 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
   std::map<std::string, int> copies{{"verified", 0}, {"corrupt", 0}, {"failed", 0}};
   w.key("decisions");
   w.open_array();
-  const ObjectLayout decision_layout({"provider", "client", "decision", "rule", "authority", "copy_result"},
+  const ObjectLayout decision_layout({"provider", "client", "decision", "certain", "rule", "authority", "copy_result"},
                                      w.element_indent());
-  // Per decision group: its "decision", "rule" and "authority" values as JSON.
-  std::vector<std::array<std::string, 3>> group_json;
+  // Per decision group: its "decision", "certain", "rule" and "authority" values as JSON.
+  std::vector<std::array<std::string, 4>> group_json;
   auto json_or_null = [](std::string_view value) {
     std::string json = value.empty() ? "null" : "";
     if (!value.empty()) append_json_string(json, value);
@@ -270,7 +271,7 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
     if (group >= group_json.size()) group_json.resize(group + 1);
     auto& decision = group_json[group];
     if (decision[0].empty())
-      decision = {json_or_null(policy::to_string(g.action)), json_or_null(g.rule),
+      decision = {json_or_null(policy::to_string(g.action)), g.certain() ? "true" : "false", json_or_null(g.rule),
                   json_or_null(g.authority ? policy::to_string(*g.authority) : "")};
     w.element_with([&](std::string& text) {
       ObjectText e(text, decision_layout);

@@ -134,7 +134,7 @@ void write_dot(std::ostream& out, const Topology& topo, Pairs* pairs, const std:
     const auto& devices = pairs->devices;
     auto label = [&](size_t e) {
       const Explanation& x = grid.explanations[e];
-      return fmt::format("{} {}", matrix_code(x.map_type, false), policy::to_string(x.action));
+      return fmt::format("{} {}{}", matrix_code(x.map_type, false), policy::to_string(x.action), x.certain ? "" : "?");
     };
     for (size_t a = 0; a < devices.size(); ++a)
       for (size_t b = a + 1; b < devices.size(); ++b) {

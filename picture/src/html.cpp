@@ -73,6 +73,9 @@ Json policy_part(const policy::Decision& d) {
           {"authority", d.authority ? policy::to_string(*d.authority) : ""},
           {"reason", d.reason},
           {"remedy", d.remedy},
+          {"certain", d.certain()},
+          {"uncertain", policy::also_possible_text(d)},
+          {"settle", policy::settle_text(d)},
           {"fired", fired},
           {"unknown_facts", d.unknown_facts}};
 }

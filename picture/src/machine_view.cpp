@@ -118,6 +118,7 @@ size_t PairExplanations::cell(size_t r, size_t c) {
     Explanation e;
     e.map_type = o.map_type;
     e.action = evaluator.groups()[group].action;
+    e.certain = evaluator.groups()[group].certain();
     e.policy_group = group;
     e.example = {provider, client};
     explanations.push_back(e);

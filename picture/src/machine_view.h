@@ -45,6 +45,7 @@ DrawnTree drawn_tree(const Topology& topo);
 struct Explanation {
   MapType map_type = MapType::kUnknown;
   policy::Action action = policy::Action::kHostStaged;
+  bool certain = true;  // false: unknown facts leave the decision open (`action` is the safe side)
   size_t policy_group = 0;
   std::pair<size_t, size_t> example{0, 0};  // its first pair (provider, client): the texts name it
   size_t pairs = 0;

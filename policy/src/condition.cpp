@@ -116,6 +116,28 @@ Tri Condition::evaluate(const FactSet& facts) const {
   return Tri::kUnknown;
 }
 
+Tri Condition::evaluate_open(const FactSet& facts, std::string_view open_fact) const {
+  switch (kind) {
+    case Kind::kAlways: return Tri::kTrue;
+    case Kind::kNot: return negate(children.front().evaluate_open(facts, open_fact));
+    case Kind::kAll:
+    case Kind::kAny: {
+      Tri decisive = kind == Kind::kAll ? Tri::kFalse : Tri::kTrue;
+      bool saw_unknown = false;
+      for (const auto& child : children) {
+        Tri t = child.evaluate_open(facts, open_fact);
+        if (t == decisive) return decisive;
+        saw_unknown |= t == Tri::kUnknown;
+      }
+      return saw_unknown ? Tri::kUnknown : negate(decisive);
+    }
+    case Kind::kTest:
+      if ((!open_fact.empty() && fact == open_fact) || !facts.get(fact)) return Tri::kUnknown;
+      return evaluate(facts);
+  }
+  return Tri::kUnknown;
+}
+
 void Condition::collect_unknown_facts(const FactSet& facts, std::vector<std::string>& out) const {
   if (evaluate(facts) != Tri::kUnknown) return;
   if (kind == Kind::kTest) {

@@ -10,10 +10,14 @@ GroupedGrid decision_grid(const Topology& topo, const std::vector<NamedFunction>
   return GroupedGrid(topo, devices, most_groups,
                      {{"P", action_tone(Action::kPeer), 0},
                       {"H", action_tone(Action::kHostStaged), 1},
-                      {"D", action_tone(Action::kDeny), 2}});
+                      {"D", action_tone(Action::kDeny), 3},
+                      {"?", action_tone(Action::kHostStaged), 2}});
 }
 
-size_t decision_kind(Action a) { return a == Action::kPeer ? 0 : a == Action::kHostStaged ? 1 : 2; }
+size_t decision_kind(const Decision& d) {
+  if (!d.certain()) return 3;
+  return d.action == Action::kPeer ? 0 : d.action == Action::kHostStaged ? 1 : 2;
+}
 
 void write_grouped_policy_grid(std::ostream& out, PolicyEvaluator& evaluator, NoteBook& book,
                                const std::vector<NamedFunction>& devices, const std::vector<std::string>& labels,
@@ -23,14 +27,15 @@ void write_grouped_policy_grid(std::ostream& out, PolicyEvaluator& evaluator, No
     for (size_t c = 0; c < devices.size(); ++c) {
       if (r == c) continue;
       size_t n = book.count(evaluator.decide(devices[r].index, devices[c].index), labels[r], labels[c]);
-      grid.count(r, c, decision_kind(book.notes()[n - 1].decision.action));
+      grid.count(r, c, decision_kind(book.notes()[n - 1].decision));
     }
   grid.fit(kDeviceGridColumns);
   std::string buf = grouped_grid_heading(devices.size(), "`--verbose` lists every pair") + "\n\n" + grid.rows(style);
   buf += fmt::format("\n{}.\n", kGridLegend);
   buf += fmt::format("{} devices in {} groups, {} ordered pairs; each cell counts the pairs between two groups by decision:\n",
                      devices.size(), grid.groups(), book.pairs());
-  buf += "P = PEER, H = HOST, D = DENY (P12 H4: 12 pairs PEER and 4 HOST; - none). The notes below give the reasons.\n";
+  buf += "P = PEER, H = HOST, D = DENY, ? = uncertain, acted on as HOST or DENY (P12 H4: 12 pairs PEER and 4 HOST; - "
+         "none). The notes below give the reasons.\n";
   for (const auto& line : grid.legend(labels, kDeviceGridColumns)) buf += line + "\n";
   out << buf;
 }

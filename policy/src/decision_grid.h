@@ -13,10 +13,11 @@
 namespace p2paudit::policy {
 
 // Devices grouped into at most most_groups groups, each cell counting its pairs by decision:
-// P (peer), H (host_staged), D (deny).
+// P (peer), H (host_staged), D (deny), ? (uncertain: unknown facts leave it open; the safe side, HOST
+// or DENY, is acted on).
 GroupedGrid decision_grid(const Topology& topo, const std::vector<NamedFunction>& devices, size_t most_groups);
-// The kind decision_grid() counts a pair of this action as.
-size_t decision_kind(Action a);
+// The kind decision_grid() counts a pair of this decision as.
+size_t decision_kind(const Decision& d);
 
 // `policy`'s grid when a grid of one column per device would pass kDeviceGridColumns: the line
 // saying so, the grid of groups, the legend and each group's place and devices. Decides every

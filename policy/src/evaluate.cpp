@@ -176,9 +176,15 @@ size_t PolicyEvaluator::group_of(const Decision& d, size_t provider, size_t clie
   for (const auto& f : d.findings) g.findings.push_back(f.id);
   g.undecided_rules = d.undecided_rules;
   g.unknown_facts = d.unknown_facts;
-  std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}", to_string(g.action), g.rule, fmt::join(g.fired, ","),
+  g.possible = d.possible;
+  g.alternatives = d.alternatives;
+  g.decisive_unknown_facts = d.decisive_unknown_facts;
+  std::string alternatives;
+  for (const auto& a : d.alternatives) alternatives += fmt::format("{}:{},", to_string(a.action), a.rule);
+  std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", to_string(g.action), g.rule, fmt::join(g.fired, ","),
                                 fmt::join(g.findings, ","), fmt::join(g.undecided_rules, ","),
-                                fmt::join(g.unknown_facts, ","));
+                                fmt::join(g.unknown_facts, ","), int(g.possible), alternatives,
+                                fmt::join(g.decisive_unknown_facts, ","));
   auto [it, added] = group_ids_.try_emplace(key, groups_.size());
   if (added) {
     g.example = {provider, client};
@@ -392,6 +398,10 @@ std::string decision_lines(const Decision& d) {
   }
   for (const auto& fired : d.fired)
     if (fired.action == Action::kWarn) out += fmt::format("  warning [{}]: {}\n", fired.id, fired.reason);
+  if (!d.certain()) {
+    out += fmt::format("  uncertain: {}\n", also_possible_text(d));
+    out += fmt::format("  settled by: {}\n", settle_text(d));
+  }
   if (!d.unknown_facts.empty()) out += fmt::format("  unknown: {}\n", fmt::join(d.unknown_facts, ", "));
   return out;
 }
@@ -406,6 +416,10 @@ nlohmann::ordered_json group_json(PolicyEvaluator& evaluator, size_t index) {
   for (const auto& f : d.findings) findings.push_back({{"id", f.id}, {"reason", f.reason}, {"remedy", f.remedy}});
   return {{"group", index + 1},
           {"decision", to_string(g.action)},
+          {"certain", g.certain()},
+          {"possible", possible_json(d)},
+          {"if_known", if_known_json(d)},
+          {"settled_by", settled_by_json(d)},
           {"rule", g.rule.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.rule)},
           {"authority", g.authority ? nlohmann::ordered_json(to_string(*g.authority)) : nlohmann::ordered_json(nullptr)},
           {"rules", g.fired},
@@ -432,7 +446,10 @@ void write_policy_per_pair(std::ostream& out, PolicyEvaluator& evaluator, const 
     grid.start_row(buf, r);
     for (size_t c = 0; c < devices.size(); ++c)
       if (r == c) grid.self(buf);
-      else grid.cell(buf, evaluator.groups()[evaluator.decide(devices[r].index, devices[c].index, false)].action, 0);
+      else {
+        const DecisionGroup& g = evaluator.groups()[evaluator.decide(devices[r].index, devices[c].index, false)];
+        grid.cell(buf, g.action, 0, g.certain());
+      }
     PolicyGrid::end_row(buf);
     if (buf.size() >= kFlushBytes) out << buf, buf.clear();
   }
@@ -441,7 +458,8 @@ void write_policy_per_pair(std::ostream& out, PolicyEvaluator& evaluator, const 
     for (size_t c = 0; c < devices.size(); ++c) {
       if (r == c) continue;
       const Decision d = evaluator.decide_in_full(devices[r].index, devices[c].index).decision;
-      buf += fmt::format("{} -> {}: {} ({}{}{})\n", labels[r], labels[c], style.paint(to_string(d.action), action_tone(d.action)),
+      buf += fmt::format("{} -> {}: {}{} ({}{}{})\n", labels[r], labels[c], style.paint(to_string(d.action), action_tone(d.action)),
+                         d.certain() ? "" : ", uncertain",
                          d.rule.empty() ? "no rule decided" : "rule " + d.rule, d.authority ? ", authority " : "",
                          d.authority ? to_string(*d.authority) : "");
       buf += decision_lines(d);
@@ -462,7 +480,8 @@ void write_device_grid(std::ostream& out, PolicyEvaluator& evaluator, NoteBook& 
         continue;
       }
       size_t n = book.count(evaluator.decide(devices[r].index, devices[c].index), labels[r], labels[c]);
-      grid.cell(buf, book.notes()[n - 1].decision.action, n);
+      const Decision& d = book.notes()[n - 1].decision;
+      grid.cell(buf, d.action, n, d.certain());
     }
     PolicyGrid::end_row(buf);
     if (buf.size() >= kFlushBytes) out << buf, buf.clear();
@@ -538,8 +557,9 @@ void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std:
   auto pair_tail = [&](size_t g) -> const std::string& {
     while (pair_tails.size() <= g) {
       const DecisionGroup& group = evaluator.groups()[pair_tails.size()];
-      pair_tails.push_back(fmt::format("\", \"decision\": \"{}\", \"rule\": {}, \"authority\": {}, \"group\": {}}}",
-                                       to_string(group.action), group.rule.empty() ? "null" : "\"" + group.rule + "\"",
+      pair_tails.push_back(fmt::format("\", \"decision\": \"{}\", \"certain\": {}, \"rule\": {}, \"authority\": {}, \"group\": {}}}",
+                                       to_string(group.action), group.certain(),
+                                       group.rule.empty() ? "null" : "\"" + group.rule + "\"",
                                        group.authority ? fmt::format("\"{}\"", to_string(*group.authority)) : "null",
                                        pair_tails.size() + 1));
     }

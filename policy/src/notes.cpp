@@ -18,6 +18,23 @@ const char* short_code(Action a) {
   return "?";
 }
 
+std::string cell_code(Action a, bool certain) { return certain ? short_code(a) : fmt::format("{}?", short_code(a)); }
+
+std::string also_possible_text(const Decision& d) {
+  if (d.certain()) return "";
+  std::vector<std::string> others;
+  for (const auto& a : d.alternatives)
+    others.push_back(fmt::format("{} ({})", to_string(a.action), a.rule.empty() ? "no rule decided" : "rule " + a.rule));
+  return fmt::format("{} until the facts below are known; also possible: {}", to_string(d.action), fmt::join(others, ", "));
+}
+
+std::string settle_text(const Decision& d) {
+  if (d.certain()) return "";
+  std::vector<std::string> facts;
+  for (const auto& fact : d.decisive_unknown_facts) facts.push_back(fmt::format("{} ({})", fact, how_to_learn(fact)));
+  return facts.empty() ? std::string("no single fact: see `p2paudit explain`") : fmt::format("{}", fmt::join(facts, "; "));
+}
+
 bool told_for_machine(const std::vector<FiredRule>& advisories, const std::string& id) {
   return std::any_of(advisories.begin(), advisories.end(), [&](const FiredRule& a) { return a.id == id; });
 }
@@ -33,7 +50,8 @@ std::string machine_advisories_text(const std::vector<FiredRule>& advisories) {
 }
 
 std::string group_heading(const DecisionGroup& g) {
-  return fmt::format("{} ({}{}{})", to_string(g.action), g.rule.empty() ? "no rule decided" : "rule " + g.rule,
+  return fmt::format("{}{} ({}{}{})", to_string(g.action), g.certain() ? "" : ", uncertain",
+                     g.rule.empty() ? "no rule decided" : "rule " + g.rule,
                      g.authority ? ", authority " : "", g.authority ? to_string(*g.authority) : "");
 }
 
@@ -57,8 +75,10 @@ std::string NoteBook::body(const Decision& d, const std::string& indent) {
     out += fmt::format("{}also [{}]: {}\n", indent, f->id, f->reason);
     if (!f->remedy.empty()) out += fmt::format("{}  fix: {}\n", indent, f->remedy);
   }
-  if (!d.decisive_unknown_facts.empty())
-    out += fmt::format("{}unknown, and it could change this: {}\n", indent, fmt::join(d.decisive_unknown_facts, ", "));
+  if (!d.certain()) {
+    out += fmt::format("{}uncertain: {}\n", indent, also_possible_text(d));
+    out += fmt::format("{}settled by: {}\n", indent, settle_text(d));
+  }
   return out;
 }
 

@@ -18,6 +18,8 @@ namespace p2paudit::policy {
 
 // "PEER", "HOST", "DENY".
 const char* short_code(Action a);
+// A grid cell's code: short_code(), with "?" when unknown facts leave the decision open ("HOST?").
+std::string cell_code(Action a, bool certain);
 
 inline Tone action_tone(Action a) {
   return a == Action::kPeer ? Tone::kGood : a == Action::kDeny ? Tone::kBad : Tone::kCaution;
@@ -38,8 +40,8 @@ class PolicyGrid {
   }
   void start_row(std::string& buf, size_t r) const { buf += fmt::format("{:<{}}", labels_[r], width_); }
   void self(std::string& buf) const { buf += fmt::format("{:<{}}", "X", width_); }
-  void cell(std::string& buf, Action a, size_t note) const {
-    std::string text = note ? fmt::format("{}[{}]", short_code(a), note) : short_code(a);
+  void cell(std::string& buf, Action a, size_t note, bool certain = true) const {
+    std::string text = note ? fmt::format("{}[{}]", cell_code(a, certain), note) : cell_code(a, certain);
     buf += style_.paint(fmt::format("{:<{}}", text, width_), action_tone(a));
   }
   static void end_row(std::string& buf) {
@@ -59,7 +61,8 @@ class PolicyGrid {
 
 inline constexpr const char* kGridLegend =
     "Rows are providers (whose memory is read or written), columns clients (which do the DMA).\n"
-    "PEER = try peer-to-peer DMA, HOST = stage through host memory, DENY = refuse";
+    "PEER = try peer-to-peer DMA, HOST = stage through host memory, DENY = refuse;\n"
+    "HOST? or DENY? = unknown facts leave the decision open: the safe side is acted on";
 
 // The findings a reader is told: those whose fix is not one already given (the decision's, or an
 // earlier finding's: a kernel refusing because it lacks P2PDMA is the same problem twice). JSON

@@ -158,34 +158,6 @@ bool covers(const Condition& earlier, const Condition& later, int& budget) {
   return false;
 }
 
-// Condition::evaluate with every fact in `open` unknown in the strong sense: it may become known,
-// so a test on it is unknown, `unknown: true` and `unknown: false` included.
-Tri evaluate_open(const Condition& c, const FactSet& facts, const std::vector<std::string>& open) {
-  switch (c.kind) {
-    case Kind::kAlways: return Tri::kTrue;
-    case Kind::kNot: {
-      Tri t = evaluate_open(c.children.front(), facts, open);
-      return t == Tri::kUnknown ? t : t == Tri::kTrue ? Tri::kFalse : Tri::kTrue;
-    }
-    case Kind::kAll:
-    case Kind::kAny: {
-      Tri decisive = c.kind == Kind::kAll ? Tri::kFalse : Tri::kTrue;
-      bool saw_unknown = false;
-      for (const auto& child : c.children) {
-        Tri t = evaluate_open(child, facts, open);
-        if (t == decisive) return decisive;
-        saw_unknown |= t == Tri::kUnknown;
-      }
-      if (saw_unknown) return Tri::kUnknown;
-      return decisive == Tri::kTrue ? Tri::kFalse : Tri::kTrue;
-    }
-    case Kind::kTest:
-      if (!facts.known(c.fact) || std::find(open.begin(), open.end(), c.fact) != open.end()) return Tri::kUnknown;
-      return c.evaluate(facts);
-  }
-  return Tri::kUnknown;
-}
-
 }  // namespace
 
 // The work one coverage question may take, and all of them together for one rule set: a
@@ -248,27 +220,11 @@ const char* to_string(Answer a) {
   return "?";
 }
 
-Answer answer(const RuleSet& set, const FactSet& facts, const Decision& decision, const std::function<bool(Action)>& yes) {
-  const bool given = yes(decision.action);
-  std::vector<std::string> open;
-  if (const FactValue* map_type = facts.get("kernel.map_type");
-      map_type && std::holds_alternative<std::string>(*map_type) && std::get<std::string>(*map_type) == "UNKNOWN")
-    open.push_back("kernel.map_type");  // the analysis could not tell: any map type may be the truth
-  bool could_differ = false;
-  bool settled = false;  // some deciding rule is true whatever the unknown facts turn out to be
-  for (const auto& rule : set.rules()) {
-    if (!is_deciding(rule)) continue;
-    Tri t = evaluate_open(rule.when, facts, open);
-    if (t == Tri::kFalse) continue;
-    could_differ |= yes(rule.action) != given;
-    if (t == Tri::kTrue) {
-      settled = true;
-      break;
-    }
-  }
-  if (!settled) could_differ |= yes(Action::kHostStaged) != given;  // no rule decided: host_staged
-  if (could_differ) return Answer::kUnknown;
-  return given ? Answer::kYes : Answer::kNo;
+Answer answer(const Decision& decision, const std::function<bool(Action)>& yes) {
+  const auto possible = actions_in(decision.possible | action_bit(decision.action));
+  const bool all = std::all_of(possible.begin(), possible.end(), yes);
+  const bool none = std::none_of(possible.begin(), possible.end(), yes);
+  return all ? Answer::kYes : none ? Answer::kNo : Answer::kUnknown;
 }
 
 }  // namespace p2paudit::policy

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Combining rule files and deciding a pair.
 #include <algorithm>
+#include <variant>
 
 #include "p2paudit/policy/rules.h"
 
@@ -79,10 +80,43 @@ bool governs(const Rule& rule, const Decision& d) {
 
 }  // namespace
 
+Action safest(ActionSet set) {
+  for (Action a : {Action::kDeny, Action::kHostStaged, Action::kPeer})
+    if (set & action_bit(a)) return a;
+  return Action::kHostStaged;  // an empty set: nothing is known to hold, so stage
+}
+
+std::vector<Action> actions_in(ActionSet set) {
+  std::vector<Action> out;
+  for (Action a : {Action::kDeny, Action::kHostStaged, Action::kPeer})
+    if (set & action_bit(a)) out.push_back(a);
+  return out;
+}
+
+namespace {
+
+// The facts whose being unknown leaves `when` open (Condition::evaluate_open()): only operands
+// that are open themselves matter.
+void collect_open_facts(const Condition& when, const FactSet& facts, std::string_view open_fact,
+                        std::vector<std::string>& out) {
+  if (when.evaluate_open(facts, open_fact) != Tri::kUnknown) return;
+  if (when.kind == Condition::Kind::kTest) {
+    out.push_back(when.fact);
+    return;
+  }
+  for (const auto& child : when.children) collect_open_facts(child, facts, open_fact, out);
+}
+
+void sort_unique(std::vector<std::string>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+}  // namespace
+
 Decision RuleSet::decide(const FactSet& facts) const {
   Decision d;
   bool decided = false, past_findings = false;
-  std::vector<const Rule*> undecided_decisive;  // all before the deciding rule: later ones are skipped
   for (const auto& rule : rules_) {
     bool decisive = rule.action != Action::kWarn;
     if (decided && decisive) {
@@ -110,20 +144,66 @@ Decision RuleSet::decide(const FactSet& facts) const {
       case Tri::kUnknown:
         d.undecided_rules.push_back(rule.id);
         rule.when.collect_unknown_facts(facts, d.unknown_facts);
-        if (decisive) undecided_decisive.push_back(&rule);
         break;
       case Tri::kFalse:
         break;
     }
   }
   if (!decided) d.reason = kNoRuleDecided;
-  auto sort_unique = [](std::vector<std::string>& v) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-  };
   sort_unique(d.unknown_facts);
-  for (const Rule* rule : undecided_decisive)
-    if (rule->action != d.action) rule->when.collect_unknown_facts(facts, d.decisive_unknown_facts);
+
+  // What the unknown facts still allow: walk the deciding rules again as they could turn out
+  // (rule_analysis.h answer() once did this for `check` alone; now every output acts on it).
+  std::string_view open_fact;
+  if (const FactValue* map_type = facts.get("kernel.map_type");
+      map_type && std::holds_alternative<std::string>(*map_type) && std::get<std::string>(*map_type) == "UNKNOWN")
+    open_fact = "kernel.map_type";  // the analysis could not tell: any map type may be the truth
+  std::vector<const Rule*> open_rules;  // deciding rules before the first that surely holds
+  bool settled = false;
+  for (const auto& rule : rules_) {
+    if (rule.action == Action::kWarn) continue;
+    Tri t = rule.when.evaluate_open(facts, open_fact);
+    if (t == Tri::kFalse) continue;
+    d.possible |= action_bit(rule.action);
+    if (t == Tri::kTrue) {
+      settled = true;
+      break;
+    }
+    open_rules.push_back(&rule);
+  }
+  if (!settled) d.possible |= action_bit(Action::kHostStaged);  // no rule surely decides: the fallback
+  d.possible |= action_bit(d.action);
+  if (d.possible == action_bit(d.action)) return d;
+
+  // Uncertain: act on the safest decision still possible. Where an open rule gives it and the rule
+  // that holds does not, that open rule is the decision shown, with its texts.
+  const Action safe = safest(d.possible);
+  if (safe != d.action) {
+    auto first = std::find_if(open_rules.begin(), open_rules.end(), [&](const Rule* r) { return r->action == safe; });
+    d.alternatives.push_back({d.action, d.rule, d.authority});
+    if (first != open_rules.end()) {
+      const Rule& rule = **first;
+      d.action = rule.action;
+      d.rule = rule.id;
+      d.authority = rule.authority;
+      d.reason = rule.reason.render(facts);
+      d.remedy = rule.remedy.render(facts);
+    } else {  // only the fallback gives it
+      d.action = safe;
+      d.rule.clear();
+      d.authority.reset();
+      d.reason = kNoRuleDecided;
+      d.remedy.clear();
+    }
+  }
+  for (Action a : actions_in(d.possible)) {
+    if (a == d.action || std::any_of(d.alternatives.begin(), d.alternatives.end(), [&](const auto& x) { return x.action == a; }))
+      continue;
+    auto first = std::find_if(open_rules.begin(), open_rules.end(), [&](const Rule* r) { return r->action == a; });
+    if (first != open_rules.end()) d.alternatives.push_back({a, (*first)->id, (*first)->authority});
+    else d.alternatives.push_back({a, "", std::nullopt});
+  }
+  for (const Rule* rule : open_rules) collect_open_facts(rule->when, facts, open_fact, d.decisive_unknown_facts);
   sort_unique(d.decisive_unknown_facts);
   return d;
 }
@@ -193,6 +273,27 @@ std::vector<std::string> Decision::remedies() const {
   return out;
 }
 
+nlohmann::json possible_json(const Decision& d) {
+  nlohmann::json out = nlohmann::json::array();
+  for (Action a : actions_in(d.possible | action_bit(d.action))) out.push_back(to_string(a));
+  return out;
+}
+
+nlohmann::json if_known_json(const Decision& d) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& a : d.alternatives)
+    out.push_back({{"decision", to_string(a.action)},
+                   {"rule", a.rule.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.rule)},
+                   {"authority", a.authority ? nlohmann::json(to_string(*a.authority)) : nlohmann::json(nullptr)}});
+  return out;
+}
+
+nlohmann::json settled_by_json(const Decision& d) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& fact : d.decisive_unknown_facts) out.push_back({{"fact", fact}, {"how", how_to_learn(fact)}});
+  return out;
+}
+
 nlohmann::json decision_to_json(const Decision& d) {
   auto optional_authority = [](const std::optional<Authority>& a) -> nlohmann::json {
     return a ? nlohmann::json(to_string(*a)) : nlohmann::json(nullptr);
@@ -209,6 +310,10 @@ nlohmann::json decision_to_json(const Decision& d) {
     return out;
   };
   return {{"decision", to_string(d.action)},
+          {"certain", d.certain()},
+          {"possible", possible_json(d)},
+          {"if_known", if_known_json(d)},
+          {"settled_by", settled_by_json(d)},
           {"rule", d.rule.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.rule)},
           {"authority", optional_authority(d.authority)},
           {"reason", d.reason},

@@ -87,6 +87,7 @@ struct ToldNote {
   std::string head;  // "PEER by nvlink (vendor-fabric)"
   std::string body;  // its why, fix, also and unknown lines
   Action action = Action::kHostStaged;
+  bool certain = true;
   size_t pairs = 0;
   std::vector<std::string> first_pairs;
 };
@@ -125,7 +126,7 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
   for (const auto& d : devices) indices.push_back(d.index);
   evaluator.decide_all_pairs(indices, [&](size_t r, size_t c, size_t group) {
     size_t n = book.count(group, labels[r], labels[c]);
-    grouped.count(r, c, decision_kind(book.notes()[n - 1].decision.action));
+    grouped.count(r, c, decision_kind(book.notes()[n - 1].decision));
     if (small) cell_note[r * devices.size() + c] = n;
   });
 
@@ -137,7 +138,7 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
   for (size_t i = 0; i < book.notes().size(); ++i) {
     const PolicyNote& note = book.notes()[i];
     const Decision& d = note.decision;
-    std::string head = fmt::format("{} by {}{}", short_code(d.action), d.rule.empty() ? "no rule" : d.rule,
+    std::string head = fmt::format("{} by {}{}", cell_code(d.action, d.certain()), d.rule.empty() ? "no rule" : d.rule,
                                    d.authority ? fmt::format(" ({})", to_string(*d.authority)) : "");
     std::string body = line("    why: ", d.reason, width);
     if (!d.remedy.empty()) body += line("    fix: ", d.remedy, width);
@@ -145,10 +146,12 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
       body += line(fmt::format("    also [{}]: ", f->id), f->reason, width);
       if (!f->remedy.empty()) body += line("      fix: ", f->remedy, width);
     }
-    if (!d.decisive_unknown_facts.empty())
-      body += line("    unknown, could change this: ", fmt::format("{}", fmt::join(d.decisive_unknown_facts, ", ")), width);
+    if (!d.certain()) {
+      body += line("    uncertain: ", also_possible_text(d), width);
+      body += line("    settle: ", settle_text(d), width);
+    }
     auto [it, added] = told_by_text.try_emplace(head + "\n" + body, told.size());
-    if (added) told.push_back({head, body, d.action, 0, {}});
+    if (added) told.push_back({head, body, d.action, d.certain(), 0, {}});
     ToldNote& t = told[it->second];
     t.pairs += note.pairs;
     for (const auto& p : note.first_pairs)
@@ -159,7 +162,7 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
   std::string buf;
   size_t label_width = 0;
   for (const auto& l : labels) label_width = std::max(label_width, text_columns(l) + 2);
-  size_t cell_width = std::max(label_width, fmt::format("PEER[{}]", told.size()).size() + 2);
+  size_t cell_width = std::max(label_width, fmt::format("HOST?[{}]", told.size()).size() + 2);
   if (small && label_width + devices.size() * cell_width <= width) {
     PolicyGrid grid(labels, style);
     grid.set_note_width(fmt::format("{}", told.size()).size());
@@ -169,12 +172,14 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
       for (size_t c = 0; c < devices.size(); ++c) {
         size_t n = r == c ? 0 : told_of[cell_note[r * devices.size() + c] - 1];
         if (r == c) grid.self(buf);
-        else grid.cell(buf, told[n - 1].action, n);
+        else grid.cell(buf, told[n - 1].action, n, told[n - 1].certain);
       }
       PolicyGrid::end_row(buf);
     }
     buf += "\nRows provide the memory, columns do the DMA. PEER = try peer-to-peer DMA,\n"
            "HOST = stage through host memory, DENY = refuse; [N] = note N.\n";
+    if (std::any_of(told.begin(), told.end(), [](const ToldNote& t) { return !t.certain; }))
+      buf += "HOST? = unknown facts leave it open: staged until they are known.\n";
   } else {
     // Too many devices for a grid a person reads: rows and columns are groups of devices under one
     // switch, root port or host bridge, each cell the count of its pairs by decision. Adjacent
@@ -184,7 +189,8 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
     buf += fmt::format("\n{} devices in {} groups, {} ordered pairs: rows provide the memory,\n", devices.size(),
                        grouped.groups(), book.pairs());
     buf += "columns do the DMA; each cell counts its pairs: P = PEER (try peer DMA),\n";
-    buf += "H = HOST (stage through host memory), D = DENY (refuse).\n";
+    buf += "H = HOST (stage through host memory), D = DENY (refuse), ? = uncertain\n";
+    buf += "(unknown facts leave it open: acted on as HOST or DENY, the safe side).\n";
     for (const auto& text : grouped.legend(labels, width)) buf += line("", text, width);
   }
   out << buf;

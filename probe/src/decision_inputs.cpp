@@ -191,15 +191,14 @@ DecisionInputs read_decision_inputs(const MachineSource& source, const PolicyInp
   return in;
 }
 
-CheckAnswer check_pair(policy::PolicyEvaluator& evaluator, const policy::RuleSet& rules, size_t provider,
-                       size_t client, bool require_peer) {
+CheckAnswer check_pair(policy::PolicyEvaluator& evaluator, size_t provider, size_t client, bool require_peer) {
   CheckAnswer a;
   a.pair = evaluator.decide_in_full(provider, client);
   auto meets = [&](policy::Action action) {
     return require_peer ? action == policy::Action::kPeer : action != policy::Action::kDeny;
   };
   a.satisfied = meets(a.pair.decision.action);
-  a.answer = policy::answer(rules, a.pair.facts, a.pair.decision, meets);
+  a.answer = policy::answer(a.pair.decision, meets);
   return a;
 }
 

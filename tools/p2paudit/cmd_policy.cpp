@@ -70,10 +70,10 @@ int exit_status(policy::Answer a) {
   return a == policy::Answer::kYes ? kExitOk : a == policy::Answer::kNo ? kExitNo : kExitUnknown;
 }
 
-// policy --fail-on: 1 when a listed pair's decision is at least `fail_on`, else 3 when a pair's
-// answer to "is it that bad?" is unknown (rule_analysis.h), else 0.
-int fail_on_status(policy::PolicyEvaluator& evaluator, const policy::RuleSet& rules,
-                   const std::vector<NamedFunction>& devices, const std::string& fail_on) {
+// policy --fail-on: 1 when a listed pair's decision is at least `fail_on` whatever the unknown facts
+// are, else 3 when the unknown facts leave a pair's answer open (Decision::possible), else 0.
+int fail_on_status(policy::PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
+                   const std::string& fail_on) {
   int limit = badness(fail_on == "deny" ? policy::Action::kDeny : policy::Action::kHostStaged);
   auto bad = [&](policy::Action a) { return badness(a) >= limit; };
   bool unknown = false;
@@ -81,11 +81,11 @@ int fail_on_status(policy::PolicyEvaluator& evaluator, const policy::RuleSet& ru
     for (size_t c = 0; c < devices.size(); ++c) {
       if (r == c) continue;
       const auto& group = evaluator.groups()[evaluator.decide(devices[r].index, devices[c].index, false)];
-      if (bad(group.action)) return kExitNo;
-      if (unknown) continue;  // still looking for a bad pair, which outranks
-      policy::Decision d;
-      d.action = group.action;
-      unknown = policy::answer(rules, evaluator.facts(devices[r].index, devices[c].index), d, bad) == policy::Answer::kUnknown;
+      policy::ActionSet possible = group.possible | policy::action_bit(group.action);
+      bool all_bad = true, some_bad = false;
+      for (policy::Action a : policy::actions_in(possible)) all_bad &= bad(a), some_bad |= bad(a);
+      if (all_bad) return kExitNo;
+      unknown |= some_bad;
     }
   return unknown ? kExitUnknown : kExitOk;
 }
@@ -106,7 +106,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     MachineAsRead as_read = load_machine_as_read(global);
     policy::PolicyEvaluator before(as_read.topo, as_read.kernel, ctx.rules, vendor_of(ctx));
     print_changes(global, ctx.topo, policy::decision_changes(before, evaluator, devices), as_read.kernel, ctx.kernel);
-    return args.fail_on.empty() ? kExitOk : fail_on_status(evaluator, ctx.rules, devices, args.fail_on);
+    return args.fail_on.empty() ? kExitOk : fail_on_status(evaluator, devices, args.fail_on);
   }
   if (global.format == "env") {
     std::cout << policy::env_exports(evaluator, devices);
@@ -120,7 +120,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     if (!ctx.runtimes.asked.empty()) std::cout << ": " << fmt::format("{}", fmt::join(ctx.runtimes.asked, ", "));
     std::cout << "\n";
   }
-  return args.fail_on.empty() ? kExitOk : fail_on_status(evaluator, ctx.rules, devices, args.fail_on);
+  return args.fail_on.empty() ? kExitOk : fail_on_status(evaluator, devices, args.fail_on);
 }
 
 int run_check(const GlobalOptions& global, const PolicyArgs& args) {
@@ -129,7 +129,7 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
   size_t client = resolve_device(ctx.topo, global, args.pair[1]);
   policy::PolicyEvaluator evaluator(ctx.topo, ctx.kernel, ctx.rules, vendor_of(ctx));
   const bool require_peer = args.require == "peer";
-  CheckAnswer checked = check_pair(evaluator, ctx.rules, provider, client, require_peer);
+  CheckAnswer checked = check_pair(evaluator, provider, client, require_peer);
   const policy::PairDecision& d = checked.pair;
   policy::Answer answer = checked.answer;
   std::optional<PairChange> what_if;  // --diff: this pair in the machine as read -> under the options
@@ -164,12 +164,13 @@ int run_check(const GlobalOptions& global, const PolicyArgs& args) {
       if (!f.remedy.empty()) std::cout << fmt::format("  fix: {}\n", f.remedy);
       fixes.push_back(f.remedy);
     }
-    if (answer == policy::Answer::kUnknown) {
-      std::vector<std::string> facts = d.decision.decisive_unknown_facts;
-      if (const auto* map_type = d.facts.get("kernel.map_type"); map_type && *map_type == policy::FactValue(std::string("UNKNOWN")))
-        facts.insert(facts.begin(), "kernel.map_type (the kernel's verdict)");
-      std::cout << fmt::format("unknown: the answer to --require {} depends on facts not known here{}{}\n", args.require,
-                               facts.empty() ? "" : ": ", fmt::join(facts, ", "));
+    if (!d.decision.certain()) {
+      std::cout << fmt::format("uncertain: {}\n", policy::also_possible_text(d.decision));
+      if (answer == policy::Answer::kUnknown)
+        std::cout << fmt::format("unknown: the answer to --require {} depends on facts not known here: {}\n", args.require,
+                                 policy::settle_text(d.decision));
+      else
+        std::cout << fmt::format("settled by: {}\n", policy::settle_text(d.decision));
     }
     if (what_if) {
       std::cout << (what_if->before != what_if->after ? "what-if: " + change_line(ctx.topo, *what_if)

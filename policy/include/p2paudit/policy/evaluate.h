@@ -39,6 +39,12 @@ struct PairDecision {
   Decision decision;
 };
 
+// An uncertain decision's two texts (docs/policy.md, "Uncertain decisions"): what is acted on and
+// what else is possible, by which rules ("peer (rule nvidia-driver-allows)"), and the facts that
+// settle it, each with how to learn it. "" when certain.
+std::string also_possible_text(const Decision& d);
+std::string settle_text(const Decision& d);
+
 // Facts that follow from others once vendor facts are in (bar_covers_memory).
 void derive_facts(FactSet& facts);
 
@@ -52,6 +58,12 @@ struct DecisionGroup {
   std::vector<std::string> findings;          // ids of the later refusing rules that also held
   std::vector<std::string> undecided_rules;
   std::vector<std::string> unknown_facts;
+  // Decisions under uncertainty (Decision::possible): the decisions still possible, the others' rules
+  // and the facts that settle it.
+  ActionSet possible = 0;
+  std::vector<Decision::Alternative> alternatives;
+  std::vector<std::string> decisive_unknown_facts;
+  bool certain() const { return possible == action_bit(action); }
   size_t pairs = 0;                           // pairs decide() has put here
   std::pair<size_t, size_t> example{0, 0};    // the first of them (provider, client)
 };

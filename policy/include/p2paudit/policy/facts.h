@@ -51,6 +51,11 @@ const FactSpec* find_fact(std::string_view name);
 // The catalogued name closest to a misspelt one, for "did you mean" hints; "" when none is close.
 std::string closest_fact_name(std::string_view name);
 
+// How a user learns a fact the capture did not hold, in one clause: run on the machine as root,
+// `snapshot --probe`, `probe --copy`, or the vendor fact to pass (docs/policy.md, "Uncertain
+// decisions"). Every catalogued fact has one.
+std::string how_to_learn(std::string_view name);
+
 // Renderings of the catalogue: a Markdown table per namespace for docs/, JSON for tools.
 std::string fact_catalog_markdown();
 std::string fact_catalog_text();

@@ -37,16 +37,10 @@ std::vector<ShadowedRule> find_shadowed_rules(const RuleSet& rules);
 std::vector<Diagnostic> shadow_warnings(const RuleSet& rules, const std::set<std::string>& files);
 
 // A yes/no question about a decision ("does it meet --require peer?", "is it deny?") answered for
-// certain or not. kUnknown: for some values of the facts the pair lacks, the same rules would
-// answer otherwise. Worked out by running the rules once more with every unknown fact open
-// (a test on it is unknown, `unknown: true` included, since the fact may become known); a
-// kernel.map_type of UNKNOWN (the analysis could not tell, e.g. ACS unreadable without root) counts
-// as unknown too. Each deciding rule that is then unknown could decide, the first that is still
-// true decides, and with none the fallback host_staged: the answer is unknown when those outcomes
-// do not all answer alike.
+// certain or not: kYes when every decision the unknown facts still allow (Decision::possible)
+// answers yes, kNo when none does, kUnknown otherwise (`check` and `policy --fail-on` exit 3).
 enum class Answer { kYes, kNo, kUnknown };
 const char* to_string(Answer a);  // "yes", "no", "unknown"
-Answer answer(const RuleSet& rules, const FactSet& facts, const Decision& decision,
-              const std::function<bool(Action)>& yes);
+Answer answer(const Decision& decision, const std::function<bool(Action)>& yes);
 
 }  // namespace p2paudit::policy

@@ -7,6 +7,7 @@
 // RuleFileError listing every problem as "FILE:LINE:COLUMN: message", so a rule is never ignored.
 #pragma once
 
+#include <cstdint>
 #include <iterator>
 #include <locale>
 #include <memory>
@@ -29,6 +30,15 @@ const char* to_string(Tri t);  // "false", "true", "unknown"
 
 enum class Action { kPeer, kHostStaged, kDeny, kWarn };
 const char* to_string(Action a);  // "peer", "host_staged", "deny", "warn"
+
+// A set of deciding actions (peer, host_staged, deny), one bit each.
+using ActionSet = std::uint8_t;
+constexpr ActionSet action_bit(Action a) { return static_cast<ActionSet>(1u << static_cast<unsigned>(a)); }
+// The safest action of a set that is not empty: deny, then host_staged, then peer. What is acted on
+// when unknown facts leave several decisions open.
+Action safest(ActionSet set);
+// The set's actions, safest first.
+std::vector<Action> actions_in(ActionSet set);
 
 // Whose logic the decision rests on: the kernel's P2PDMA, a vendor driver's own peer logic, a
 // vendor fabric that bypasses PCIe (NVLink, XGMI), the platform (VM, CPU, firmware), or a
@@ -85,6 +95,11 @@ struct Condition {
   static constexpr size_t kMaxRegexSubject = 4096;
 
   Tri evaluate(const FactSet& facts) const;
+  // evaluate() as it could turn out once the facts the set lacks are known: a test on an unknown
+  // fact is unknown, `unknown: true` included (the fact may become known), and so is a test on
+  // `open_fact` when it is given (kernel.map_type UNKNOWN: the analysis could not tell, so any map
+  // type may be the truth). kTrue: true whatever the unknown facts are.
+  Tri evaluate_open(const FactSet& facts, std::string_view open_fact = {}) const;
 
   // Appends the facts whose being unknown left this condition kUnknown: knowing them could have
   // made it true or false. Appends nothing when evaluate() is not kUnknown.
@@ -195,8 +210,25 @@ struct Decision {
   std::vector<FiredRule> findings;
   std::vector<std::string> undecided_rules;  // rules reached whose `when` was unknown
   std::vector<std::string> unknown_facts;    // facts that left those rules unknown, sorted
-  // Of those, the facts that left a peer/host_staged/deny rule unknown whose action differs from
-  // this decision's: knowing them could change the decision (warn rules and agreeing rules can't).
+
+  // Decisions under uncertainty (docs/policy.md, "Uncertain decisions"). The decisions the unknown
+  // facts still allow: each deciding rule before the first that holds whatever they turn out to be,
+  // whose `when` they leave open, adds its action; with no rule that surely holds, the fallback
+  // host_staged. `action` is the safest of them, and `rule` the rule that gives it: the rule that
+  // holds when it gives that action, else the first open rule that does.
+  ActionSet possible = 0;
+  bool certain() const { return possible == action_bit(action); }
+  // When not certain: every other decision still possible, each by the rule giving it ("" for the
+  // fallback): first the rule that holds where the decision shown is not its, then the others, safest
+  // first, each by the first open rule giving it.
+  struct Alternative {
+    Action action = Action::kPeer;
+    std::string rule;
+    std::optional<Authority> authority;
+  };
+  std::vector<Alternative> alternatives;
+  // When not certain: the facts whose being unknown leaves those rules open, sorted; knowing them
+  // settles the decision (how to learn each: how_to_learn(), facts.h). Empty when certain.
   std::vector<std::string> decisive_unknown_facts;
 
   std::vector<std::string> rule_ids() const;  // of `fired`
@@ -206,9 +238,15 @@ struct Decision {
 
 inline constexpr std::string_view kNoRuleDecided = "no rule decided";
 
-// {"decision", "rule", "authority", "reason", "remedy", "rules", "reasons", "remedies", "fired",
-//  "findings", "undecided_rules", "unknown_facts"}; absent rule/authority are null.
+// {"decision", "certain", "possible", "if_known", "settled_by", "rule", "authority", "reason",
+//  "remedy", "rules", "reasons", "remedies", "fired", "findings", "undecided_rules", "unknown_facts"};
+// absent rule/authority are null. "possible" lists the decisions still possible, safest first;
+// "if_known" each other one with its rule; "settled_by" the facts that settle it, each {fact, how}.
 nlohmann::json decision_to_json(const Decision& d);
+// Its uncertainty parts alone: "possible", "if_known" and "settled_by" (the policy's groups carry them too).
+nlohmann::json possible_json(const Decision& d);
+nlohmann::json if_known_json(const Decision& d);
+nlohmann::json settled_by_json(const Decision& d);
 
 // Rule files combined in order. A rule whose id an earlier file already used replaces that rule
 // where it stood; a file with `replace: true` first drops everything loaded before it. A file
@@ -227,7 +265,9 @@ class RuleSet {
   // and are also true become the decision's findings, until a later peer rule is true (past it the
   // pair would be peer once the problems before were fixed). With none, the
   // decision is host_staged, reason kNoRuleDecided: staging works wherever each device can reach
-  // system memory, so it is the answer that is safe without evidence.
+  // system memory, so it is the answer that is safe without evidence. Where unknown facts leave an
+  // earlier rule open whose action is safer, that rule's action is the decision, uncertain
+  // (Decision::possible): what is not known never becomes a yes.
   Decision decide(const FactSet& facts) const;
   // Every fact some rule's `when` reads, sorted: a decision depends on these alone (the texts
   // may name more).

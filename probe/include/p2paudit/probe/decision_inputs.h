@@ -128,8 +128,7 @@ struct CheckAnswer {
   bool satisfied = false;
   policy::Answer answer = policy::Answer::kUnknown;
 };
-CheckAnswer check_pair(policy::PolicyEvaluator& evaluator, const policy::RuleSet& rules, size_t provider,
-                       size_t client, bool require_peer);
+CheckAnswer check_pair(policy::PolicyEvaluator& evaluator, size_t provider, size_t client, bool require_peer);
 // `check --format json`'s object (docs/json.md) without --diff's "what_if".
 inline constexpr int kCheckSchemaVersion = 1;
 nlohmann::ordered_json check_json(const DecisionInputs& inputs, const CheckAnswer& answer, bool require_peer);
