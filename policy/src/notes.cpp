@@ -49,6 +49,13 @@ std::vector<const FiredRule*> findings_to_tell(const Decision& d) {
   return out;
 }
 
+std::vector<std::string> unknowns_to_tell(const Decision& d) {
+  std::vector<std::string> out;
+  for (const auto& fact : d.decisive_unknown_facts)
+    if (fact != "kernel.config_p2pdma") out.push_back(fact);
+  return out;
+}
+
 std::string NoteBook::body(const Decision& d, const std::string& indent) {
   std::string out = fmt::format("{}why: {}\n", indent, d.reason);
   if (!d.remedy.empty()) out += fmt::format("{}fix: {}\n", indent, d.remedy);
@@ -57,8 +64,8 @@ std::string NoteBook::body(const Decision& d, const std::string& indent) {
     out += fmt::format("{}also [{}]: {}\n", indent, f->id, f->reason);
     if (!f->remedy.empty()) out += fmt::format("{}  fix: {}\n", indent, f->remedy);
   }
-  if (!d.decisive_unknown_facts.empty())
-    out += fmt::format("{}unknown, and it could change this: {}\n", indent, fmt::join(d.decisive_unknown_facts, ", "));
+  if (const auto unknowns = unknowns_to_tell(d); !unknowns.empty())
+    out += fmt::format("{}unknown, and it could change this: {}\n", indent, fmt::join(unknowns, ", "));
   return out;
 }
 

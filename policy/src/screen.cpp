@@ -145,8 +145,8 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
       body += line(fmt::format("    also [{}]: ", f->id), f->reason, width);
       if (!f->remedy.empty()) body += line("      fix: ", f->remedy, width);
     }
-    if (!d.decisive_unknown_facts.empty())
-      body += line("    unknown, could change this: ", fmt::format("{}", fmt::join(d.decisive_unknown_facts, ", ")), width);
+    if (const auto unknowns = unknowns_to_tell(d); !unknowns.empty())
+      body += line("    unknown, could change this: ", fmt::format("{}", fmt::join(unknowns, ", ")), width);
     auto [it, added] = told_by_text.try_emplace(head + "\n" + body, told.size());
     if (added) told.push_back({head, body, d.action, 0, {}});
     ToldNote& t = told[it->second];
