@@ -214,13 +214,26 @@ TEST(VendorMemory, OnlyTheBoundDriversOwnFilesAreRead) {
   EXPECT_TRUE(vendor_memory_files(Sysroot::open(s.str()), t.functions[1]).empty());
 }
 
-TEST(VendorMemory, XeHasNoVramSizeInSysfs) {
+// Mainline xe publishes no VRAM size; xe as first written has tile<N>/physical_vram_size_bytes,
+// read where present and summed over the tiles (docs/vendor-gates.md).
+TEST(VendorMemory, XeTileVramWherePublished) {
   SysrootDir s;
   gpu_machine(s, "xe", 256 * kMiB, 0x8086);
-  s.write(kGpuSys + "/tile0/physical_vram_size_bytes", "17179869184\n");  // pre-merge xe only: not read
+  s.write(kGpuSys + "/tile0/freq0/max_freq", "1000\n");  // mainline: a tile directory without the size
   Topology t = read_topology(Sysroot::open(s.str()));
   EXPECT_FALSE(t.functions[1].memory_size);
   EXPECT_EQ(findings_text(t), "");
+  s.write(kGpuSys + "/tile0/physical_vram_size_bytes", "17179869184\n");
+  t = read_topology(Sysroot::open(s.str()));
+  EXPECT_EQ(t.functions[1].memory_size, 16 * kGiB);
+  EXPECT_EQ(t.functions[1].memory_size_source, kGpuSys + "/tile0/physical_vram_size_bytes");
+  s.write(kGpuSys + "/tile1/physical_vram_size_bytes", "17179869184\n");  // one LMEM BAR spans both tiles
+  t = read_topology(Sysroot::open(s.str()));
+  EXPECT_EQ(t.functions[1].memory_size, 32 * kGiB);
+  s.write(kGpuSys + "/tile2/freq0/max_freq", "1000\n");  // a tile without its size: the sum is unknown
+  t = read_topology(Sysroot::open(s.str()));
+  EXPECT_FALSE(t.functions[1].memory_size);
+  EXPECT_NE(findings_text(t).find("2 of 3 tiles publish physical_vram_size_bytes"), std::string::npos) << findings_text(t);
 }
 
 TEST(VendorMemory, I915BackportLmemOnItsDrmCard) {

@@ -162,7 +162,8 @@ void capture_function(const Sysroot& root, const Function& f, TarWriter& tar, co
   if (f.has_p2pmem)
     for (const char* name : kP2pmemFiles)
       if (auto data = root.read_text(dir + "/p2pmem/" + name)) tar.file(dir + "/p2pmem/" + name, *data);
-  // The bound driver's memory-size files (amdgpu mem_info_*, i915 drm/cardN/lmem_total_bytes).
+  // The bound driver's memory-size files (amdgpu mem_info_*, i915 drm/cardN/lmem_total_bytes, xe
+  // tileN/physical_vram_size_bytes): vendor_memory_files() lists what read_vendor_memory() reads.
   for (const auto& rel : vendor_memory_files(root, f))
     if (auto data = root.read_text(rel)) tar.file(rel, *data);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/vendor_memory.h"
 
+#include <algorithm>
 #include <regex>
 
 #include <fmt/format.h>
@@ -18,6 +19,12 @@ constexpr const char* kAmdgpuVisibleVramTotal = "mem_info_vis_vram_total";
 // intel-gpu-i915-backports i915_sysfs.c: lmem_total_bytes on the DRM primary minor (drm/cardN),
 // the sum of the LOCAL memory regions, "%llu\n". Mainline i915 has no such file.
 constexpr const char* kI915LmemTotal = "lmem_total_bytes";
+// xe as first written (drivers/gpu/drm/xe/xe_tile_sysfs.c, the version with
+// physical_vram_size_bytes_show()): DEVICE_ATTR_RO(physical_vram_size_bytes) in the tile's kobject
+// "tile%d" below the PCI device, created for discrete GPUs but DG1, "%llu\n" of
+// tile->mem.vram.actual_physical_size. Later xe (torvalds/linux commit f057b572, and the tree at
+// 6.8-rc6 of commit 06d07429) has no such attribute: there the size stays unknown from sysfs.
+constexpr const char* kXeTileVram = "physical_vram_size_bytes";
 
 // "%llu\n" of a value up to 2^50 is at most 17 bytes; anything this long is not such a number.
 constexpr size_t kMaxSizeText = 32;
@@ -120,6 +127,46 @@ void read_i915(const Sysroot& root, Function& f, std::vector<Finding>& findings)
   }
 }
 
+// The tile directories (tile0, tile1...) below a device directory.
+std::vector<std::string> xe_tiles(const Sysroot& root, const std::string& dir) {
+  static const std::regex kTile("tile[0-9]{1,2}");
+  std::vector<std::string> tiles;
+  for (const auto& name : root.list(dir))
+    if (std::regex_match(name, kTile)) tiles.push_back(name);
+  return tiles;
+}
+
+// The physical VRAM of every tile, summed: one LMEM BAR spans all tiles. It includes the memory
+// xe reserves (stolen, GSM), so it is at least what peers could be given: a BAR this large covers
+// all of it, and a smaller one is called short (the safe side) even where the usable part fits.
+// A tile whose file is absent or unreadable leaves the whole size unknown.
+void read_xe(const Sysroot& root, Function& f, std::vector<Finding>& findings) {
+  const auto tiles = xe_tiles(root, f.sysfs_path);
+  std::vector<std::string> paths;
+  for (const auto& tile : tiles) paths.push_back(f.sysfs_path + "/" + tile + "/" + kXeTileVram);
+  const size_t present = static_cast<size_t>(
+      std::count_if(paths.begin(), paths.end(), [&](const std::string& p) { return root.exists(p); }));
+  if (present == 0) return;  // mainline xe: nothing published
+  if (present != paths.size()) {
+    findings.push_back({f.sysfs_path, fmt::format("{} of {} tiles publish {}; memory size unknown", present, paths.size(),
+                                                  kXeTileVram)});
+    return;
+  }
+  uint64_t total = 0;
+  for (const auto& path : paths) {
+    auto size = read_size(root, path, findings);
+    if (!size) return;
+    total += *size;  // each at most 2^50, at most 100 tiles: no overflow
+  }
+  if (total > kMaxDeviceMemoryBytes) {
+    findings.push_back({f.sysfs_path, fmt::format("the tiles' {} add up to more than any device holds; memory size "
+                                                  "unknown", kXeTileVram)});
+    return;
+  }
+  f.memory_size = total;
+  f.memory_size_source = paths.size() == 1 ? paths.front() : f.sysfs_path + "/tile*/" + kXeTileVram;
+}
+
 }  // namespace
 
 std::string memory_size_text(uint64_t bytes) {
@@ -136,6 +183,8 @@ std::vector<std::string> vendor_memory_files(const Sysroot& root, const Function
   } else if (f.driver == "i915") {
     for (const auto& card : drm_cards(root, f.sysfs_path))
       out.push_back(f.sysfs_path + "/drm/" + card + "/" + kI915LmemTotal);
+  } else if (f.driver == "xe") {
+    for (const auto& tile : xe_tiles(root, f.sysfs_path)) out.push_back(f.sysfs_path + "/" + tile + "/" + kXeTileVram);
   }
   return out;
 }
@@ -143,6 +192,7 @@ std::vector<std::string> vendor_memory_files(const Sysroot& root, const Function
 void read_vendor_memory(const Sysroot& root, Function& f, std::vector<Finding>& findings) {
   if (f.driver == "amdgpu") read_amdgpu(root, f, findings);
   else if (f.driver == "i915") read_i915(root, f, findings);
+  else if (f.driver == "xe") read_xe(root, f, findings);
 }
 
 }  // namespace p2paudit

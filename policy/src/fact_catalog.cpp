@@ -52,19 +52,25 @@ std::vector<FactSpec> device_facts() {
       fact("module", kString, "kernel module providing the driver"),
       fact("module_version", kString, "that module's version string (modinfo version)"),
       fact("largest_bar", kInteger, "size in bytes of the largest memory BAR"),
-      fact("bar_above_4g", kBool, "the largest memory BAR is assigned above 4 GiB"),
+      fact("bar_above_4g", kBool, "the largest memory BAR is assigned above 4 GiB; false without a memory BAR that has an address"),
       fact("bar_unassigned", kBool, "a memory BAR has a size but no address: no room was found for it in the bridge windows"),
       fact("rebar_current", kInteger, "current size in bytes of the Resizable BAR"),
       fact("rebar_max", kInteger, "largest Resizable BAR size in bytes the device supports"),
-      fact("rebar_at_max", kBool, "the Resizable BAR is set to the largest size the device supports"),
+      fact("rebar_at_max", kBool,
+           "the Resizable BAR is set to the largest size the device supports; true without a Resizable BAR capability "
+           "(each BAR has one size, its largest); unknown where the extended config space was not read"),
       fact("rebar_no_room", kBool,
            "the Resizable BAR control asks for more than the BAR was given: resized, but no address space was "
-           "found until a (warm) reboot (XRT's \"no iomem\")"),
-      fact("bar_covers_memory", kBool, "the largest BAR is at least memory_size (known when memory_size is)"),
+           "found until a (warm) reboot (XRT's \"no iomem\"); false without a Resizable BAR capability; unknown where "
+           "the extended config space was not read (unprivileged)"),
+      fact("bar_covers_memory", kBool,
+           "the largest BAR is at least memory_size (known when memory_size is); true for a device that is not a GPU, "
+           "accelerator or FPGA, whose memory for peers (an NVMe CMB) is a BAR region by definition"),
       from_vendor(in_range(fact("memory_size", kInteger,
                                 "device memory in bytes (VRAM, HBM, DDR): set by the analyzer from amdgpu's "
-                                "mem_info_vram_total or the i915 backport's lmem_total_bytes in sysfs where present "
-                                "(xe and nvidia publish none), or by a vendor facts file, which wins"),
+                                "mem_info_vram_total, the i915 backport's lmem_total_bytes or an early xe's "
+                                "tileN/physical_vram_size_bytes in sysfs where present (mainline xe and nvidia publish "
+                                "none), or by a vendor facts file, which wins"),
                            0, kMaxDeviceMemory)),
       // Where the largest memory BAR (the one peers reach) ends, against the limits on it.
       fact("bar_end", kInteger,
@@ -72,10 +78,11 @@ std::vector<FactSpec> device_facts() {
            "has an address"),
       fact("bar_above_32t", kBool,
            "the largest memory BAR ends above 32 TiB (2^45): XRT documents that the P2P BAR's highest address must be "
-           "below 32 TiB"),
+           "below 32 TiB; false without a memory BAR that has an address"),
       fact("bar_beyond_address_width", kBool,
            "the largest memory BAR ends beyond the CPU's physical address width (platform.cpu_physical_address_bits): "
-           "the kernel cannot map it; unknown when the width is"),
+           "the kernel cannot map it; false for a BAR that ends by 4 GiB or has no address; otherwise unknown when the "
+           "width is"),
   };
 }
 
@@ -94,7 +101,8 @@ std::vector<FactSpec> build_catalog() {
       fact("kernel.host_bridge", kString, "vendor:device (\"8086:4c43\") of the host bridge the kernel checked"),
       fact("kernel.whitelist_assumed", kBool,
            "the whitelist entry that let the pair through was added for this run (--assume-whitelisted, "
-           "--kernel-rules), not one the kernel ships"),
+           "--kernel-rules), not one the kernel ships; false for every other pair, unknown only where such an entry "
+           "exists and the whitelist's answer is unknown"),
       fact("kernel.cpu_rule", kBool, "the kernel's CPU rule (AMD Zen and newer) lets traffic through the host bridge"),
       fact("kernel.config_p2pdma", kBool, "the kernel is built with CONFIG_PCI_P2PDMA"),
       fact("kernel.release", kString, "kernel release whose rules were applied (\"6.8.0\")"),

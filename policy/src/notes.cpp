@@ -28,12 +28,13 @@ std::string also_possible_text(const Decision& d) {
   return fmt::format("{} until the facts below are known; also possible: {}", to_string(d.action), fmt::join(others, ", "));
 }
 
-std::string settle_text(const Decision& d) {
-  if (d.certain()) return "";
-  std::vector<std::string> facts;
-  for (const auto& fact : d.decisive_unknown_facts) facts.push_back(fmt::format("{} ({})", fact, how_to_learn(fact)));
-  return facts.empty() ? std::string("no single fact: see `p2paudit explain`") : fmt::format("{}", fmt::join(facts, "; "));
+std::string settle_text_of(const std::vector<std::string>& facts) {
+  std::vector<std::string> told;
+  for (const auto& fact : facts) told.push_back(fmt::format("{} ({})", fact, how_to_learn(fact)));
+  return told.empty() ? std::string("no single fact: see `p2paudit explain`") : fmt::format("{}", fmt::join(told, "; "));
 }
+
+std::string settle_text(const Decision& d) { return d.certain() ? "" : settle_text_of(d.decisive_unknown_facts); }
 
 bool told_for_machine(const std::vector<FiredRule>& advisories, const std::string& id) {
   return std::any_of(advisories.begin(), advisories.end(), [&](const FiredRule& a) { return a.id == id; });
@@ -64,6 +65,13 @@ std::vector<const FiredRule*> findings_to_tell(const Decision& d) {
     out.push_back(&f);
     fixes.push_back(&f.remedy);
   }
+  return out;
+}
+
+std::vector<std::string> unknowns_to_tell(const Decision& d) {
+  std::vector<std::string> out;
+  for (const auto& fact : d.decisive_unknown_facts)
+    if (fact != "kernel.config_p2pdma") out.push_back(fact);
   return out;
 }
 

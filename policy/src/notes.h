@@ -69,6 +69,12 @@ inline constexpr const char* kGridLegend =
 // lists them all.
 std::vector<const FiredRule*> findings_to_tell(const Decision& d);
 
+// The decisive unknown facts a pair's note names: all but kernel.config_p2pdma, which is the same
+// for every pair and is told once, on the first screen's `kernel:` line.
+std::vector<std::string> unknowns_to_tell(const Decision& d);
+// settle_text() of these facts: each with how to learn it.
+std::string settle_text_of(const std::vector<std::string>& facts);
+
 // Whether `id` is one of the machine's advisories: told once for the machine, so not again among
 // the pairs' warnings.
 bool told_for_machine(const std::vector<FiredRule>& advisories, const std::string& id);

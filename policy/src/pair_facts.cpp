@@ -72,6 +72,14 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
     unassigned |= b.size > 0 && b.start == 0;
   }
   if (f.config_readable >= 64) facts.set(prefix + "bar_unassigned", unassigned);
+  // A device without an addressed memory BAR has nothing above 4 GiB, 32 TiB or the CPU's width:
+  // those facts are false, not unknown (a BAR without an address is bar_unassigned's business).
+  const bool no_addressed_bar = f.config_readable >= 64 && (!largest || largest->start == 0);
+  if (no_addressed_bar) {
+    facts.set(prefix + "bar_above_4g", false);
+    facts.set(prefix + "bar_above_32t", false);
+    facts.set(prefix + "bar_beyond_address_width", false);
+  }
   if (largest) {
     facts.set(prefix + "largest_bar", static_cast<int64_t>(largest->size));
     facts.set(prefix + "bar_above_4g", largest->start >= (uint64_t{1} << 32));
@@ -81,6 +89,9 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
       uint64_t end = largest->start + largest->size;
       facts.set(prefix + "bar_end", static_cast<int64_t>(end));
       facts.set(prefix + "bar_above_32t", end > (uint64_t{1} << 45));
+      // Every CPU addresses 32 bits: a BAR that ends by 4 GiB is within any width, known or not
+      // (derive_facts() compares the others with platform.cpu_physical_address_bits).
+      if (end <= (uint64_t{1} << 32)) facts.set(prefix + "bar_beyond_address_width", false);
     }
   } else if (f.config_readable >= 64) {
     facts.set(prefix + "largest_bar", int64_t{0});
@@ -94,6 +105,21 @@ void set_device_facts(const Function& f, const std::string& prefix, FactSet& fac
     bool aperture_is_no_bar = f.memory_visible_size && *f.memory_visible_size == *f.memory_size && largest &&
                               largest->size < *f.memory_visible_size;
     if (!aperture_is_no_bar) facts.set(prefix + "memory_size", static_cast<int64_t>(*f.memory_size));
+  }
+  // Device memory that a driver wants mapped whole is a GPU's, an accelerator's or an FPGA's.
+  // What any other device offers peers (an NVMe CMB or PMR, a NIC's memory) is by definition a
+  // region of one of its BARs, so its BAR covers it; derive_facts() still compares a memory_size
+  // that a vendor facts file gives.
+  const DeviceClass kind = classify_device(f);
+  if (kind != DeviceClass::kGpu && kind != DeviceClass::kAccelerator && kind != DeviceClass::kFpga)
+    facts.set(prefix + "bar_covers_memory", true);
+  // No Resizable BAR capability, read where it would be (extended config space, or a function the
+  // kernel gives 256 bytes): no BAR was resized, so none lacks room, and each BAR is at the only,
+  // so largest, size it has (the warning about a BAR below its largest size stays false). Where
+  // the extended space was not readable (unprivileged: 64 bytes) the state stays unknown.
+  if (f.rebar_state == CapState::kAbsent) {
+    facts.set(prefix + "rebar_no_room", false);
+    facts.set(prefix + "rebar_at_max", true);
   }
   if (f.rebar_state == CapState::kPresent) {
     bool no_room = false;
@@ -259,7 +285,15 @@ void kernel_values(const PairFactsContext& context, const PairOutcome& o, PairFa
   if (!o.common_ancestor) v.acs_redirect = tri(false);  // no common upstream bridge: the kernel does not look
   else if (o.acs_redirecting > 0 || o.acs_unreadable == 0) v.acs_redirect = tri(o.acs_redirecting > 0);
   const auto checks = std::span(o.whitelist_checks, o.whitelist_check_count);
+  // whitelist_assumed is the tool's own option, so it is always known: false unless an entry added
+  // for this run (--assume-whitelisted, --kernel-rules) is what let the pair through. It stays
+  // unknown only where such an entry exists and the whitelist's answer for the pair is unknown.
+  const bool entries_added = rules.whitelist.size() > rules.table_entries;
+  v.whitelist_assumed = tri(false);
+  if (checks.empty() && o.map_type == MapType::kUnknown && entries_added) v.whitelist_assumed = 0;
   if (!checks.empty()) {
+    const bool one_failed = std::any_of(checks.begin(), checks.end(), [](const auto& h) { return h.passed == false; });
+    if (!one_failed && entries_added) v.whitelist_assumed = 0;  // decided below when every check is known
     if (const auto& root = checks.front().root_device) {
       const Function& r = t.functions[*root];
       v.has_host_bridge = 1;

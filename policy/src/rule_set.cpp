@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <variant>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "p2paudit/policy/rules.h"
 
 namespace p2paudit::policy {
@@ -186,7 +189,11 @@ Decision RuleSet::decide(const FactSet& facts) const {
       d.action = rule.action;
       d.rule = rule.id;
       d.authority = rule.authority;
-      d.reason = rule.reason.render(facts);
+      // Its reason states what it tests as fact: say which of that is not known.
+      std::vector<std::string> open_facts;
+      collect_open_facts(rule.when, facts, open_fact, open_facts);
+      sort_unique(open_facts);
+      d.reason = fmt::format("may hold (not known here: {}): {}", fmt::join(open_facts, ", "), rule.reason.render(facts));
       d.remedy = rule.remedy.render(facts);
     } else {  // only the fallback gives it
       d.action = safe;

@@ -148,7 +148,11 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
     }
     if (!d.certain()) {
       body += line("    uncertain: ", also_possible_text(d), width);
-      body += line("    settle: ", settle_text(d), width);
+      // The kernel's config is told once, on the `kernel:` line.
+      const std::vector<std::string> facts = unknowns_to_tell(d);
+      std::string settle = facts.empty() ? std::string("kernel.config_p2pdma (the `kernel:` line above)") : settle_text_of(facts);
+      if (!facts.empty() && facts.size() < d.decisive_unknown_facts.size()) settle += "; kernel.config_p2pdma (above)";
+      body += line("    settle: ", settle, width);
     }
     auto [it, added] = told_by_text.try_emplace(head + "\n" + body, told.size());
     if (added) told.push_back({head, body, d.action, d.certain(), 0, {}});

@@ -79,8 +79,14 @@ const char* config_text(Known k) { return k == Known::kYes ? "y" : k == Known::k
 // whose answers the vendor rules used.
 std::string machine_header(const GlobalOptions& global, const AnalysedMachine& m) {
   const Platform& p = m.topo.platform;
+  // An unknown kernel config is the same open question for every pair: said here, once, not in
+  // each note (notes.h unknowns_to_tell()).
   std::string out = header_line("kernel", fmt::format("{}, CONFIG_PCI_P2PDMA {}", m.kernel.release.text.empty() ? "unknown" : m.kernel.release.text,
-                                                      config_text(m.kernel.config_p2pdma)));
+                                                      config_text(m.kernel.config_p2pdma)) +
+                                              (m.kernel.config_p2pdma == Known::kUnknown
+                                                   ? " (no /proc/config.gz or /boot/config-* was read: a pair "
+                                                     "the kernel's P2PDMA decides is HOST? until it is known)"
+                                                   : ""));
   out += header_line("IOMMU", (p.iommu_mode.empty() ? "unknown" : p.iommu_mode) +
                                  (p.iommu_mode_source.empty() ? "" : " — " + p.iommu_mode_source));  // a source may hold parentheses
   // The CPU's hypervisor flag says a VM, not which hypervisor; a dump has no CPU flags at all.

@@ -4,7 +4,9 @@
 //
 //   amdgpu   <device>/mem_info_vram_total, <device>/mem_info_vis_vram_total   (bytes, "%llu\n")
 //   i915     <device>/drm/cardN/lmem_total_bytes   (Intel's out-of-tree i915 backport only)
-//   xe       nothing: mainline xe publishes no VRAM size in sysfs (only the query ioctl has it)
+//   xe       <device>/tileN/physical_vram_size_bytes, summed over the tiles, where the xe build
+//            publishes it (xe as first written); mainline releases publish no VRAM size in sysfs
+//            (only the query ioctl has it), so there it stays unknown
 //
 // Only the bound driver's own files are read; each must be one decimal number as the kernel prints
 // it, at most kMaxDeviceMemoryBytes. Anything else is a finding and leaves the size unknown.
