@@ -314,7 +314,7 @@ TEST(EnvExports, DisplayOnlyCardsAreLeftOut) {
 // The tool: the variables of its environment, --gpus first, a bad value exit 2 naming it.
 TEST(EnvExportsCli, ReadsTheVariablesAndGpusWins) {
   const std::string sysroot = test::data_path("machines/h200x4-firecracker-vm/sysroot.tar.gz");
-  const std::string clean = "env -u HIP_VISIBLE_DEVICES -u ROCR_VISIBLE_DEVICES -u ONEAPI_DEVICE_SELECTOR "
+  const std::string clean = "env -u CUDA_VISIBLE_DEVICES -u HIP_VISIBLE_DEVICES -u ROCR_VISIBLE_DEVICES -u ONEAPI_DEVICE_SELECTOR "
                             "-u ZE_AFFINITY_MASK CUDA_DEVICE_ORDER=PCI_BUS_ID ";
   auto run = [&](const std::string& variables, const std::string& options) {
     return test::run_command(clean + variables + " " + test::tool_file() + " --sysroot " + sysroot +
@@ -328,6 +328,13 @@ TEST(EnvExportsCli, ReadsTheVariablesAndGpusWins) {
   auto bad = run("CUDA_VISIBLE_DEVICES=1,gpu2", "");
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_NE(bad.output.find("p2paudit: CUDA_VISIBLE_DEVICES=\"1,gpu2\": "), std::string::npos) << bad.output;
+  // Every variable is read, whether or not the machine has GPUs of its vendor.
+  for (const char* variable : {"HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ONEAPI_DEVICE_SELECTOR", "ZE_AFFINITY_MASK"}) {
+    auto refused = run(std::string(variable) + "=0x", "");
+    EXPECT_EQ(refused.status, 2) << variable << ": " << refused.output;
+    EXPECT_NE(refused.output.find(std::string("p2paudit: ") + variable + "=\"0x\": "), std::string::npos)
+        << refused.output;
+  }
   auto wins = run("CUDA_VISIBLE_DEVICES=1,gpu2", "--gpus gpu0,gpu2");
   EXPECT_EQ(wins.status, 0) << wins.output;
   EXPECT_NE(wins.output.find("named by --gpus"), std::string::npos) << wins.output;
