@@ -100,7 +100,8 @@ RuntimeSelection parse_cuda_visible_devices(std::string_view value) {
       continue;
     }
     if (entry.size() > 1 && entry[0] == '-' && all_digits(entry.substr(1))) {
-      r.notes.push_back(fmt::format("{}: CUDA makes only the devices before the invalid index {} visible", kVar, entry));
+      r.notes.push_back(
+          fmt::format("{}: CUDA makes only the devices before the invalid index {} visible", kVar, entry));
       break;
     }
     std::optional<unsigned> i = index_of(kVar, value, entry);

@@ -91,7 +91,8 @@ Placed place(const RuntimeSelection& sel, const std::vector<size_t>& space, bool
       if (!truncates_at_invalid)
         throw InputError(fmt::format("{}: index {} names no device: {} has {} GPU{} here", given, indices[k], runtime,
                                      space.size(), space.size() == 1 ? "" : "s"));
-      notes.push_back(fmt::format("{}: index {} is past the {} {} GPU{} here: {} makes only the devices before it visible",
+      notes.push_back(fmt::format("{}: index {} is past the {} {} GPU{} here: {} makes only the devices before it "
+                                  "visible",
                                   given, indices[k], space.size(), runtime, space.size() == 1 ? "" : "s", runtime));
       indices.resize(k);
       break;
