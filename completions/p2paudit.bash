@@ -10,14 +10,14 @@ _p2paudit_global_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-
 # Options whose value is the next word.
 _p2paudit_valued_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-host-bridge --format
   --color --kernel --kernel-rules --assume-whitelisted --assume-acs-off --rules-dir -o --output --size
-  --repeat --timeout --jobs --rules --vendor-facts --require --fail-on --merge'
+  --repeat --timeout --jobs --rules --vendor-facts --require --fail-on --merge --gpus'
 
 _p2paudit_command_options() {
   local rule_options='--rules --no-default-rules --vendor-facts --no-probe'
   case $1 in
     snapshot) echo '-o --output --redact --force --probe --copy --mirror --size --repeat --timeout' ;;
     matrix) echo '--all --details' ;;
-    policy) echo "--all --details --fail-on $rule_options" ;;
+    policy) echo "--all --details --fail-on --gpus $rule_options" ;;
     check) echo "--require $rule_options" ;;
     probe) echo '--copy --size --repeat --mirror --timeout' ;;
     whitelist) echo '--all --commit-message --vendor-facts --no-probe --patch --candidate --kernel-source --force' ;;
@@ -134,7 +134,7 @@ _p2paudit() {
       _p2paudit_offer all "${_p2paudit_device_names[@]}" ;;
     --sysroot | --lspci-dump | --kernel-rules | --rules | --vendor-facts | -o | --output | --merge | --patch) _p2paudit_files -f ;;
     --rules-dir | --kernel-source) _p2paudit_files -d ;;
-    --dump-cpu | --dump-host-bridge | --kernel | --assume-whitelisted | --size | --repeat | --timeout | --jobs | --candidate) ;;
+    --dump-cpu | --dump-host-bridge | --kernel | --assume-whitelisted | --size | --repeat | --timeout | --jobs | --candidate | --gpus) ;;
     *)
       if [[ $cur == -* ]]; then
         _p2paudit_words "$_p2paudit_global_options $(_p2paudit_command_options "$command")"

@@ -10,6 +10,7 @@
 #include "p2paudit/device_class.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/env_exports.h"
 #include "p2paudit/policy/evaluate.h"
 #include "p2paudit/policy/nvidia_third_party.h"
 #include "p2paudit/snapshot.h"

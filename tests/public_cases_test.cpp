@@ -7,6 +7,7 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/env_exports.h"
 #include "p2paudit/policy/evaluate.h"
 #include "synthetic_tree.h"
 

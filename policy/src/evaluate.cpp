@@ -384,8 +384,6 @@ nlohmann::ordered_json pair_decision_json(const Topology& topo, const PairDecisi
 
 namespace {
 
-bool is_gpu(const Topology& topo, size_t i) { return classify_device(topo.functions[i]) == DeviceClass::kGpu; }
-
 constexpr size_t kFlushBytes = 1 << 16;
 
 // why/fix/also/warning/unknown lines of one pair's decision.
@@ -593,79 +591,6 @@ void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std:
   }
   buf += evaluator.groups().empty() ? "]\n}\n" : "\n  ]\n}\n";
   out << buf;
-}
-
-namespace {
-
-// NCCL_NET_GDR_LEVEL from the NVIDIA GPU<->NIC pairs' decisions. NCCL uses GPUDirect RDMA for a pair
-// whose path class (vendor.nccl_path_class) is at most the level (default PXB, P2C on C2C systems:
-// NVIDIA/nccl src/graph/paths.cc ncclTopoCheckGdr) and stages through host memory beyond it. Where a
-// pair within the default is not decided peer (the driver's gate refuses, an input is unknown, or an
-// Intel client root complex forwards no peer reads), the level is set just below that pair's class,
-// so NCCL stages for it and keeps GPUDirect RDMA for closer pairs; otherwise NCCL's default already
-// agrees with the decisions and the variable is unset. It is never raised above the default: a
-// peer decision says the driver maps the memory, not that the path through the host bridge is fast.
-std::string gdr_level_exports(PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices) {
-  static const char* const kLevels[] = {"PIX", "PXB"};  // NCCL's classes within the default level
-  size_t pairs = 0, peer = 0;
-  int lowest_refused = 2;  // index into kLevels of the closest refused pair; 2: none within the default
-  for (const auto& p : devices)
-    for (const auto& c : devices) {
-      if (p.index == c.index) continue;
-      // Only a pair with an NVIDIA GPU on the third-party path can be nvidia_third_party: the rest
-      // are skipped before their facts are built.
-      if (!nvidia_third_party_gpu(evaluator.topology(), p.index, c.index)) continue;
-      FactSet facts = evaluator.facts(p.index, c.index);
-      const FactValue* who = facts.get("vendor.authority");
-      const FactValue* path = facts.get("vendor.nccl_path_class");
-      if (!who || std::get<std::string>(*who) != "nvidia_third_party" || !path) continue;
-      ++pairs;
-      if (evaluator.groups()[evaluator.decide(p.index, c.index, false)].action == Action::kPeer) {
-        ++peer;
-        continue;
-      }
-      for (int i = 0; i < lowest_refused; ++i)
-        if (std::get<std::string>(*path) == kLevels[i]) lowest_refused = i;
-    }
-  if (pairs == 0) return "";
-  std::string out = fmt::format("# {} of {} ordered NVIDIA GPU<->NIC pairs may use GPUDirect RDMA\n", peer, pairs);
-  if (lowest_refused == 2) return out + "unset NCCL_NET_GDR_LEVEL  # NCCL's default (up to PXB) agrees with them\n";
-  return out + fmt::format("export NCCL_NET_GDR_LEVEL={}  # below {}: a pair at {} is not peer\n",
-                           lowest_refused == 0 ? "LOC" : "PIX", kLevels[lowest_refused], kLevels[lowest_refused]);
-}
-
-}  // namespace
-
-std::string env_exports(PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices) {
-  const Topology& topo = evaluator.topology();
-  const std::string gdr = gdr_level_exports(evaluator, devices);
-  size_t gpu_pairs = 0, peer = 0, nvlink = 0;
-  for (const auto& p : devices)
-    for (const auto& c : devices) {
-      if (p.index == c.index || !is_gpu(topo, p.index) || !is_gpu(topo, c.index)) continue;
-      ++gpu_pairs;
-      if (evaluator.groups()[evaluator.decide(p.index, c.index, false)].action == Action::kPeer) ++peer;
-      FactSet facts = evaluator.facts(p.index, c.index);
-      if (const FactValue* v = facts.get("vendor.nvlink"); v && std::get<bool>(*v)) ++nvlink;
-    }
-  std::string out = "# p2paudit policy --format env: exports derived from the GPU pairs' decisions\n";
-  if (gpu_pairs == 0)
-    return out + (gdr.empty() ? "# fewer than two GPUs: nothing to set\n" : "# fewer than two GPUs: no peer setting\n" + gdr);
-  bool all_peer = peer == gpu_pairs;
-  out += fmt::format("# {} of {} ordered GPU pairs may use peer DMA\n", peer, gpu_pairs);
-  if (all_peer) {
-    out += "unset NCCL_P2P_DISABLE\n";
-    out += nvlink == gpu_pairs ? "export NCCL_P2P_LEVEL=NVL\n" : "unset NCCL_P2P_LEVEL\n";
-    out += "export GGML_CUDA_P2P=1\n";
-    out += "export CCL_TOPO_P2P_ACCESS=1\n";
-  } else {
-    out += "export NCCL_P2P_DISABLE=1\n";
-    out += "unset NCCL_P2P_LEVEL\n";
-    out += "unset GGML_CUDA_P2P  # llama.cpp tests for presence, not value: GGML_CUDA_P2P=0 would enable it\n";
-    out += "export CCL_TOPO_P2P_ACCESS=0\n";
-    out += "# vLLM: start with --disable-custom-all-reduce (its custom all-reduce needs peer access)\n";
-  }
-  return out + gdr;
 }
 
 }  // namespace p2paudit::policy

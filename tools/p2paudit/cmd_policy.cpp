@@ -2,6 +2,7 @@
 // `p2paudit policy`: the decision for every pair of the devices that matter; `p2paudit check A B`:
 // one pair's decision as an exit status for provisioning scripts.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
@@ -12,7 +13,9 @@
 #include "p2paudit/errors.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/env_exports.h"
 #include "p2paudit/policy/evaluate.h"
+#include "p2paudit/policy/job_gpus.h"
 #include "p2paudit/policy/rule_analysis.h"
 #include "p2paudit/policy/what_if.h"
 
@@ -30,6 +33,7 @@ struct PolicyArgs {
   std::string require = "peer";     // check: peer | host_staged
   std::string fail_on;              // policy --fail-on host_staged|deny: exit 1 when a pair is that bad
   bool no_probe = false;            // --no-probe: do not ask the runtimes on a live machine
+  std::optional<std::string> gpus;  // policy --gpus LIST: the job's GPUs for --format env
 };
 
 // The machine, its kernel rules, the policy and the runtimes' answers: read the one way the C
@@ -97,7 +101,28 @@ void add_rule_options(CLI::App* cmd, PolicyArgs& args) {
   cmd->add_flag("--no-probe", args.no_probe, "Do not ask the runtimes (NVML, CUDA, Level Zero, HIP) on the live machine");
 }
 
+// The job's GPUs for --format env: --gpus, else the runtimes' selection variables of this process.
+policy::GpuSelectionInputs job_selection(const PolicyArgs& args) {
+  auto variable = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  policy::GpuSelectionInputs in;
+  in.gpus = args.gpus;
+  in.cuda_visible_devices = variable("CUDA_VISIBLE_DEVICES");
+  in.cuda_device_order = variable("CUDA_DEVICE_ORDER");
+  in.hip_visible_devices = variable("HIP_VISIBLE_DEVICES");
+  in.rocr_visible_devices = variable("ROCR_VISIBLE_DEVICES");
+  in.oneapi_device_selector = variable("ONEAPI_DEVICE_SELECTOR");
+  in.ze_affinity_mask = variable("ZE_AFFINITY_MASK");
+  in.ze_enable_pci_id_device_order = variable("ZE_ENABLE_PCI_ID_DEVICE_ORDER");
+  in.ze_flat_device_hierarchy = variable("ZE_FLAT_DEVICE_HIERARCHY");
+  return in;
+}
+
 int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
+  if (args.gpus && global.format != "env")
+    throw InputError("policy --gpus: the job's GPUs are for --format env (the shell exports)");
   Context ctx = load_context(global, args);
   auto devices = matrix_devices(ctx.topo, args.all);
   policy::PolicyEvaluator evaluator(ctx.topo, ctx.kernel, ctx.rules, vendor_of(ctx));
@@ -109,7 +134,9 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     return args.fail_on.empty() ? kExitOk : fail_on_status(evaluator, devices, args.fail_on);
   }
   if (global.format == "env") {
-    std::cout << policy::env_exports(evaluator, devices);
+    // Selected before the exports are built: a bad selection is exit 2 with nothing printed.
+    policy::JobGpus job = policy::select_job_gpus(ctx.topo, job_selection(args));
+    std::cout << policy::env_exports(evaluator, devices, job);
   } else if (global.format == "json") {
     nlohmann::ordered_json head = {{"kernel", kernel_json(ctx.kernel)}, {"runtime_probe", runtime_evidence_json(ctx.runtimes)}};
     policy::write_policy_json(std::cout, evaluator, devices, head, args.details);
@@ -195,6 +222,9 @@ void add_policy_command(CLI::App& app, const GlobalOptions& global, int* status)
                   "Exit 1 when a listed pair's decision is this or worse (deny is worse than host_staged), 3 when none is "
                   "but unknown facts could make one so")
       ->check(CLI::IsMember({"host_staged", "deny"}));
+  cmd->add_option("--gpus", args->gpus,
+                  "--format env: the job's GPUs (BDFs or names such as gpu0, comma-separated), instead of "
+                  "CUDA_VISIBLE_DEVICES and the other runtimes' selection variables");
   cmd->callback([&global, status, args] { *status = run_policy(global, *args); });
 
   auto check = app.add_subcommand("check", "Exit 0 when PROVIDER -> CLIENT meets --require, 1 when not, 3 when unknown facts decide, 2 on error");

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The policy applied to a machine: per ordered pair, the kernel verdict, the facts and the
-// decision; and the renderings `p2paudit policy` prints (table, JSON, shell exports).
+// decision; and the renderings `p2paudit policy` prints (table, JSON; shell exports: env_exports.h).
 #pragma once
 
 #include <cstring>
@@ -197,8 +197,4 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
 // group}...], "groups": [...]}; with details each pair is pair_decision_json()'s object plus its group.
 void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
                        const nlohmann::ordered_json& head, bool details);
-// Shell exports for NCCL, llama.cpp/GGML, oneCCL and vLLM from the GPU pairs' decisions
-// (docs/policy-env.md gives each consumer's own semantics).
-std::string env_exports(PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices);
-
 }  // namespace p2paudit::policy
