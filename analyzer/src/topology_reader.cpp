@@ -345,6 +345,15 @@ Topology read_topology(const Sysroot& root, const TopologyReadScope& scope) {
       t.config_fully_readable = false;
   }
   t.host_bridges = collect_host_bridges(root, t.functions);
+  // Without its config the kernel still shows whether it has P2PDMA: only pci_p2pdma_add_resource()
+  // makes a function's p2pmem directory (drivers/pci/p2pdma.c), so one such directory settles it.
+  if (t.platform.config_p2pdma == Known::kUnknown)
+    for (const Function& f : t.functions)
+      if (f.has_p2pmem) {
+        t.platform.config_p2pdma = Known::kYes;
+        t.platform.kernel_config_source = fmt::format("sys/bus/pci/devices/{}/p2pmem (no kernel config was read)", f.bdf.str());
+        break;
+      }
   cross_check_bus_ranges(t);
   resolve_modules(root, t, capture);
   bound_module_strings(t);

@@ -60,7 +60,7 @@ std::string gdr_level_exports(PolicyEvaluator& evaluator, const std::vector<Name
 class NotPeerReasons {
  public:
   void add(size_t provider, size_t client, const DecisionGroup& group) {
-    auto [it, fresh] = reasons_.try_emplace(std::string(to_string(group.action)) + " " + group.rule);
+    auto [it, fresh] = reasons_.try_emplace(std::string(to_string(group.action)) + (group.certain() ? " " : "? ") + group.rule);
     if (fresh) it->second.first = {provider, client}, order_.push_back(it->first);
     ++it->second.pairs;
   }
@@ -71,12 +71,14 @@ class NotPeerReasons {
       const Reason& r = reasons_.at(key);
       const PairDecision d = evaluator.decide_in_full(r.first.first, r.first.second);
       std::string more = r.pairs > 1 ? fmt::format(" and {} more pair{}", r.pairs - 1, r.pairs == 2 ? "" : "s") : "";
-      out += "# not peer: " + escape_line(fmt::format("{} -> {}{}: {} [{}] {}", topo.functions[r.first.first].bdf.str(),
+      out += "# not peer: " + escape_line(fmt::format("{} -> {}{}: {}{} [{}] {}", topo.functions[r.first.first].bdf.str(),
                                                       topo.functions[r.first.second].bdf.str(), more,
-                                                      to_string(d.decision.action),
+                                                      to_string(d.decision.action), d.decision.certain() ? "" : " (uncertain)",
                                                       d.decision.rule.empty() ? "no rule" : d.decision.rule,
                                                       d.decision.reason)) +
              "\n";
+      // An uncertain pair is staged until the facts that settle it are known: say which.
+      if (!d.decision.certain()) out += "#   settled by: " + escape_line(settle_text(d.decision)) + "\n";
     }
     return out;
   }
@@ -93,10 +95,9 @@ class NotPeerReasons {
 }  // namespace
 
 bool decided_peer(const DecisionGroup& group) {
-  // The lead is adding to DecisionGroup whether its decision is certain (more than one decision
-  // still possible while facts are unknown); an uncertain peer must not count as peer here, and
-  // this is the one place that will test it.
-  return group.action == Action::kPeer;
+  // Only a certain peer: where unknown facts leave the decision open, the safe side is acted on
+  // (an uncertain group's action is never peer anyway; said here so that it stays so).
+  return group.action == Action::kPeer && group.certain();
 }
 
 std::string env_exports(PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices, const JobGpus& job) {

@@ -129,7 +129,7 @@ void encode(const FactSet::Lookup& found, std::string& key) {
 const FactSet& PolicyEvaluator::device_layer(size_t dev, bool as_provider) {
   auto& slot = (as_provider ? provider_layers_ : client_layers_)[dev];
   if (!slot) {
-    slot = std::make_unique<FactSet>(device_facts(topo_.functions[dev], as_provider));
+    slot = std::make_unique<FactSet>(device_facts(topo_.functions[dev], as_provider, topo_.lspci_dump.empty()));
     if (vendor_) vendor_->apply_device(topo_.functions[dev].bdf, as_provider, *slot);
     // What derive_facts() makes of the device's facts and the machine's: a pair sets them as its
     // own, but they depend on nothing of the pair (no pair fact names a device's BAR or memory).

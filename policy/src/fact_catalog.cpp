@@ -48,7 +48,9 @@ std::vector<FactSpec> device_facts() {
            {"gpu", "accelerator", "nvme", "nic", "fpga", "storage", "bridge", "other"}),
       fact("vendor", kString, "PCI vendor ID, 4 lower-case hex digits (\"10de\")"),
       fact("device", kString, "PCI device ID, 4 lower-case hex digits"),
-      fact("driver", kString, "bound kernel driver (\"nvidia\", \"amdgpu\", \"xe\", \"nvme\"); unknown when unbound"),
+      fact("driver", kString,
+           "bound kernel driver (\"nvidia\", \"amdgpu\", \"xe\", \"nvme\"); \"none\" when the capture shows it unbound; "
+           "unknown where the input cannot tell (an lspci dump)"),
       fact("module", kString, "kernel module providing the driver"),
       fact("module_version", kString, "that module's version string (modinfo version)"),
       fact("largest_bar", kInteger, "size in bytes of the largest memory BAR"),

@@ -339,9 +339,12 @@ FactSet machine_facts(const Topology& t, const KernelRules& rules) {
   return facts;
 }
 
-FactSet device_facts(const Function& f, bool as_provider) {
+FactSet device_facts(const Function& f, bool as_provider, bool drivers_read) {
   FactSet facts;
-  set_device_facts(f, as_provider ? "provider." : "client.", facts);
+  const std::string prefix = as_provider ? "provider." : "client.";
+  set_device_facts(f, prefix, facts);
+  // A capture of sysfs shows an unbound function as such: its driver is known to be none.
+  if (drivers_read && f.driver.empty()) facts.set(prefix + "driver", std::string(kNoDriver));
   return facts;
 }
 
@@ -600,8 +603,8 @@ void add_kernel_text_facts(const Topology& t, const PairVerdict& v, FactSet& fac
 FactSet pair_facts(const P2pdmaIndex& index, size_t provider, size_t client) {
   const Topology& t = index.topology();
   FactSet machine = machine_facts(t, index.rules());
-  FactSet as_provider = device_facts(t.functions[provider], true);
-  FactSet as_client = device_facts(t.functions[client], false);
+  FactSet as_provider = device_facts(t.functions[provider], true, t.lspci_dump.empty());
+  FactSet as_client = device_facts(t.functions[client], false, t.lspci_dump.empty());
   FactSet facts = pair_own_facts(PairFactsContext(index), provider, client, index.outcome(provider, client));
   add_kernel_text_facts(t, index.verdict(provider, client), facts);
   facts.lay_over({&as_client, &as_provider, &machine});

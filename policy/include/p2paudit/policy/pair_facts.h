@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <utility>
 
@@ -24,8 +25,10 @@ namespace p2paudit::policy {
 // The machine's facts, shared by every pair: platform, IOMMU, the kernel's config and release, and
 // the copy defaults (no copy tested until a probe's results or a facts file say so).
 FactSet machine_facts(const Topology& topo, const KernelRules& rules);
-// One device's facts, as "provider.X" or as "client.X".
-FactSet device_facts(const Function& f, bool as_provider);
+// One device's facts, as "provider.X" or as "client.X". With drivers_read (a capture of sysfs, not
+// an lspci dump), a function bound to no driver has driver kNoDriver rather than an unknown one.
+inline constexpr std::string_view kNoDriver = "none";
+FactSet device_facts(const Function& f, bool as_provider, bool drivers_read = false);
 // The pair's own facts (kernel verdict, path, whose peer logic) from the index's outcome, in
 // O(depth). The kernel's texts need the whole verdict and are added by add_kernel_text_facts()
 // only for pairs whose reasons are printed, or when a rule's condition reads one.
