@@ -355,7 +355,8 @@ rules:
   EXPECT_EQ(d.possible, action_bit(Action::kDeny) | action_bit(Action::kHostStaged));
   EXPECT_EQ(d.action, Action::kDeny);
   EXPECT_EQ(d.rule, "deny-iommu");  // the open rule giving the safest decision, with its texts
-  EXPECT_EQ(d.reason, "translated unknown");
+  // Its reason states what it tests as fact: it says which of that is not known.
+  EXPECT_EQ(d.reason, "may hold (not known here: iommu.mode): translated unknown");
   EXPECT_EQ(d.remedy, "iommu=pt");
   ASSERT_EQ(d.alternatives.size(), 1u);
   EXPECT_EQ(d.alternatives[0].action, Action::kHostStaged);
@@ -415,6 +416,8 @@ TEST(Decide, LaterFilesOverrideInPlaceOrReplaceAll) {
   FactSet f;
   f.set("path.relation", std::string("same_switch"));
   f.set("kernel.acs_redirect", false);
+  f.set("kernel.allowed", true);  // known, so that no earlier rule is left open
+  f.set("vendor.nvlink", false);
   Decision d = set.decide(f);
   EXPECT_EQ(d.action, Action::kDeny);  // the override, not valid.yaml's peer
   EXPECT_EQ(d.authority, Authority::kPlatform);
@@ -477,9 +480,37 @@ TEST(Decide, SiteDenyPlacedFirstOverridesTheDefaultPolicy) {
   f.set("vendor.authority", std::string("kernel"));
   f.set("provider.class", std::string("gpu"));
   f.set("client.class", std::string("gpu"));
+  // Everything else the default rules read is known too (a capture of the whole machine as root):
+  // two GPUs on amdgpu below one switch without redirect, on bare metal with the IOMMU off.
+  for (const char* role : {"provider.", "client."}) {
+    const std::string r = role;
+    f.set(r + "vendor", std::string("1002"));
+    f.set(r + "device", std::string("740f"));
+    f.set(r + "driver", std::string("amdgpu"));
+    f.set(r + "bar_unassigned", false);
+    f.set(r + "rebar_no_room", false);
+    f.set(r + "bar_above_4g", true);
+    f.set(r + "bar_above_32t", false);
+    f.set(r + "bar_beyond_address_width", false);
+    f.set(r + "bar_covers_memory", true);
+  }
+  f.set("path.relation", std::string("same_switch"));
+  f.set("path.same_model", true);
+  f.set("path.bridges_64bit_prefetch", true);
+  f.set("kernel.acs_redirect", false);
+  f.set("kernel.config_p2pdma", true);
+  f.set("kernel.whitelist_assumed", false);
+  f.set("iommu.mode", std::string("off"));
+  f.set("platform.vm_guest", false);
+  f.set("platform.cpu_vendor", std::string("AuthenticAMD"));
+  f.set("platform.cpu_family", int64_t{25});
+  f.set("vendor.copy_verified", false);
+  f.set("vendor.peer_supported", true);
+  f.set("vendor.nvidia_vm_clique", false);
   auto files = default_rule_files(P2PAUDIT_SOURCE_RULES_DIR);
   RuleSet defaults = RuleSet::load(files);
-  ASSERT_EQ(defaults.decide(f).action, Action::kPeer);
+  ASSERT_EQ(defaults.decide(f).action, Action::kPeer) << defaults.decide(f).reason << " / "
+                                                      << nlohmann::json(defaults.decide(f).decisive_unknown_facts).dump();
   EXPECT_EQ(defaults.decide(f).rule, "same-switch");
 
   files.push_back(test::data_path("policy/site-deny-first.yaml"));

@@ -41,6 +41,7 @@ class Tree {
     f.config_size = f.config_readable = 4096;
     f.acs.state = acs_ctrl ? CapState::kPresent : CapState::kAbsent;
     f.acs.ctrl = acs_ctrl.value_or(0);
+    f.rebar_state = CapState::kAbsent;  // the whole config space was read, and it has none
     f.host_bridge = host;
     if (!t.functions.empty() && !(t.functions.back().bdf < f.bdf)) ADD_FAILURE() << bdf << " added out of BDF order";
     if (!parent.empty()) f.parent = index(parent);
@@ -141,9 +142,12 @@ inline Topology random_forest(unsigned seed, RandomForestOptions options = {}) {
       if (pick(2)) acs = pick(2) ? (kAcsRr | kAcsCr) : kAcsSv;
       std::string rp = fmt::format("{:02x}:{:02x}.0", root_bus, 1 + r);
       size_t i = tree.rp(rp, acs, host);
-      if (pick(4) == 0) tree.t.functions[i].acs.state = CapState::kUnknown, tree.t.functions[i].config_readable = 64;
+      if (pick(4) == 0)
+        tree.t.functions[i].acs.state = tree.t.functions[i].rebar_state = CapState::kUnknown,
+        tree.t.functions[i].config_readable = 64;
       if (!host_dev_first && r == 0 && pick(2)) {
         tree.t.functions[i].config_readable = 64;
+        tree.t.functions[i].rebar_state = CapState::kUnknown;
         tree.t.functions[i].is_pcie = false;
         tree.t.functions[i].pcie_type = PcieType::kUnknown;
       }
