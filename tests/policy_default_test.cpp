@@ -567,7 +567,13 @@ TEST_F(SysfsVram, ApertureBeyondEveryBarIsNoBarComparison) {
   PairDecision d = decide(s.str(), "00:02.0", "00:03.0");
   EXPECT_EQ(str(d.facts, "provider.memory_size"), "unknown");
   EXPECT_FALSE(fired(d.decision, "bar-smaller-than-memory"));
-  EXPECT_EQ(d.decision.action, Action::kPeer) << d.decision.rule;
+  // Not known, so not a yes either: staged until the memory size is known, and said so.
+  EXPECT_EQ(d.decision.action, Action::kHostStaged) << d.decision.rule;
+  EXPECT_FALSE(d.decision.certain());
+  EXPECT_EQ(d.decision.rule, "bar-smaller-than-memory");
+  const auto& settle = d.decision.decisive_unknown_facts;  // the memory size, not the fact derived from it
+  EXPECT_NE(std::find(settle.begin(), settle.end(), "provider.memory_size"), settle.end());
+  EXPECT_EQ(std::find(settle.begin(), settle.end(), "provider.bar_covers_memory"), settle.end());
 }
 
 TEST_F(SysfsVram, JunkIsUnknownAndDecidesNothing) {

@@ -624,7 +624,7 @@ TEST(Answer, UnknownWhenAnUnknownFactCouldChangeIt) {
   set.add(parse(R"(version: 1
 rules:
 - {id: fabric, when: {vendor.nvlink: true}, action: peer, reason: x}
-- {id: unknown-verdict, when: {kernel.allowed: {unknown: true}}, action: host_staged, reason: x}
+- {id: unknown-verdict, when: {kernel.map_type: UNKNOWN}, action: host_staged, reason: x}
 - {id: refused, when: {kernel.allowed: false}, action: host_staged, reason: x}
 - {id: switch, when: {kernel.map_type: BUS_ADDR}, action: peer, reason: x}
 )"));

@@ -23,6 +23,7 @@ class Tree {
     t.platform.arch = "x86";
     t.platform.cpu_vendor = "GenuineIntel";
     t.platform.cpu_family = 6;
+    t.platform.cpu_physical_address_bits = 46;  // /proc/cpuinfo's "address sizes" line of an x86 CPU
     t.platform.config_p2pdma = Known::kYes;
     t.platform.kernel_config_source = "boot/config-test";
   }
@@ -48,6 +49,7 @@ class Tree {
     size_t i = t.functions.size();
     if (f.parent) t.functions[*f.parent].children.push_back(i);
     t.functions.push_back(f);
+    if (f.header_type == 1) windows(i, true);  // a bridge's header holds its windows: the reader has them
     if (!f.parent) bridge(host).root_bus_devices.push_back(i);
     return i;
   }

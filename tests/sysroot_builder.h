@@ -63,7 +63,8 @@ class SysrootDir {
     char templ[] = "/tmp/p2paudit-sysroot-test-XXXXXX";
     dir_ = mkdtemp(templ);
     write("proc/sys/kernel/osrelease", "6.8.0\n");
-    write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n");
+    write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+                          "address sizes\t: 48 bits physical, 48 bits virtual\n");
     write("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1\n");
     write("boot/config-6.8.0", "CONFIG_PCI_P2PDMA=y\n");
     fs::create_directories(dir_ / "sys/bus/pci/devices");

@@ -132,7 +132,10 @@ Tri Condition::evaluate_open(const FactSet& facts, std::string_view open_fact) c
       return saw_unknown ? Tri::kUnknown : negate(decisive);
     }
     case Kind::kTest:
-      if ((!open_fact.empty() && fact == open_fact) || !facts.get(fact)) return Tri::kUnknown;
+      if (!open_fact.empty() && fact == open_fact) return Tri::kUnknown;
+      // `unknown: true|false` asks about the input, which is known: whether it holds the fact.
+      if (op == Operator::kUnknown) return evaluate(facts);
+      if (!facts.get(fact)) return Tri::kUnknown;
       return evaluate(facts);
   }
   return Tri::kUnknown;

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // How a user learns a fact the capture did not hold (facts.h how_to_learn()): what an uncertain
 // decision tells its reader to do, next to the facts that would settle it.
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "p2paudit/policy/facts.h"
@@ -19,6 +22,17 @@ std::string_view device_part(std::string_view name) {
 }
 
 }  // namespace
+
+std::vector<std::string> derived_from(std::string_view name) {
+  for (std::string_view role : {"provider.", "client."}) {
+    if (!starts(name, role)) continue;
+    const std::string r(role);
+    std::string_view device = name.substr(role.size());
+    if (device == "bar_covers_memory") return {r + "largest_bar", r + "memory_size"};
+    if (device == "bar_beyond_address_width") return {r + "bar_end", "platform.cpu_physical_address_bits"};
+  }
+  return {};
+}
 
 std::string how_to_learn(std::string_view name) {
   const FactSpec* spec = find_fact(name);

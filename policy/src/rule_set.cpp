@@ -210,7 +210,15 @@ Decision RuleSet::decide(const FactSet& facts) const {
     if (first != open_rules.end()) d.alternatives.push_back({a, (*first)->id, (*first)->authority});
     else d.alternatives.push_back({a, "", std::nullopt});
   }
-  for (const Rule* rule : open_rules) collect_open_facts(rule->when, facts, open_fact, d.decisive_unknown_facts);
+  std::vector<std::string> open_facts;
+  for (const Rule* rule : open_rules) collect_open_facts(rule->when, facts, open_fact, open_facts);
+  // A derived fact is settled by learning what it is worked out from: name those that are unknown.
+  for (const auto& fact : open_facts) {
+    size_t before = d.decisive_unknown_facts.size();
+    for (const auto& input : derived_from(fact))
+      if (!facts.get(input)) d.decisive_unknown_facts.push_back(input);
+    if (d.decisive_unknown_facts.size() == before) d.decisive_unknown_facts.push_back(fact);
+  }
   sort_unique(d.decisive_unknown_facts);
   return d;
 }

@@ -55,6 +55,10 @@ std::string closest_fact_name(std::string_view name);
 // `snapshot --probe`, `probe --copy`, or the vendor fact to pass (docs/policy.md, "Uncertain
 // decisions"). Every catalogued fact has one.
 std::string how_to_learn(std::string_view name);
+// The facts a derived one is worked out from (derive_facts(): bar_covers_memory from the largest BAR
+// and the memory size; bar_beyond_address_width from the BAR's end and the CPU's address width):
+// what a user learns to settle it. Empty for a fact that is read, not derived.
+std::vector<std::string> derived_from(std::string_view name);
 
 // Renderings of the catalogue: a Markdown table per namespace for docs/, JSON for tools.
 std::string fact_catalog_markdown();

@@ -95,10 +95,12 @@ struct Condition {
   static constexpr size_t kMaxRegexSubject = 4096;
 
   Tri evaluate(const FactSet& facts) const;
-  // evaluate() as it could turn out once the facts the set lacks are known: a test on an unknown
-  // fact is unknown, `unknown: true` included (the fact may become known), and so is a test on
-  // `open_fact` when it is given (kernel.map_type UNKNOWN: the analysis could not tell, so any map
-  // type may be the truth). kTrue: true whatever the unknown facts are.
+  // evaluate() as it could turn out once the facts the set lacks are known: a test of a value of an
+  // unknown fact is unknown, and so is any test of `open_fact` when it is given (kernel.map_type
+  // UNKNOWN: the analysis could not tell, so any map type may be the truth). `unknown: true|false`
+  // is a test of the input, which is known: a rule that decides where the capture lacks a fact (a
+  // prediction, a fallback) holds for certain, and the open rules ahead of it still count. kTrue:
+  // true whatever the unknown facts are.
   Tri evaluate_open(const FactSet& facts, std::string_view open_fact = {}) const;
 
   // Appends the facts whose being unknown left this condition kUnknown: knowing them could have
