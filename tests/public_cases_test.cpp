@@ -30,7 +30,8 @@ void b70_below(Tree& tree, const std::string& port, const std::string& usp, cons
                const std::string& gpu, std::optional<uint16_t> dsp_acs = std::nullopt) {
   tree.add(usp, port, 0x8086, 0xe2ff, PcieType::kSwitchUpstream);
   tree.add(dsp, usp, 0x8086, 0xe2f0, PcieType::kSwitchDownstream, dsp_acs);
-  tree.describe(tree.add(gpu, dsp, 0x8086, 0xe223, PcieType::kEndpoint), 0x030000, "xe");
+  // A B70 carries 32 GB (rules/devices/gpus.yaml); with Resizable BAR its BAR2 covers all of it.
+  tree.describe(tree.add(gpu, dsp, 0x8086, 0xe223, PcieType::kEndpoint), 0x030000, "xe", uint64_t{32} << 30);
 }
 
 // Two B70 on separate root ports of the host bridge whose root bus starts with vendor:device.
@@ -112,8 +113,13 @@ TEST(PublicCases, SkylakeEHostBridgeIsWhitelisted) {
 
 policy::PairDecision decide(const Tree& tree, const std::string& release, const std::string& p, const std::string& c,
                             const policy::VendorFactsDocument* facts = nullptr) {
-  Topology t = tree.t;
-  t.platform.kernel_release = release;
+  Tree sized = tree;
+  sized.t.platform.kernel_release = release;
+  // The bridges' windows as firmware with Above 4G Decoding sets them: the reports' large BARs were
+  // reachable, which the cases do not question.
+  for (size_t i = 0; i < sized.t.functions.size(); ++i)
+    if (sized.t.functions[i].is_bridge() && sized.t.functions[i].windows.empty()) sized.windows(i, true);
+  const Topology& t = sized.t;
   KernelRules rules = load_kernel_rules(std::filesystem::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", t.platform, {});
   static const auto policy_rules = policy::RuleSet::load(policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
   return policy::decide_pair(t, rules, policy_rules, facts, tree.index(p), tree.index(c));
@@ -215,7 +221,8 @@ TEST(PublicCasesPolicy, RadeonViiWith6900XtOnRyzen3950XIsNotPeer) {
   tree.add("00:03.1", "", 0x1022, 0x1483, PcieType::kRootPort);
   tree.add("0b:00.0", "00:01.1", 0x1002, 0x14a0, PcieType::kSwitchUpstream);
   tree.add("0c:00.0", "0b:00.0", 0x1002, 0x14a1, PcieType::kSwitchDownstream);
-  tree.describe(tree.add("0d:00.0", "0c:00.0", 0x1002, 0x66af, PcieType::kEndpoint), 0x030000, "amdgpu");
+  // ROCm advertised peer access, which amdgpu gives only with a large BAR: all 16 GB of the Radeon VII.
+  tree.describe(tree.add("0d:00.0", "0c:00.0", 0x1002, 0x66af, PcieType::kEndpoint), 0x030000, "amdgpu", uint64_t{16} << 30);
   tree.add("0e:00.0", "00:03.1", 0x1002, 0x1478, PcieType::kSwitchUpstream);
   tree.add("0f:00.0", "0e:00.0", 0x1002, 0x1479, PcieType::kSwitchDownstream);
   tree.describe(tree.add("10:00.0", "0f:00.0", 0x1002, 0x73bf, PcieType::kEndpoint), 0x030000, "amdgpu");
@@ -408,9 +415,10 @@ Tree amdgpu_redirect_log_tree() {
   tree.add("2e:00.0", "2d:00.0", 0x1022, 0x14a1, PcieType::kSwitchDownstream, kRedirect);
   tree.add("2e:10.0", "2d:00.0", 0x1022, 0x14a1, PcieType::kSwitchDownstream, kRedirect);
   tree.add("30:00.0", "2e:00.0", 0x1022, 0x14a1, PcieType::kSwitchDownstream, kRedirect);
-  tree.describe(tree.add("31:00.0", "30:00.0", 0x1002, 0x740f, PcieType::kEndpoint), 0x038000, "amdgpu");
+  // MI210 (64 GB) stands in for the patch's unnamed amdgpu devices, each with a large BAR.
+  tree.describe(tree.add("31:00.0", "30:00.0", 0x1002, 0x740f, PcieType::kEndpoint), 0x038000, "amdgpu", uint64_t{64} << 30);
   tree.add("33:00.0", "2e:10.0", 0x1022, 0x14a1, PcieType::kSwitchDownstream, kRedirect);
-  tree.describe(tree.add("34:00.0", "33:00.0", 0x1002, 0x740f, PcieType::kEndpoint), 0x038000, "amdgpu");
+  tree.describe(tree.add("34:00.0", "33:00.0", 0x1002, 0x740f, PcieType::kEndpoint), 0x038000, "amdgpu", uint64_t{64} << 30);
   return tree;
 }
 
@@ -513,14 +521,20 @@ TEST(PublicCasesPolicy, Nccl2079GpusWhosePeerTrafficTheIommuTranslatedAreHostSta
 // Two AMD GPUs the kernel allows, with the IOMMU translating: amdgpu's own peer check takes the
 // IOMMU into account (AMD recommends the remapping IOMMU for Radeon peer DMA), so the kernel's
 // rules decide and the warning stays.
-TEST(PublicCasesPolicy, TranslatingIommuLeavesAmdgpuPairsToTheKernel) {
+// AMD recommends IOMMU passthrough for Instinct parts and the remapping IOMMU for Radeon GPUs that
+// need peer DMA: translating, an Instinct pair is staged, a Radeon pair is left to the kernel.
+TEST(PublicCasesPolicy, TranslatingIommuStagesAmdInstinctPairsAndLeavesRadeonPairsToTheKernel) {
   Tree amd = amdgpu_redirect_log_tree();
   amd.t.platform.iommu_mode = "translated";
   policy::VendorFactsDocument hip;
   driver_says(hip, "0000:31:00.0", "0000:34:00.0", true, false, "vendor.xgmi");
-  auto a = decide(amd, "6.0.0", "31:00.0", "34:00.0", &hip);
-  expect_decision(a, policy::Action::kPeer, "through-host-bridge");
-  EXPECT_TRUE(fired_rule(a, "iommu-translating"));
+  auto instinct = decide(amd, "6.0.0", "31:00.0", "34:00.0", &hip);
+  expect_decision(instinct, policy::Action::kHostStaged, "amdgpu-peer-through-translating-iommu");
+  EXPECT_EQ(source_of(instinct), "https://rocm.docs.amd.com/en/latest/conceptual/iommu.html");
+  for (const char* gpu : {"31:00.0", "34:00.0"}) amd.t.functions[amd.index(gpu)].device = 0x744c;  // RX 7900 XTX
+  auto radeon = decide(amd, "6.0.0", "31:00.0", "34:00.0", &hip);
+  expect_decision(radeon, policy::Action::kPeer, "through-host-bridge");
+  EXPECT_TRUE(fired_rule(radeon, "iommu-translating"));
 }
 
 // nccl304-plx-acs-gdr-crash: GPUDirect RDMA through PLX switch ports with ACSCtl SrcValid+

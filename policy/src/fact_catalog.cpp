@@ -72,7 +72,8 @@ std::vector<FactSpec> device_facts() {
                                 "device memory in bytes (VRAM, HBM, DDR): set by the analyzer from amdgpu's "
                                 "mem_info_vram_total, the i915 backport's lmem_total_bytes or an early xe's "
                                 "tileN/physical_vram_size_bytes in sysfs where present (mainline xe and nvidia publish "
-                                "none), or by a vendor facts file, which wins"),
+                                "none), else from the device table where the ID has one size, or by a vendor facts "
+                                "file, which wins"),
                            0, kMaxDeviceMemory)),
       // Where the largest memory BAR (the one peers reach) ends, against the limits on it.
       fact("bar_end", kInteger,
@@ -85,6 +86,25 @@ std::vector<FactSpec> device_facts() {
            "the largest memory BAR ends beyond the CPU's physical address width (platform.cpu_physical_address_bits): "
            "the kernel cannot map it; false for a BAR that ends by 4 GiB or has no address; otherwise unknown when the "
            "width is"),
+      // From the device table (rules/devices/, docs/devices.md) by PCI vendor and device ID: unknown
+      // for an ID the table does not hold, and for a value its row leaves out.
+      fact("product", kString, "the product, from the device table (rules/devices/) by PCI vendor and device ID"),
+      fact("product_line", kEnum, "the product line, from the device table",
+           {"consumer", "workstation", "datacenter", "integrated"}),
+      fact("chip", kString,
+           "the GPU die (\"AD102\", \"GH100\"), from the device table: NVIDIA's driver allows PCIe peer access only "
+           "between GPUs of one chip"),
+      fact("fabric", kEnum,
+           "the on-package link the product can use for peers (NVLink, xGMI / Infinity Fabric Link, Xe Link) or none, "
+           "from the device table; whether a link is fitted is vendor.nvlink / vendor.xgmi",
+           {"none", "nvlink", "xgmi", "xelink"}),
+      fact("driver_pcie_peer", kEnum,
+           "what the vendor's driver answers for PCIe peer access on the product's line, from the device table "
+           "(GeForce RTX 30/40/50: refused, GPU_NOT_SUPPORTED)",
+           {"allowed", "refused"}),
+      fact("vm_clique_documented", kBool,
+           "NVIDIA documents the hypervisor's GPUDirect peer clique for the product's line (data-centre GPUs), from "
+           "the device table"),
   };
 }
 
@@ -116,6 +136,8 @@ std::vector<FactSpec> build_catalog() {
            {"same_function", "same_device", "same_switch", "same_root_port", "same_host_bridge",
             "different_host_bridges"}),
       fact("path.same_model", kBool, "both devices have the same PCI vendor and device ID"),
+      fact("path.same_chip", kBool,
+           "both devices are the same chip by the device table (provider.chip, client.chip); known when both chips are"),
       fact("path.same_numa_node", kBool, "both devices report the same NUMA node"),
       fact("path.narrowest_link_speed_gts", kNumber, "slowest current link speed on the path, GT/s"),
       fact("path.narrowest_link_width", kInteger, "narrowest current link width on the path, lanes"),

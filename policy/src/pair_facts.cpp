@@ -14,6 +14,7 @@
 
 #include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/policy/device_knowledge.h"
 
 namespace p2paudit::policy {
 
@@ -43,6 +44,7 @@ struct PairFactIds {
   FactId whitelist = id("kernel.whitelist"), whitelist_assumed = id("kernel.whitelist_assumed");
   FactId cpu_rule = id("kernel.cpu_rule");
   FactId nccl_path_class = id("vendor.nccl_path_class"), nccl_gdr_default = id("vendor.nccl_gdr_default");
+  FactId same_chip = id("path.same_chip"), nvlink = id("vendor.nvlink"), xgmi = id("vendor.xgmi");
 
   static FactId id(std::string_view name) {
     auto found = fact_id(name);
@@ -54,6 +56,22 @@ struct PairFactIds {
 const PairFactIds& ids() {
   static const PairFactIds instance;
   return instance;
+}
+
+// What the device table knows of the device's ID; a value its row leaves out stays unknown, and so
+// does every value of an ID it does not hold. Memory read from the driver's sysfs comes first (and a
+// vendor facts file, laid over these facts, over both).
+void set_device_table_facts(const Function& f, const std::string& prefix, FactSet& facts) {
+  const std::shared_ptr<const DeviceKnowledge> table = device_knowledge();
+  const DeviceRow* row = table->find(f.vendor, f.device);
+  if (!row) return;
+  facts.set(prefix + "product", row->product);
+  if (!row->product_line.empty()) facts.set(prefix + "product_line", row->product_line);
+  if (!row->chip.empty()) facts.set(prefix + "chip", row->chip);
+  if (!row->fabric.empty()) facts.set(prefix + "fabric", row->fabric);
+  if (!row->driver_pcie_peer.empty()) facts.set(prefix + "driver_pcie_peer", row->driver_pcie_peer);
+  if (row->vm_clique_documented) facts.set(prefix + "vm_clique_documented", *row->vm_clique_documented);
+  if (row->memory_size && !f.memory_size) facts.set(prefix + "memory_size", *row->memory_size);
 }
 
 void set_device_facts(const Function& f, const std::string& prefix, FactSet& facts) {
@@ -313,6 +331,40 @@ void kernel_values(const PairFactsContext& context, const PairOutcome& o, PairFa
   if (cpu) v.cpu_rule = tri(*cpu);
 }
 
+// The device table's per-function values for the pair facts, read once per machine: each chip as
+// a small number, and which products are known to have no peer fabric.
+void device_table_values(const Topology& t, PairFactsContext& context) {
+  const std::shared_ptr<const DeviceKnowledge> table = device_knowledge();
+  std::vector<std::string_view> chips = {""};
+  for (const Function& f : t.functions) {
+    const DeviceRow* row = table->find(f.vendor, f.device);
+    uint32_t chip = 0;
+    if (row && !row->chip.empty()) {
+      auto known = std::find(chips.begin(), chips.end(), std::string_view(row->chip));
+      chip = static_cast<uint32_t>(known - chips.begin());
+      if (known == chips.end()) chips.push_back(row->chip);
+    }
+    context.chip_id.push_back(chip);
+    context.no_fabric.push_back(row && row->fabric == "none");
+  }
+}
+
+// path.same_chip, and vendor.nvlink (vendor.xgmi) false for a pair of NVIDIA (AMD) GPUs one of whose
+// products has no such link: what the pair's two rows say, computed from the context alone.
+void device_table_pair_values(const PairFactsContext& context, size_t provider, size_t client, PairFactValues& v) {
+  if (context.chip_id[provider] && context.chip_id[client])
+    v.same_chip = tri(context.chip_id[provider] == context.chip_id[client]);
+  if (provider == client || !(context.no_fabric[provider] || context.no_fabric[client])) return;
+  const Topology& t = context.index.topology();
+  const uint16_t vendor = t.functions[provider].vendor;
+  auto gpu = [&](size_t f) {
+    return context.device_class[f] == DeviceClass::kGpu || context.device_class[f] == DeviceClass::kAccelerator;
+  };
+  if (vendor != t.functions[client].vendor || !gpu(provider) || !gpu(client)) return;
+  if (vendor == 0x10de) v.no_fabric_link = 1;
+  else if (vendor == 0x1002) v.no_fabric_link = 2;
+}
+
 }  // namespace
 
 FactSet machine_facts(const Topology& t, const KernelRules& rules) {
@@ -345,6 +397,7 @@ FactSet device_facts(const Function& f, bool as_provider, bool drivers_read) {
   set_device_facts(f, prefix, facts);
   // A capture of sysfs shows an unbound function as such: its driver is known to be none.
   if (drivers_read && f.driver.empty()) facts.set(prefix + "driver", std::string(kNoDriver));
+  set_device_table_facts(f, prefix, facts);
   return facts;
 }
 
@@ -379,6 +432,7 @@ PairFactsContext::PairFactsContext(const P2pdmaIndex& index)
       auto pass = policy::nvidia_passthrough(t, i);
       nvidia_passthrough[i] = pass ? (*pass ? 1 : 0) : -1;
     }
+  device_table_values(t, *this);
   for (std::string_view d : drivers)
     driver_kind.push_back(d.empty() ? kUnbound : d == "nvidia" ? kNvidia : d == "amdgpu" ? kAmdgpu : d == "xe" ? kXe
                           : d == "xocl" || d == "xclmgmt" ? kXrt : kOtherDriver);
@@ -446,6 +500,8 @@ PairFactValues PairFactValues::mask_for(const std::vector<bool>& read) {
   keep(m.degraded_link, degraded);
   keep(m.relation, any({"path.relation"}));
   keep(m.same_model, any({"path.same_model"}));
+  keep(m.same_chip, any({"path.same_chip"}));
+  keep(m.no_fabric_link, any({"vendor.nvlink", "vendor.xgmi"}));
   keep(m.same_numa_node, any({"path.same_numa_node"}));
   keep(m.bridges_64bit_prefetch, any({"path.bridges_64bit_prefetch"}));
   keep(m.authority, any({"vendor.authority"}));
@@ -482,6 +538,7 @@ PairFactValues pair_fact_values(const PairFactsContext& context, size_t provider
   kernel_values(context, o, v);
   v.relation = relation(context, provider, client, o);
   v.same_model = tri(p.vendor == c.vendor && p.device == c.device);
+  device_table_pair_values(context, provider, client, v);
   if (p.numa_node >= 0 && c.numa_node >= 0) v.same_numa_node = tri(p.numa_node == c.numa_node);
   else if (p.numa_node < 0 && c.numa_node < 0) v.same_numa_node = tri(true);  // no NUMA information: one node
   link_values(context, provider, client, o, v);
@@ -539,6 +596,10 @@ void set_pair_fact_values(const PairFactsContext& context, size_t provider, size
   if (v.cpu_rule) facts.set(ids().cpu_rule, is_true(v.cpu_rule));
   facts.set(ids().relation, kRelations[v.relation - 1]);
   facts.set(ids().same_model, is_true(v.same_model));
+  if (v.same_chip) facts.set(ids().same_chip, is_true(v.same_chip));
+  // A vendor facts file's or a runtime's vendor.nvlink / vendor.xgmi for the pair is laid over this.
+  if (v.no_fabric_link == 1) facts.set(ids().nvlink, false);
+  if (v.no_fabric_link == 2) facts.set(ids().xgmi, false);
   if (v.same_numa_node) facts.set(ids().same_numa_node, is_true(v.same_numa_node));
   if (v.has_link) {
     facts.set(ids().narrowest_link_speed_gts, std::bit_cast<double>(v.narrowest_link_speed_bits));

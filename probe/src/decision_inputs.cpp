@@ -10,6 +10,7 @@
 #include "p2paudit/assumptions.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/device_knowledge.h"
 #include "p2paudit/probe/runtime_facts.h"
 #include "p2paudit/snapshot.h"
 #include "p2paudit/sysroot.h"
@@ -160,6 +161,7 @@ nlohmann::ordered_json runtime_evidence_json(const RuntimeEvidence& r) {
 
 DecisionInputs read_decision_inputs(const MachineSource& source, const PolicyInputs& policy, AssumptionNotes where,
                                     std::vector<std::string>* aside) {
+  policy::use_device_knowledge_from(source.rules_dir);  // the device table beside the rules
   std::vector<std::string> files =
       policy.no_default_rules ? std::vector<std::string>{} : policy::default_rule_files(source.rules_dir);
   files.insert(files.end(), policy.rule_files.begin(), policy.rule_files.end());

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "p2paudit/dump_topology.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/policy/device_knowledge.h"
 #include "p2paudit/text_style.h"
 #include "usage.h"
 
@@ -77,6 +78,8 @@ int main(int argc, char** argv) {
     if (!dump->count())
       for (const auto* opt : {dump_cpu, dump_iommu, dump_host_bridge})
         if (opt->count()) throw p2paudit::InputError(opt->get_name() + " describes an lspci dump: it needs --lspci-dump FILE");
+    // The device table (rules/devices/) of the rules directory this run uses; read on first use.
+    p2paudit::policy::use_device_knowledge_from(p2paudit::cli::rules_dir(global));
     const std::string command = app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name();
     if (global.format == "text" && command != "snapshot" && command != "report") gate_out.emplace(std::cout);
     gate_err.emplace(std::cerr);

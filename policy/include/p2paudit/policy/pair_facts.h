@@ -63,6 +63,10 @@ struct PairFactsContext {
   // (-1 unknown, 0 no, 1 yes; 0 elsewhere): both read once, not for every pair.
   std::vector<DeviceClass> device_class;
   std::vector<int8_t> nvidia_passthrough;
+  // Per function, from the device table (device_knowledge()), read once: its chip as a small
+  // number (0: unknown) and whether its product is known to have no peer fabric (NVLink, xGMI).
+  std::vector<uint32_t> chip_id;
+  std::vector<uint8_t> no_fabric;
 };
 
 // The values of a pair's own facts (pair_own_facts()) as plain numbers, computed in O(depth) with
@@ -104,7 +108,11 @@ struct PairFactValues {
   uint8_t nvidia_shared_upstream_bridge = 0;  // tri
   uint8_t peer_class = 0;                  // 1 + DeviceClass of the other device
   uint8_t nccl_path_class = 0;             // 1 + NcclPath; 0 when not set (or not asked for)
-  uint8_t unused[6] = {0, 0, 0, 0, 0, 0};  // explicit, so that no byte is padding
+  // The device table's: path.same_chip (tri), and 1 when vendor.nvlink, 2 when vendor.xgmi is
+  // false because a product of the pair has no such fabric.
+  uint8_t same_chip = 0;
+  uint8_t no_fabric_link = 0;
+  uint8_t unused[4] = {0, 0, 0, 0};        // explicit, so that no byte is padding
 
   bool operator==(const PairFactValues&) const = default;
   // A mask of every field whose facts (or facts it decides whether to set) `read` (by FactId)
