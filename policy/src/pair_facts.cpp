@@ -14,6 +14,7 @@
 
 #include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/runtime_versions.h"
 
 namespace p2paudit::policy {
 
@@ -302,6 +303,15 @@ FactSet machine_facts(const Topology& t, const KernelRules& rules) {
   else if (!t.platform.arch.empty())
     facts.set("platform.amd_zen", false);
   set_nvidia_third_party_machine_facts(t, facts);
+  // Versions the sysroot states, already checked to be short version strings (runtime_versions.h);
+  // the runtimes' answers, laid over these, may add those it lacks.
+  const RuntimeVersions& v = t.platform.versions;
+  if (!v.nvidia_driver.empty()) {
+    facts.set("runtime.nvidia_driver_version", v.nvidia_driver);
+    if (auto major = version_major(v.nvidia_driver)) facts.set("runtime.nvidia_driver_major", *major);
+  }
+  if (!v.amdgpu_module.empty()) facts.set("runtime.amdgpu_module_version", v.amdgpu_module);
+  if (!v.rocm.empty()) facts.set("runtime.rocm_version", v.rocm);
   return facts;
 }
 
