@@ -93,6 +93,30 @@ TEST(RuntimeVersions, TheModuleVersionWhenTheDriverSaysNothing) {
   EXPECT_EQ(r.fact("runtime.nvidia_driver_version"), "570.86.15");
 }
 
+// A capture without the version files (an older snapshot) still states the module's version
+// through the device bound to it; a version file, where there is one, is the running driver's.
+TEST(RuntimeVersions, TheBoundModulesVersionWithoutTheFiles) {
+  Topology t;
+  Function gpu;
+  gpu.module.name = "nvidia";
+  gpu.module.version = "570.86.15";
+  Function amd;
+  amd.module.name = "amdgpu";
+  amd.module.version = "5.0.19.20.6";
+  Function hostile;
+  hostile.module.name = "nvidia";
+  hostile.module.version = "580\x1b[31m";
+  t.functions = {hostile, gpu, amd};
+  policy::FactSet f = policy::machine_facts(t, KernelRules{});
+  ASSERT_TRUE(f.get("runtime.nvidia_driver_version"));
+  EXPECT_EQ(std::get<std::string>(*f.get("runtime.nvidia_driver_version")), "570.86.15");  // the escape is no version
+  EXPECT_EQ(std::get<std::int64_t>(*f.get("runtime.nvidia_driver_major")), 570);
+  EXPECT_EQ(std::get<std::string>(*f.get("runtime.amdgpu_module_version")), "5.0.19.20.6");
+  t.platform.versions.nvidia_driver = "580.159.04";
+  f = policy::machine_facts(t, KernelRules{});
+  EXPECT_EQ(std::get<std::string>(*f.get("runtime.nvidia_driver_version")), "580.159.04");
+}
+
 // What the sysroot does not hold is unknown: no fact, no finding.
 TEST(RuntimeVersions, AbsentFilesLeaveTheFactsUnknown) {
   SysrootDir s;
