@@ -207,6 +207,12 @@ std::vector<RuleCase> cases() {
        with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.05.37020.3"}})},
       {"measured-host-mirror", with(base(), {{"runtime.host_mirror_per_byte", 1.02}}),
        with(base(), {{"runtime.host_mirror_per_byte", 0.01}})},
+      // The driver's branch: R495 and R460 have the problem, R470 and R510 do not.
+      {"nvidia-driver-grdma-free-callback",
+       {{"vendor.authority", "nvidia_third_party"}, {"vendor.nvidia_importer", "rdma"},
+        {"runtime.nvidia_driver_version", "495.29.05"}, {"runtime.nvidia_driver_major", 495}},
+       {{"vendor.authority", "nvidia_third_party"}, {"vendor.nvidia_importer", "rdma"},
+        {"runtime.nvidia_driver_version", "470.256.02"}, {"runtime.nvidia_driver_major", 470}}},
       {"xe-peer-usm-on-old-kernel",
        with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.14.1.1"}, {"kernel.release", "7.0.0-22-generic"}}),
        with(with(base(), kXe), {{"runtime.compute_runtime_version", "26.14.1.1"}, {"kernel.release", "7.1.3"}})},

@@ -603,6 +603,48 @@ rules:
   EXPECT_TRUE(shadow_warnings(set, {"elsewhere.yaml"}).empty());
 }
 
+// A linted rule that a rule of the context (the defaults) shadows is told that `placement:
+// before-defaults` would let it decide; one shadowed by a linted rule is not, since placement moves
+// the whole file and that rule would still come first.
+TEST(Shadow, PlacementHintOnlyWhereADefaultRuleShadows) {
+  const std::string hint = "give its file `placement: before-defaults`";
+  RuleSet set;
+  set.add(parse_rule_file(R"(version: 1
+rules:
+- {id: default-staged, when: {kernel.allowed: false}, action: host_staged, reason: x}
+)", "defaults.yaml"));
+  set.add(parse_rule_file(R"(version: 1
+rules:
+- {id: site-deny, when: {kernel.allowed: false, provider.class: gpu}, action: deny, reason: x}
+- {id: site-vendor, when: {provider.vendor: "1234"}, action: deny, reason: x}
+- {id: site-vendor-nic, when: {provider.vendor: "1234", client.class: nic}, action: host_staged, reason: x}
+)", "site.yaml"));
+  auto warnings = shadow_warnings(set, {"site.yaml"});
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0].str(),
+            "site.yaml:3:3: warning: rule 'site-deny' (deny, position 2 of 4) can never decide: rule 'default-staged' "
+            "(position 1, defaults.yaml:3:3) is true whenever it is and decides first; to let it decide before the "
+            "default policy's rules (the measurement rules included), " + hint);
+  // Shadowed within its own file: named, with no placement hint.
+  EXPECT_EQ(warnings[1].str(),
+            "site.yaml:5:3: warning: rule 'site-vendor-nic' (host_staged, position 4 of 4) can never decide: rule "
+            "'site-vendor' (position 3, site.yaml:4:3) is true whenever it is and decides first");
+
+  // A default rule first, but a rule of the file covers it too: placing the file first would not help.
+  RuleSet both;
+  both.add(parse_rule_file("version: 1\nrules:\n- {id: d, when: {kernel.allowed: false}, action: host_staged, reason: x}\n",
+                           "defaults.yaml"));
+  both.add(parse_rule_file(R"(version: 1
+rules:
+- {id: wide, when: {provider.class: gpu}, action: deny, reason: x}
+- {id: narrow, when: {provider.class: gpu, kernel.allowed: false}, action: host_staged, reason: x}
+)", "site.yaml"));
+  warnings = shadow_warnings(both, {"site.yaml"});
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].message.find("rule 'd' (position 1, defaults.yaml:3:3)"), std::string::npos) << warnings[0].message;
+  EXPECT_EQ(warnings[0].message.find(hint), std::string::npos) << warnings[0].message;
+}
+
 // The shipped policy has no rule that can never decide, alone or with the test's site files.
 TEST(Shadow, TheDefaultPolicyShadowsNothing) {
   auto files = default_rule_files(P2PAUDIT_SOURCE_RULES_DIR);
@@ -911,16 +953,50 @@ TEST(RulesCli, LintWarnsAboutShadowedRulesInTheDefaultsContext) {
   // Placed first, it is not shadowed either, and neither is anything it precedes.
   EXPECT_EQ(tool("rules lint --strict " + test::shell_quote(test::data_path("policy/site-deny-first.yaml")) + " 2>&1").status, 0);
 
+  // A default rule shadows it, so placing its file before the defaults would let it decide.
+  EXPECT_NE(r.output.find("; to let it decide before the default policy's rules (the measurement rules included), give "
+                          "its file `placement: before-defaults`\n"),
+            std::string::npos)
+      << r.output;
+
   auto j = tool("rules lint --format json " + test::shell_quote(site));
   EXPECT_EQ(j.status, 0);
   json doc = json::parse(j.output);
   ASSERT_EQ(doc["diagnostics"].size(), 1u) << j.output;
+  // The JSON message is the text one.
+  EXPECT_NE(r.output.find(site + ":8:5: warning: " + doc["diagnostics"][0]["message"].get<std::string>() + "\n"),
+            std::string::npos)
+      << r.output;
   EXPECT_EQ(doc["diagnostics"][0]["severity"], "warning");
   EXPECT_EQ(doc["diagnostics"][0]["line"], 8);
   EXPECT_EQ(doc["diagnostics"][0]["column"], 5);
   EXPECT_EQ(doc["files"][0]["rules"], 2);
   auto broken = json::parse(tool("rules lint --format json " + test::shell_quote(test::data_path("policy/broken.yaml"))).output);
   for (const auto& d : broken["diagnostics"]) EXPECT_EQ(d["severity"], "error");
+}
+
+// A site rule that an earlier rule of its own file always decides before: a warning naming that
+// rule and its place, with no placement hint; an error with --strict or --werror.
+TEST(RulesCli, LintWarnsAboutARuleShadowedInItsOwnFile) {
+  std::string site = test::data_path("policy/site-own-shadow.yaml");
+  for (const char* context : {"", "--no-default-rules "}) {
+    auto r = tool(std::string("rules lint ") + context + test::shell_quote(site) + " 2>&1");
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(site + ":9:5: warning: rule 'site-stage-1234-to-5678' (host_staged, position "),
+              std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("can never decide: rule 'site-no-peer-from-1234' (position "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(", " + site + ":5:5) is true whenever it is and decides first\n"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("placement"), std::string::npos) << r.output;
+    EXPECT_EQ(tool(std::string("rules lint --strict ") + context + test::shell_quote(site) + " 2>/dev/null").status, 2);
+    EXPECT_EQ(tool(std::string("rules lint --werror ") + context + test::shell_quote(site) + " 2>/dev/null").status, 2);
+  }
+  auto j = tool("rules lint --strict --format json " + test::shell_quote(site));
+  EXPECT_EQ(j.status, 2);
+  json doc = json::parse(j.output);
+  ASSERT_EQ(doc["diagnostics"].size(), 1u) << j.output;
+  EXPECT_EQ(doc["diagnostics"][0]["severity"], "warning");
+  EXPECT_EQ(doc["diagnostics"][0]["line"], 9);
+  EXPECT_NE(doc["diagnostics"][0]["message"].get<std::string>().find("rule 'site-no-peer-from-1234'"), std::string::npos);
 }
 
 TEST(RulesCli, FactsAsTextAndJson) {

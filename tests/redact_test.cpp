@@ -107,6 +107,9 @@ void build_machine(SysrootDir& s, const std::string& config_rel) {
   // A locally built kernel: KBUILD_BUILD_USER/HOST as people set them, spaces and all.
   s.write("proc/version", "Linux version 6.8.0-lab (kbuild@" + kHost + " (lab rack 3)) (gcc (GCC) 13.2.0, GNU ld 2.41) #1 SMP "
                           "PREEMPT_DYNAMIC Mon Jan  1 00:00:00 UTC 2024\n");
+  // An NVIDIA driver built on this host: its version line names the builder.
+  s.write("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+                                        "(root@" + kHost + ")  Wed Jan  1 00:00:00 UTC 2025\nGCC version:  gcc version 13.2.0\n");
   std::string config = "#\n# Automatically generated file; DO NOT EDIT.\n#\nCONFIG_PCI_P2PDMA=y\nCONFIG_AMD_IOMMU=y\n"
                        "CONFIG_IOMMU_DEFAULT_PASSTHROUGH=y\nCONFIG_AMD_MEM_ENCRYPT=y\nCONFIG_DEFAULT_HOSTNAME=\"" + kHost + "\"\n";
   fs::remove(s.dir() / "boot/config-6.8.0");
@@ -185,7 +188,7 @@ void check_redaction(const std::string& config_rel) {
 
   // The name is there to be found without --redact (in the command line, version and config)...
   auto plain_hits = entries_naming_host(plain);
-  std::vector<std::string> planted = {"proc/cmdline", "proc/version", config_rel};
+  std::vector<std::string> planted = {"proc/cmdline", "proc/version", "proc/driver/nvidia/version", config_rel};
   if (config_rel.ends_with(".gz")) planted.push_back("proc/driver/nvidia/params");
   for (const std::string& where : planted)
     EXPECT_NE(std::find(plain_hits.begin(), plain_hits.end(), where), plain_hits.end()) << where;

@@ -14,6 +14,7 @@
 
 #include "p2paudit/input_file.h"
 #include "p2paudit/kernel_rules.h"
+#include "p2paudit/runtime_versions.h"
 
 namespace p2paudit {
 
@@ -377,6 +378,7 @@ Platform read_platform(const Sysroot& root, std::vector<Finding>& findings) {
   auto config = read_kernel_config(root, p, findings);
   read_iommu(root, p, config);
   read_nvidia_third_party(root, p);
+  p.versions = read_runtime_versions(root, findings);
   return p;
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/snapshot.h"
+#include "p2paudit/runtime_versions.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -388,6 +389,11 @@ SnapshotReport write_snapshot(const Sysroot& root, const Topology& topo, const s
   capture_if_present(root, tar, "proc/modules");
   capture_if_present(root, tar, "proc/driver/nvidia/params", options.redact ? redact_nvidia_params : nullptr);
   capture_if_present(root, tar, "sys/firmware/dmi/entries/0-0/raw");
+  // Driver and runtime versions (runtime_versions.h). The NVIDIA driver's line names the user@host
+  // that built it: --redact replaces that as in proc/version.
+  capture_if_present(root, tar, kNvidiaProcVersionPath, options.redact ? redact_kernel_version : nullptr);
+  for (const char* rel : {kNvidiaModuleVersionPath, kAmdgpuModuleVersionPath, kRocmVersionPath})
+    capture_if_present(root, tar, rel);
   for (const auto& name : root.list("etc/modprobe.d"))
     if (name.size() > 5 && name.substr(name.size() - 5) == ".conf") capture_if_present(root, tar, "etc/modprobe.d/" + name);
   if (const std::string& rel = topo.platform.kernel_config_source; !rel.empty()) {

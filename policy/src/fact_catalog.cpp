@@ -238,6 +238,22 @@ std::vector<FactSpec> build_catalog() {
            "the CPU is an Intel client (Core) part by the kernel's intel-family.h model names; its root complex "
            "forwards peer writes only"),
 
+      // Driver and runtime versions: strings, compared with eq or regex; the NVIDIA driver's major
+      // number also as an integer, for ranges of branches (lt: 510).
+      from_vendor(fact("runtime.nvidia_driver_version", kString,
+                       "NVIDIA kernel driver version (\"580.159.04\"): /proc/driver/nvidia/version, else "
+                       "/sys/module/nvidia/version or the capture record's nvidia module, or NVML's "
+                       "nvmlSystemGetDriverVersion (probe); unknown without the driver loaded")),
+      from_vendor(in_range(fact("runtime.nvidia_driver_major", kInteger,
+                                "the NVIDIA driver's branch: the leading number of runtime.nvidia_driver_version (580)"),
+                           0, 999999)),
+      from_vendor(fact("runtime.cuda_driver_version", kString,
+                       "the CUDA version the installed driver supports, MAJOR.MINOR (\"13.0\"): cuDriverGetVersion "
+                       "(probe)")),
+      fact("runtime.amdgpu_module_version", kString,
+           "amdgpu module version from /sys/module/amdgpu/version or the capture record (amdgpu-dkms, "
+           "\"5.0.19.20.6\"); unknown for the in-tree module, which has none: then the kernel release tells it"),
+      fact("runtime.rocm_version", kString, "ROCm release installed (/opt/rocm/.info/version, \"6.2.0-66\")"),
       from_vendor(fact("runtime.level_zero_version", kString, "Level Zero loader version")),
       from_vendor(fact("runtime.compute_runtime_version", kString, "Intel compute-runtime release (\"26.09.37435.1\")")),
       from_vendor(in_range(fact("runtime.host_mirror_per_byte", kNumber,

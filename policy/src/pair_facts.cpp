@@ -15,6 +15,7 @@
 #include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/policy/device_knowledge.h"
+#include "p2paudit/runtime_versions.h"
 
 namespace p2paudit::policy {
 
@@ -388,6 +389,24 @@ FactSet machine_facts(const Topology& t, const KernelRules& rules) {
   else if (!t.platform.arch.empty())
     facts.set("platform.amd_zen", false);
   set_nvidia_third_party_machine_facts(t, facts);
+  // Versions the sysroot states, already checked to be short version strings (runtime_versions.h);
+  // the runtimes' answers, laid over these, may add those it lacks.
+  // A capture without those files (an older snapshot) may still state the module's version
+  // through a device bound to it (Function::module, from sys/module or the capture record).
+  const RuntimeVersions& v = t.platform.versions;
+  auto bound_module_version = [&](std::string_view module) {
+    for (const Function& f : t.functions)
+      if (f.module.name == module && is_version_text(f.module.version)) return f.module.version;
+    return std::string();
+  };
+  const std::string nvidia = !v.nvidia_driver.empty() ? v.nvidia_driver : bound_module_version("nvidia");
+  if (!nvidia.empty()) {
+    facts.set("runtime.nvidia_driver_version", nvidia);
+    if (auto major = version_major(nvidia)) facts.set("runtime.nvidia_driver_major", *major);
+  }
+  const std::string amdgpu = !v.amdgpu_module.empty() ? v.amdgpu_module : bound_module_version("amdgpu");
+  if (!amdgpu.empty()) facts.set("runtime.amdgpu_module_version", amdgpu);
+  if (!v.rocm.empty()) facts.set("runtime.rocm_version", v.rocm);
   return facts;
 }
 

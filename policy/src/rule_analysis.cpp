@@ -195,16 +195,35 @@ std::vector<Diagnostic> shadow_warnings(const RuleSet& set, const std::set<std::
   const auto& rules = set.rules();
   const auto& from = set.rule_files();
   std::vector<Diagnostic> out;
+  long left = kStepsPerRuleSet;  // for the hints; out of budget, a hint is not given (never a wrong one)
   for (const auto& s : find_shadowed_rules(set)) {
     if (!files.contains(from[s.shadowed]) && !files.contains(from[s.shadowing])) continue;
     const Rule& hidden = rules[s.shadowed];
     const Rule& first = rules[s.shadowing];
     std::string where = from[s.shadowing].empty() ? std::string("")
                                                    : fmt::format(", {}:{}:{}", from[s.shadowing], first.line, first.column);
-    Diagnostic d{from[s.shadowed], std::max(hidden.line, 1), std::max(hidden.column, 1),
-                 fmt::format("rule '{}' ({}, position {} of {}) can never decide: rule '{}' (position {}{}) is true "
-                             "whenever it is and decides first",
-                             hidden.id, to_string(hidden.action), s.shadowed + 1, rules.size(), first.id, s.shadowing + 1, where)};
+    std::string message = fmt::format("rule '{}' ({}, position {} of {}) can never decide: rule '{}' (position {}{}) is "
+                                      "true whenever it is and decides first",
+                                      hidden.id, to_string(hidden.action), s.shadowed + 1, rules.size(), first.id,
+                                      s.shadowing + 1, where);
+    // A linted rule behind a rule of the context (the default policy): its file is placed after
+    // the defaults, since a before-defaults file's rules precede every one of theirs. Placed in
+    // front it would decide first, unless a linted rule before it covers it too, which would still
+    // precede it there: then the placement would not help, and the hint is not given.
+    if (files.contains(from[s.shadowed]) && !files.contains(from[s.shadowing])) {
+      bool linted_cover = false;
+      for (size_t k = s.shadowing + 1; k < s.shadowed && !linted_cover; ++k) {
+        if (!is_deciding(rules[k]) || !files.contains(from[k])) continue;
+        int budget = kStepsPerQuestion;
+        // Not shown within the budget counts as covered: no hint rather than a wrong one.
+        linted_cover = covers(rules[k].when, hidden.when, budget) || budget < 0 || left <= 0;
+        left -= kStepsPerQuestion - std::max(budget, 0);
+      }
+      if (!linted_cover && left > 0)
+        message += "; to let it decide before the default policy's rules (the measurement rules included), give "
+                   "its file `placement: before-defaults`";
+    }
+    Diagnostic d{from[s.shadowed], std::max(hidden.line, 1), std::max(hidden.column, 1), std::move(message)};
     d.warning = true;
     out.push_back(std::move(d));
   }

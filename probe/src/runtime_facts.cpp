@@ -11,6 +11,7 @@
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_input.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/runtime_versions.h"
 
 namespace p2paudit::probe {
 
@@ -255,6 +256,22 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
     const auto& rt = in.object(runtimes[r], where);
     std::string runtime = in.text(rt, "runtime", where), status = in.text(rt, "status", where);
     out.asked.push_back(fmt::format("{} {}", runtime, status));
+    // The driver versions the runtimes report (NVML the kernel driver's, CUDA the CUDA version it
+    // supports), as the version facts: checked as the sysroot's version files are.
+    if (runtime == "nvml" || runtime == "cuda") {
+      const std::string version = in.text(rt, "driver_version", where);
+      if (is_version_text(version)) {
+        if (runtime == "nvml") {
+          set_if(out.facts.all, "runtime.nvidia_driver_version", version);
+          if (auto major = version_major(version)) set_if(out.facts.all, "runtime.nvidia_driver_major", *major);
+        } else {
+          set_if(out.facts.all, "runtime.cuda_driver_version", version);
+        }
+      } else if (!version.empty()) {
+        out.findings.push_back({escape_text(origin), fmt::format("{}.driver_version: '{}' is not a version: not used", where,
+                                                                 escape_text(version.substr(0, kMaxVersionText)))});
+      }
+    }
     const auto& devices = in.array(rt, "devices", where);
     std::vector<std::optional<Bdf>> bdfs;
     for (size_t d = 0; d < devices.size() && d < 1024; ++d) {

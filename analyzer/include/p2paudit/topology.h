@@ -180,6 +180,15 @@ struct HostBridge {
   std::vector<size_t> root_bus_devices;
 };
 
+// Versions of the GPU drivers and runtimes as the machine's files state them, each checked to be
+// a short version string (read_runtime_versions()); "" when the sysroot does not hold it.
+struct RuntimeVersions {
+  std::string nvidia_driver;         // "580.159.04": /proc/driver/nvidia/version, else /sys/module/nvidia/version
+  std::string nvidia_driver_source;  // the file it was read from ("/proc/driver/nvidia/version")
+  std::string amdgpu_module;         // /sys/module/amdgpu/version (amdgpu-dkms, "5.0.19.20.6"; the in-tree module has none)
+  std::string rocm;                  // "6.2.0-66": /opt/rocm/.info/version
+};
+
 struct Platform {
   std::string arch;                    // "x86", "arm64", ... or "" when unknown
   std::string cpu_vendor;              // /proc/cpuinfo vendor_id of processor 0
@@ -206,6 +215,8 @@ struct Platform {
   // SMBIOS type 0 says "virtual machine" (BIOS characteristics extension byte 2, bit 4): how NVIDIA's
   // driver recognises a guest on AArch64, where cpuinfo has no hypervisor flag.
   Known firmware_vm = Known::kUnknown;
+  // Driver and runtime versions the sysroot states (runtime_versions.h); "" where it does not.
+  RuntimeVersions versions;
 };
 
 // Something the reader noticed and did not hide (a parent mismatch, an unreadable file).

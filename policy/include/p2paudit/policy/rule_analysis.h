@@ -32,8 +32,12 @@ struct ShadowedRule {
 std::vector<ShadowedRule> find_shadowed_rules(const RuleSet& rules);
 
 // Lint warnings (Diagnostic::warning set) for the shadowed rules where the shadowed or the
-// shadowing rule comes from one of `files` (RuleSet::rule_files()), at the shadowed rule's
-// FILE:LINE:COLUMN, naming the shadowing rule, its place and its 1-based position in the set.
+// shadowing rule comes from one of `files` (RuleSet::rule_files(): the linted files; the other
+// rules are the context they are linted in, the default policy), at the shadowed rule's
+// FILE:LINE:COLUMN, naming the shadowing rule, its place and its 1-based position in the set. A
+// linted rule shadowed by a context rule, and by no linted rule before it, is told that
+// `placement: before-defaults` would let it decide; one shadowed by a linted rule is told nothing
+// more (placement moves a whole file, so the rule that covers it would still come first).
 std::vector<Diagnostic> shadow_warnings(const RuleSet& rules, const std::set<std::string>& files);
 
 // A yes/no question about a decision ("does it meet --require peer?", "is it deny?") answered for
