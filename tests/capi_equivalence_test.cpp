@@ -201,8 +201,15 @@ void compare_into(const Inputs& in, Compared* out, size_t check_sample) {
   EXPECT_EQ(p2paudit_device_count(lib.machine.get()), policy.output["devices"].size()) << in.label;
 
   // The grid's text and the report, for the same pairs (the report takes no rule options).
+  // The text's labels (matrix_labels()): the short name, else the BDF, without its domain when every
+  // device is in domain 0.
   std::map<std::string, std::string> name_of_bdf;
-  for (const json& d : policy.output["devices"]) name_of_bdf[d["bdf"]] = d["name"];
+  bool one_domain = true;
+  for (const json& d : policy.output["devices"]) one_domain &= d["bdf"].get<std::string>().starts_with("0000:");
+  for (const json& d : policy.output["devices"]) {
+    const std::string name = d["name"], bdf = d["bdf"];
+    name_of_bdf[bdf] = !name.empty() ? name : one_domain ? bdf.substr(5) : bdf;
+  }
   const auto text = text_decisions(tool_text(in, "policy --all --verbose"));
   std::map<std::pair<std::string, std::string>, json> reported;
   const bool report_comparable = in.policy_rules.empty() && !in.no_default_rules && in.vendor_facts.empty();
@@ -213,7 +220,34 @@ void compare_into(const Inputs& in, Compared* out, size_t check_sample) {
       for (const json& d : report["decisions"]) reported[{d["provider"], d["client"]}] = d;
   }
 
+  // --format env: each pair it says is not peer is not a certain peer in the JSON, told uncertain
+  // exactly where the JSON says so; peer access is turned on only where no pair is told.
+  std::map<std::pair<std::string, std::string>, const json*> by_bdf;
+  for (const json& pair : policy.output["pairs"]) by_bdf[{pair["provider"], pair["client"]}] = &pair;
+  {
+    const std::string env = p2paudit::test::run_command(
+        "env -u CUDA_VISIBLE_DEVICES -u HIP_VISIBLE_DEVICES -u ROCR_VISIBLE_DEVICES -u ONEAPI_DEVICE_SELECTOR -u "
+        "ZE_AFFINITY_MASK " + p2paudit::test::tool_file() + in.global_args() + " policy" + in.command_args() +
+        " --format env 2>/dev/null").output;
+    size_t told = 0;
+    for (size_t at = env.find("# not peer: "); at != std::string::npos; at = env.find("# not peer: ", at + 1)) {
+      const std::string line = env.substr(at, env.find('\n', at) - at);
+      const std::string p = line.substr(12, 12), c = line.substr(28, 12);
+      auto it = by_bdf.find({p, c});
+      if (it == by_bdf.end()) {
+        ADD_FAILURE() << in.label << ": env names a pair policy does not list: " << line;
+        continue;
+      }
+      const json& pair = *it->second;
+      EXPECT_FALSE(pair["decision"] == "peer" && pair["certain"] == true) << in.label << ": " << line;
+      EXPECT_EQ(line.find("(uncertain)") != std::string::npos, !pair["certain"].get<bool>()) << in.label << ": " << line;
+      ++told;
+    }
+    if (env.find("unset NCCL_P2P_DISABLE") != std::string::npos) EXPECT_EQ(told, 0u) << in.label << "\n" << env;
+  }
+
   // Every ordered pair policy lists: decision, rule, authority and whether it is certain.
+  size_t reported_and_listed = 0;
   std::set<std::tuple<std::string, std::string, bool>> sampled_groups;
   std::vector<std::pair<std::string, std::string>> sample;
   for (const json& pair : policy.output["pairs"]) {
@@ -234,25 +268,25 @@ void compare_into(const Inputs& in, Compared* out, size_t check_sample) {
     EXPECT_EQ(certain, group["possible"].size() == 1) << where;
     if (!certain) EXPECT_NE(pair["decision"], "peer") << where;
     EXPECT_EQ(std::string(r.settled_by).empty(), certain) << where;
-    // The grid's text says the same.
-    auto told = text.find({name_of_bdf[p], name_of_bdf[c]});
-    if (told == text.end()) ADD_FAILURE() << where << ": not in policy --verbose";
+    // The grid's text says the same (a device with itself is in the JSON alone).
+    auto told = p == c ? text.end() : text.find({name_of_bdf[p], name_of_bdf[c]});
+    if (p == c) {
+    } else if (told == text.end()) ADD_FAILURE() << where << ": not in policy --verbose";
     else EXPECT_EQ(told->second, std::make_pair(pair["decision"].get<std::string>(), certain)) << where;
-    // And the report.
-    if (report_comparable) {
-      auto it = reported.find({p, c});
-      if (it == reported.end()) ADD_FAILURE() << where << ": not in the report";
-      else {
-        EXPECT_EQ(it->second["decision"], pair["decision"]) << where;
-        EXPECT_EQ(it->second["certain"], pair["certain"]) << where;
-        EXPECT_EQ(it->second["rule"], pair["rule"]) << where;
-      }
+    // And the report, for the pairs of its devices (the default view's).
+    if (auto it = reported.find({p, c}); it != reported.end()) {
+      EXPECT_EQ(it->second["decision"], pair["decision"]) << where;
+      EXPECT_EQ(it->second["certain"], pair["certain"]) << where;
+      EXPECT_EQ(it->second["rule"], pair["rule"]) << where;
+      ++reported_and_listed;
     }
     ++n.pairs;
     // check's sample: the first pair of each (decision, rule, certain) the policy gives, a few per capture.
     if (sample.size() < check_sample && sampled_groups.insert({pair["decision"], text_or_empty(pair["rule"]), certain}).second)
       sample.emplace_back(p, c);
   }
+
+  EXPECT_EQ(reported_and_listed, reported.size()) << in.label << ": every pair of the report is one policy lists";
 
   // The sample through `check`: the same object, the answer and the exit status.
   for (const auto& [p, c] : sample) {

@@ -293,13 +293,20 @@ TEST(UnknownFacts, B70WithSmallBarIsHostStagedOnAKnownFact) {
 // Without the sysfs file (mainline xe publishes none) the memory size is not in the capture: the
 // fact stays unknown, and the largest size the Resizable BAR supports does not stand in for it
 // (it bounds what the device can expose, not what it holds).
-TEST(UnknownFacts, B70WithoutVramFileLeavesMemoryUnknown) {
+// Mainline xe publishes no memory size: the device table's (rules/devices/, one size per ID) makes
+// it known, so the pair people report working is a plain peer, as `check` answers with exit 0.
+TEST(UnknownFacts, B70WithoutVramFileTakesTheMemoryFromTheDeviceTable) {
   SysrootDir s;
   b70_pair_on_am5(s, 32 * kGiB, std::nullopt);
   auto d = decide(read(s), "03:00.0", "08:00.0");
-  EXPECT_FALSE(known(d, "provider.memory_size"));
-  EXPECT_FALSE(known(d, "provider.bar_covers_memory"));
+  EXPECT_EQ(value<int64_t>(d, "provider.memory_size"), int64_t(32 * kGiB));
+  EXPECT_TRUE(value<bool>(d, "provider.bar_covers_memory"));
   EXPECT_TRUE(value<bool>(d, "provider.rebar_at_max"));
+  EXPECT_TRUE(d.decision.certain()) << joined(d.decision.decisive_unknown_facts);
+  EXPECT_EQ(d.decision.action, policy::Action::kPeer) << d.decision.rule << ": " << d.decision.reason;
+  auto r = test::run_command(test::tool_file() + " --rules-dir " + P2PAUDIT_SOURCE_RULES_DIR + " --sysroot " + s.str() +
+                             " check gpu0 gpu1 --no-probe 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 // A snapshot of the machine carries the tile file, so it decides as the machine does.
