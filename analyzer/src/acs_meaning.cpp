@@ -81,9 +81,8 @@ std::optional<AcsEgress> acs_egress(const Acs& acs) {
 
 std::string acs_unknown_text(const Topology& t, const Function& f) {
   if (!t.lspci_dump.empty())
-    return fmt::format("ACS unknown: not in the dump ({} bytes of config space); rerun `sudo lspci -xxxx`",
-                       f.config_readable);
-  return "ACS unknown: the config space read stopped short of it (unprivileged reads stop at 64 bytes): run as root";
+    return fmt::format("ACS not in the dump ({} bytes of config space): rerun `sudo lspci -xxxx`", f.config_readable);
+  return "ACS not readable (run as root)";
 }
 
 std::string acs_line(const Acs& acs) {
