@@ -13,6 +13,7 @@
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_index.h"
+#include "p2paudit/p2pdma_report.h"
 #include "p2paudit/platform.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_report.h"
@@ -362,7 +363,7 @@ TEST(AcsOverride, RemedySaysItNeverChangesTheP2pdmaCheck) {
   EXPECT_NE(v.reason.find("pcie_acs_override"), std::string::npos) << v.reason;
   EXPECT_FALSE(v.remedy.disable_acs_redir.empty());  // the fix is still pci=disable_acs_redir=
 
-  // Without ACS redirect on the path there is nothing to say about it.
+  // Without ACS redirect on the path it changes nothing either, and the verdict says so.
   Tree clean;
   clean.rp("00:01.0");
   clean.add("01:00.0", "00:01.0", 0x1000, 0xc010, PcieType::kSwitchUpstream);
@@ -373,7 +374,47 @@ TEST(AcsOverride, RemedySaysItNeverChangesTheP2pdmaCheck) {
   clean.t.platform.cmdline = tree.t.platform.cmdline;
   auto ok = pci_p2pdma_distance(clean.t, rules, clean.index("03:00.0"), clean.index("04:00.0"));
   EXPECT_EQ(ok.map_type, MapType::kBusAddr);
-  EXPECT_TRUE(ok.remedy.acs_override.empty());
+  EXPECT_EQ(ok.remedy.acs_override, v.remedy.acs_override);
+  EXPECT_NE(ok.reason.find("does not change the kernel's P2PDMA verdict"), std::string::npos) << ok.reason;
+}
+
+// Every pair of a machine booted with pcie_acs_override= says it: the public case is two Arc Pro
+// B70s on separate root ports of an Intel client host (8086:4c43), refused because the host bridge
+// is missing from the whitelist, whose reporter booted with the override to rule ACS out
+// (https://github.com/TSUMUGI-XE/b70-dual-tp2). No ACS is on their path; the override still
+// changes nothing the kernel reads, and the index's sentence is the full verdict's, byte for byte.
+TEST(AcsOverride, NamedOnEveryPairOfTheMachine) {
+  Tree tree;
+  tree.add("00:00.0", "", 0x8086, 0x4c43, PcieType::kNotPcie);
+  tree.rp("00:01.0");
+  tree.rp("00:06.0");
+  tree.describe(tree.add("03:00.0", "00:01.0", 0x8086, 0xe223, PcieType::kEndpoint), 0x030000, "xe");
+  tree.describe(tree.add("07:00.0", "00:06.0", 0x8086, 0xe223, PcieType::kEndpoint), 0x030000, "xe");
+  tree.t.platform.kernel_release = "7.0.0-22-generic";
+  tree.t.platform.arch = "x86";
+  tree.t.platform.cpu_vendor = "GenuineIntel";
+  tree.t.platform.cpu_family = 6;
+  KernelRules rules = rules_for(tree.t.platform);
+  const size_t a = tree.index("03:00.0"), b = tree.index("07:00.0");
+  auto without = pci_p2pdma_distance(tree.t, rules, a, b);
+  EXPECT_TRUE(without.remedy.acs_override.empty());
+  EXPECT_EQ(without.reason.find("pcie_acs_override"), std::string::npos);
+
+  tree.t.platform.cmdline = "quiet pcie_acs_override=downstream,multifunction";
+  P2pdmaIndex index(tree.t, rules);
+  VerdictReasons reasons(index);
+  for (auto [p, c] : {std::pair{a, b}, std::pair{b, a}, std::pair{a, a}}) {
+    auto v = pci_p2pdma_distance(tree.t, rules, p, c);
+    EXPECT_EQ(v.map_type, p == c ? MapType::kBusAddr : without.map_type);
+    EXPECT_FALSE(v.acs_considered && p != c) << "no common upstream device: ACS is not read";
+    EXPECT_NE(v.remedy.acs_override.find("pcie_acs_override=downstream,multifunction on the command line does not "
+                                         "change the kernel's P2PDMA verdict"),
+              std::string::npos)
+        << v.remedy.acs_override;
+    EXPECT_NE(v.reason.find(v.remedy.acs_override), std::string::npos) << v.reason;
+    EXPECT_EQ(reasons.reason(p, c, index.outcome(p, c)), v.reason);
+  }
+  EXPECT_EQ(pci_p2pdma_distance(tree.t, rules, a, b).map_type, MapType::kNotSupported);
 }
 
 }  // namespace

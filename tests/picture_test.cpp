@@ -255,7 +255,18 @@ TEST(PictureHtml, SelfContainedWithTheMachineAndItsPairs) {
       EXPECT_EQ(f["bdf"], t["bdf"]);
       EXPECT_EQ(f["redirect"] == true, t["acs"] == "present" && (t["acs_ctrl"].get<int>() & 0x2c)) << t["bdf"];
       EXPECT_EQ(f["numa"], t["numa_node"]);
+      // The panel's set ACS bits are the topology's, by name; their meanings are the topology's acs_bits.
+      if (t["acs_enabled"].is_null()) {
+        EXPECT_TRUE(f["acs_set"].is_null()) << t["bdf"];
+      } else if (t["acs"] == "present") {
+        std::string names;
+        for (const auto& b : t["acs_enabled"]) names += (names.empty() ? "" : " ") + b.get<std::string>();
+        EXPECT_EQ(f["acs_set"], names.empty() ? "none" : names) << t["bdf"];
+        EXPECT_EQ(f["acs"].get<std::string>().rfind("ACS set " + (names.empty() ? std::string("none") : names), 0), 0u)
+            << f["acs"];
+      }
     }
+    EXPECT_EQ(data["acs_bits"], topo["acs_bits"]);
     // Every cell as the matrix (kernel) and the policy (decision) give it, without the runtimes.
     json matrix = json::parse(tool("--sysroot " + sysroot + " matrix --format json").output);
     json policy = json::parse(tool("--sysroot " + sysroot + " policy --no-probe --format json").output);

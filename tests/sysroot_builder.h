@@ -42,10 +42,13 @@ struct ConfigBytes {
     b[0x18] = primary, b[0x19] = secondary, b[0x1a] = subordinate;
     return *this;
   }
-  ConfigBytes& acs(uint16_t ctrl) {
+  // cap: SV TB RR CR UF unless given; with EC in it, bits 15:8 give the Egress Control Vector's
+  // size and `egress` its first 32 bits (cap+8).
+  ConfigBytes& acs(uint16_t ctrl, uint16_t cap = 0x001f, uint32_t egress = 0) {
     put32(0x100, 0x0001000d);  // ACS, version 1, last
-    put16(0x104, 0x001f);      // SV TB RR CR UF
+    put16(0x104, cap);
     put16(0x106, ctrl);
+    put32(0x108, egress);
     return *this;
   }
   ConfigBytes& rebar(uint32_t ctrl) {

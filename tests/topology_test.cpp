@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "p2paudit/acs_meaning.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_report.h"
 #include "p2paudit/platform.h"
 #include "p2paudit/snapshot.h"
 #include "p2paudit/sysroot.h"
@@ -342,6 +347,136 @@ TEST(VendorMemory, SnapshotKeepsTheFilesAndReadsBackTheSame) {
   EXPECT_EQ(back.functions[1].memory_visible_size, 256 * kMiB);
   EXPECT_EQ(topology_to_json(back)["functions"], topology_to_json(live)["functions"]);
   fs::remove(out);
+}
+
+
+// --- ACS with its meaning (acs_meaning.h) -------------------------------------------------------
+
+// The seven bits in register order, named as the kernel's PCI_ACS_* flags; P2PDMA reads exactly the
+// redirect bits pci_bridge_has_acs_redir() tests.
+TEST(AcsMeaning, SevenBitsAndP2pdmaReadsTheRedirectOnes) {
+  auto all = acs_bit_meanings();
+  ASSERT_EQ(all.size(), 7u);
+  uint16_t masks = 0, read = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].mask, 1u << i) << all[i].bit;
+    EXPECT_FALSE(all[i].effect.empty() || all[i].p2pdma.empty() || all[i].name.empty()) << all[i].bit;
+    masks |= all[i].mask;
+    if (all[i].p2pdma_reads) read |= all[i].mask;
+    // A bit P2PDMA reads is said to be counted as redirect, one it does not as not read.
+    EXPECT_EQ(all[i].p2pdma.find("counted as redirect") != std::string_view::npos, all[i].p2pdma_reads) << all[i].bit;
+  }
+  EXPECT_EQ(masks, kAcsSv | kAcsTb | kAcsRr | kAcsCr | kAcsUf | kAcsEc | kAcsDt);
+  EXPECT_EQ(read, kAcsRedirectBits);
+  EXPECT_EQ(acs_bit_names(kAcsSv | kAcsRr | kAcsCr | kAcsUf), "SV RR CR UF");
+  EXPECT_EQ(acs_bit_names(0), "none");
+  EXPECT_EQ(acs_bit_names(0x8000), "none");  // reserved bits are not named
+}
+
+TEST(AcsMeaning, LineSaysSetAndImplementedAndUnknownStaysUnknown) {
+  EXPECT_EQ(acs_line(Acs{CapState::kUnknown}).rfind("ACS unknown", 0), 0u);
+  EXPECT_EQ(acs_line(Acs{CapState::kAbsent}), "no ACS");
+  Acs port{CapState::kPresent, 0x100, 0x001f, 0x001d};
+  EXPECT_EQ(acs_line(port), "ACS set SV RR CR UF (implements SV TB RR CR UF)");
+  EXPECT_FALSE(acs_egress(port)) << "no EC: no vector";
+  Acs egress{CapState::kPresent, 0x100, static_cast<uint16_t>(0x007f | (8 << 8)), kAcsEc, 0x5};
+  EXPECT_EQ(acs_line(egress), "ACS set EC (implements SV TB RR CR UF EC DT), egress vector 8 bits 0x00000005");
+  egress.cap = 0x007f;  // a size of 0 encodes 256 bits
+  EXPECT_EQ(acs_egress(egress)->size_bits, 256);
+  egress.egress_first_word.reset();
+  EXPECT_NE(acs_line(egress).find("(not readable)"), std::string::npos) << acs_line(egress);
+  // Each set bit's line carries its effect and what P2PDMA does, in register order.
+  auto lines = acs_set_bit_lines(kAcsRr | kAcsSv);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].rfind("SV (Source Validation): ", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("RR (P2P Request Redirect): ", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("; P2PDMA: counted as redirect"), std::string::npos) << lines[1];
+}
+
+// A machine on disk: a root port implementing every ACS capability with RR, CR and EC set and an
+// 8-bit egress vector, a switch whose downstream ports set RR and CR, two GPUs below it, and a
+// function read unprivileged (64 bytes). topology's JSON names the bits, its text says what each
+// set bit does once, explain says it for the tested ports; the unknown stays unknown.
+class AcsOnDisk : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    s_.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 167\n");
+    s_.function("pci0000:00/0000:00:00.0", test::ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+    std::string rp = "pci0000:00/0000:00:01.0";
+    s_.function(rp, test::ConfigBytes(0x8086, 0x4c01, 0x060400, 4, true)
+                        .buses(0, 1, 4)
+                        .acs(kAcsRr | kAcsCr | kAcsEc, static_cast<uint16_t>(0x007f | (8 << 8)), 0x5)
+                        .bytes());
+    std::string usp = rp + "/0000:01:00.0";
+    s_.function(usp, test::ConfigBytes(0x10b5, 0x8747, 0x060400, 5, true).buses(1, 2, 4).bytes());
+    for (int k = 0; k < 2; ++k) {
+      std::string dsp = fmt::format("{}/0000:02:{:02x}.0", usp, k);
+      s_.function(dsp, test::ConfigBytes(0x10b5, 0x8747, 0x060400, 6, true).buses(2, 3 + k, 3 + k).acs(kAcsRr | kAcsCr).bytes());
+      s_.function(fmt::format("{}/0000:{:02x}:00.0", dsp, 3 + k), test::ConfigBytes(0x8086, 0xe223, 0x030000, 0).bytes());
+    }
+    s_.function("pci0000:00/0000:00:1f.0", test::ConfigBytes(0x8086, 0x7a84, 0x060100, 0).bytes(64));
+  }
+  test::SysrootDir s_;
+};
+
+TEST_F(AcsOnDisk, TopologyJsonNamesTheBitsAndTheMeaningsOnce) {
+  auto r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + s_.str() + " topology --format json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["acs_bits"].size(), acs_bit_meanings().size());
+  for (size_t i = 0; i < acs_bit_meanings().size(); ++i) {
+    EXPECT_EQ(j["acs_bits"][i]["bit"], std::string(acs_bit_meanings()[i].bit));
+    EXPECT_EQ(j["acs_bits"][i]["effect"], std::string(acs_bit_meanings()[i].effect));
+  }
+  std::map<std::string, nlohmann::json> by_bdf;
+  for (const auto& f : j["functions"]) by_bdf[f["bdf"]] = f;
+  const auto& rp = by_bdf["0000:00:01.0"];
+  EXPECT_EQ(rp["acs_implemented"], nlohmann::json({"SV", "TB", "RR", "CR", "UF", "EC", "DT"}));
+  EXPECT_EQ(rp["acs_enabled"], nlohmann::json({"RR", "CR", "EC"}));
+  EXPECT_EQ(rp["acs_egress_vector"], nlohmann::json({{"size_bits", 8}, {"first_word", 5}}));
+  const auto& dsp = by_bdf["0000:02:00.0"];
+  EXPECT_EQ(dsp["acs_implemented"], nlohmann::json({"SV", "TB", "RR", "CR", "UF"}));
+  EXPECT_EQ(dsp["acs_enabled"], nlohmann::json({"RR", "CR"}));
+  EXPECT_TRUE(dsp["acs_egress_vector"].is_null()) << "no EC implemented";
+  const auto& gpu = by_bdf["0000:03:00.0"];
+  EXPECT_EQ(gpu["acs"], "absent");
+  EXPECT_EQ(gpu["acs_enabled"], nlohmann::json::array());
+  const auto& unread = by_bdf["0000:00:1f.0"];
+  EXPECT_EQ(unread["acs"], "unknown");
+  EXPECT_TRUE(unread["acs_implemented"].is_null());
+  EXPECT_TRUE(unread["acs_enabled"].is_null());
+}
+
+TEST_F(AcsOnDisk, TopologyTextSaysEachSetBitOnce) {
+  auto r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + s_.str() + " topology");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = r.output.find(what); at != std::string::npos; at = r.output.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("ACS set RR CR EC (implements SV TB RR CR UF EC DT), egress vector 8 bits 0x00000005"), 1u) << r.output;
+  EXPECT_EQ(count("ACS set RR CR (implements SV TB RR CR UF)"), 2u) << r.output;
+  for (const auto& m : acs_bit_meanings()) {
+    std::string line = fmt::format("  {} ({}), set on ", m.bit, m.name);
+    size_t expected = (m.mask & (kAcsRr | kAcsCr | kAcsEc)) ? 1 : 0;
+    EXPECT_EQ(count(line), expected) << m.bit << "\n" << r.output;
+    if (expected) EXPECT_NE(r.output.find(std::string(m.effect)), std::string::npos) << m.bit;
+  }
+  EXPECT_EQ(count("  RR (P2P Request Redirect), set on 3 function(s): "), 1u) << r.output;
+  EXPECT_EQ(count("  EC (P2P Egress Control), set on 1 function(s): "), 1u) << r.output;
+  EXPECT_NE(r.output.find("ACS unknown (config space cut short)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ACS unknown on some functions"), std::string::npos) << r.output;
+}
+
+TEST_F(AcsOnDisk, ExplainSaysWhatTheTestedBitsDo) {
+  auto r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + s_.str() + " --kernel 7.0 explain 03:00.0 04:00.0");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("ctrl 0x000c (set RR CR; implements SV TB RR CR UF)  -> redirect"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("What those ACS bits do to a peer request:"), std::string::npos) << r.output;
+  for (const auto& line : acs_set_bit_lines(kAcsRr | kAcsCr)) EXPECT_NE(r.output.find("    " + line + "\n"), std::string::npos) << line;
+  // Only the bits set on the tested ports: the root port's EC is above their common switch.
+  EXPECT_EQ(r.output.find("EC (P2P Egress Control): "), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -16,6 +16,8 @@
 #include "p2paudit/errors.h"
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/kernel_rules.h"
+#include "p2paudit/p2pdma.h"
+#include "p2paudit/p2pdma_report.h"
 #include "p2paudit/probe/runtime_facts.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
@@ -290,6 +292,74 @@ TEST(WhitelistEvidence, CommandShowsProvenanceAndUpstream) {
                         " whitelist --no-probe --vendor-facts " + test::shell_quote(facts));
   EXPECT_NE(r.output.find("nvme0 -> nic0 (copy verified claimed, not counted)"), std::string::npos) << r.output;
   fs::remove_all(dir);
+}
+
+// One text per fact: the status the kernel's remedy quotes for a refused host bridge's entry is the
+// one `whitelist` gives, from the same rule data (entry_rule_status()): rejected by a public report
+// (8086:4c43), queued on the PCI tree's p2pdma branch (8086:6f00), proposed on the list (8086:29c0),
+// in a later release (8086:0b25, 7.2, analysed as 7.0), or nothing known (the copies decide).
+TEST(WhitelistEvidence, RemedyQuotesTheStatusWhitelistGives) {
+  struct Case {
+    uint16_t device;
+    CandidateStatus status;
+  };
+  for (const Case& k : {Case{0x4c43, CandidateStatus::kDoNotSubmit}, Case{0x6f00, CandidateStatus::kQueuedUpstream},
+                        Case{0x29c0, CandidateStatus::kProposedUpstream}, Case{0x0b25, CandidateStatus::kFixedIn},
+                        Case{0xa700, CandidateStatus::kNeedsEvidence}}) {
+    auto tree = two_gpus_on_root_ports(0x8086, k.device, "host bridge");
+    KernelRules kernel = rules(tree.t);
+    const auto c = only(whitelist_candidates(tree.t, kernel, nullptr));
+    ASSERT_EQ(c.status, k.status) << c.id();
+    auto v = pci_p2pdma_distance(tree.t, kernel, tree.index("03:00.0"), tree.index("07:00.0"));
+    ASSERT_EQ(v.map_type, MapType::kNotSupported) << c.id();
+    std::string remedy = joined(v.remedy.alternatives);
+    EntryRuleStatus data = entry_rule_status(kernel, c.vendor, c.device);
+    EXPECT_NE(remedy.find(data.remedy_text()), std::string::npos) << c.id() << ": " << remedy;
+    EXPECT_EQ(remedy.find("needs evidence"), std::string::npos) << c.id() << ": " << remedy;
+    EXPECT_EQ(remedy.find("https://"), std::string::npos) << "no address: the page names none; " << remedy;
+    if (k.status == CandidateStatus::kNeedsEvidence) {
+      // Only measured copies can decide: the remedy says so and names no status of its own.
+      EXPECT_EQ(data.status, EntryDataStatus::kOpen);
+      EXPECT_NE(remedy.find("measured peer copies"), std::string::npos) << remedy;
+      continue;
+    }
+    // The words `whitelist` prints for the candidate are in the remedy.
+    EXPECT_NE(remedy.find(std::string(c.id()) + ": " + to_string(c.status)), std::string::npos) << c.id() << ": " << remedy;
+    EXPECT_EQ(data.fixed_in, c.fixed_in);
+    EXPECT_EQ(data.upstream.has_value(), c.upstream.has_value());
+    EXPECT_EQ(data.reports, c.reports);
+    if (k.status == CandidateStatus::kDoNotSubmit) {
+      EXPECT_EQ(data.reason(), c.status_reason);
+      EXPECT_NE(remedy.find("public report of wrong data: " + data.wrong_data->summary), std::string::npos) << remedy;
+      EXPECT_NE(data.reason().find("https://github.com/intel/compute-runtime/issues/935"), std::string::npos);
+      EXPECT_EQ(remedy.find("--assume-whitelisted 8086:4c43"), std::string::npos) << "no invitation to force it";
+    }
+    if (k.status == CandidateStatus::kQueuedUpstream) {
+      EXPECT_NE(remedy.find("commit e7b44579a6b4"), std::string::npos) << remedy;
+      EXPECT_NE(remedy.find("branch p2pdma"), std::string::npos) << remedy;
+    }
+    if (k.status == CandidateStatus::kFixedIn) EXPECT_NE(remedy.find("fixed in " + c.fixed_in), std::string::npos) << remedy;
+  }
+  // A measured copy that failed rejects the entry on this machine only: the rule data (and so the
+  // remedy, which reads no copies) stays open.
+  auto tree = two_gpus_on_root_ports(0x8086, 0xa700, "host bridge");
+  auto failed = measured(tree, "failed");
+  const auto c = only(whitelist_candidates(tree.t, rules(tree.t, {booted_with(0xa700)}), &failed));
+  EXPECT_EQ(c.status, CandidateStatus::kDoNotSubmit);
+  EXPECT_EQ(entry_rule_status(rules(tree.t), 0x8086, 0xa700).status, EntryDataStatus::kOpen);
+}
+
+// The queued entry reads "queued upstream" wherever a status is printed: the command's text and
+// JSON, and `explain`'s remedy.
+TEST(WhitelistEvidence, QueuedEntryIsQueuedEverywhere) {
+  auto tree = two_gpus_on_root_ports(0x8086, 0x6f00, "Xeon E7 v4/Xeon E5 v4/Xeon E3 v4/Xeon D DMI2");
+  KernelRules kernel = rules(tree.t);
+  const auto c = only(whitelist_candidates(tree.t, kernel, nullptr));
+  EXPECT_EQ(candidate_json(tree.t, c)["status"], "queued upstream");
+  auto many = pci_p2pdma_distance_many(tree.t, kernel, tree.index("03:00.0"), {tree.index("07:00.0")});
+  std::string text = explain_text(tree.t, kernel, many);
+  EXPECT_NE(text.find("a whitelist entry for 8086:6f00: queued upstream"), std::string::npos) << text;
+  EXPECT_EQ(text.find("needs evidence"), std::string::npos) << text;
 }
 
 // upstream.yaml is read as strictly as the other rule files.

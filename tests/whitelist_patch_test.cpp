@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/dump_topology.h"
@@ -21,6 +22,7 @@
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "synthetic_tree.h"
+#include "sysroot_builder.h"
 #include "test_support.h"
 
 namespace p2paudit::fleet {
@@ -337,6 +339,41 @@ TEST(WhitelistPatch, WithoutACandidateOnlyAReadyOneIsTaken) {
   EXPECT_NE(r.output.find("no candidate is ready to submit"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("8086:29c0 (proposed upstream)"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(patch));
+}
+
+
+// A do-not-submit candidate (8086:4c43: a public report of wrong data when forced onto the table,
+// intel/compute-runtime#935) gets no patch unless --force: the refusal names the status and its
+// reason, exits 2 (a refused request, as for a fixed-in one) and writes nothing.
+TEST(WhitelistPatch, DoNotSubmitNeedsForce) {
+  Sandbox box;
+  test::SysrootDir s;
+  s.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 167\n");
+  s.write("proc/sys/kernel/osrelease", "7.0.0\n");
+  s.write("boot/config-7.0.0", "CONFIG_PCI_P2PDMA=y\n");
+  s.function("pci0000:00/0000:00:00.0", test::ConfigBytes(0x8086, 0x4c43, 0x060000, 0).bytes(256));
+  for (int port : {1, 6}) {
+    std::string rp = fmt::format("pci0000:00/0000:00:{:02x}.0", port);
+    s.function(rp, test::ConfigBytes(0x8086, 0x4c01, 0x060400, 4, true).buses(0, port, port).bytes());
+    s.function(fmt::format("{}/0000:{:02x}:00.0", rp, port), test::ConfigBytes(0x8086, 0xe223, 0x030000, 0).bytes());
+  }
+  std::string patch = box.dir + "/rkl.patch";
+  std::string cmd = box.tool() + " --sysroot " + test::shell_quote(s.str()) + " whitelist --no-probe --patch " +
+                    test::shell_quote(patch) + " --candidate 8086:4c43";
+  auto refused = test::run_command(cmd + " 2>&1");
+  EXPECT_EQ(refused.status, 2) << refused.output;
+  EXPECT_NE(refused.output.find("8086:4c43 is do not submit (rejected: public report of wrong data "
+                                "(https://github.com/intel/compute-runtime/issues/935)"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("--force"), std::string::npos) << refused.output;
+  EXPECT_FALSE(fs::exists(patch));
+
+  auto forced = test::run_command(cmd + " --force 2>&1");
+  EXPECT_EQ(forced.status, 0) << forced.output;
+  EXPECT_NE(forced.output.find("status do not submit: do not send it"), std::string::npos) << forced.output;
+  ASSERT_TRUE(fs::exists(patch));
+  EXPECT_NE(slurp(patch).find("0x4c43"), std::string::npos);
 }
 
 }  // namespace

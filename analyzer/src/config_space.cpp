@@ -272,6 +272,9 @@ void decode_ext_caps(struct pci_dev* d, Function& f, std::vector<Finding>& findi
     f.acs.offset = static_cast<uint16_t>(acs);
     f.acs.cap = pci_read_word(d, acs + PCI_ACS_CAP);
     f.acs.ctrl = pci_read_word(d, acs + PCI_ACS_CTRL);
+    // The vector follows the control word; a capability at the very end of the space has none to read.
+    if ((f.acs.cap & PCI_ACS_CAP_EGRESS) && acs + PCI_ACS_EGRESS_CTRL + 4 <= static_cast<int>(f.config_readable))
+      f.acs.egress_first_word = pci_read_long(d, acs + PCI_ACS_EGRESS_CTRL);
   }
   f.ari = pci_find_cap(d, PCI_EXT_CAP_ID_ARI, PCI_CAP_EXTENDED) ? CapState::kPresent : CapState::kAbsent;
   if (struct pci_cap* sriov = pci_find_cap(d, PCI_EXT_CAP_ID_SRIOV, PCI_CAP_EXTENDED)) {

@@ -524,3 +524,79 @@ KernelRules load_kernel_rules(const std::filesystem::path& dir, const Platform& 
 }
 
 }  // namespace p2paudit
+
+namespace p2paudit {
+
+const char* to_string(EntryDataStatus s) {
+  switch (s) {
+    case EntryDataStatus::kFixedIn: return "fixed in";
+    case EntryDataStatus::kDoNotSubmit: return "do not submit";
+    case EntryDataStatus::kQueued: return "queued upstream";
+    case EntryDataStatus::kProposed: return "proposed upstream";
+    case EntryDataStatus::kOpen: return "";
+  }
+  return "";
+}
+
+EntryRuleStatus entry_rule_status(const KernelRules& rules, uint16_t vendor, uint16_t device) {
+  EntryRuleStatus out;
+  out.id = fmt::format("{:04x}:{:04x}", vendor, device);
+  // The first release after the analysed one whose table has the entry.
+  std::optional<KernelRelease> first;
+  for (const auto& e : rules.all_releases) {
+    if (e.vendor != vendor || (e.device && *e.device != device) || !e.releases.added) continue;
+    if (*e.releases.added <= rules.release || (first && *first <= *e.releases.added)) continue;
+    first = e.releases.added;
+  }
+  if (first) out.fixed_in = fmt::format("{}.{}", first->major, first->minor);
+  for (const auto& r : rules.upstream.reports)
+    if (r.vendor == vendor && r.device == device) {
+      out.reports.push_back(fmt::format("{}: {}", r.link, escape_line(r.summary)));
+      if (r.verdict == "wrong_data" && !out.wrong_data) out.wrong_data = r;
+    }
+  for (const auto& e : rules.upstream.entries)
+    if (e.vendor == vendor && e.device == device) out.upstream = e;
+  out.status = !out.fixed_in.empty()                          ? EntryDataStatus::kFixedIn
+               : out.wrong_data                               ? EntryDataStatus::kDoNotSubmit
+               : out.upstream && out.upstream->state == "queued" ? EntryDataStatus::kQueued
+               : out.upstream                                 ? EntryDataStatus::kProposed
+                                                              : EntryDataStatus::kOpen;
+  return out;
+}
+
+std::string EntryRuleStatus::reason() const {
+  if (status != EntryDataStatus::kDoNotSubmit || !wrong_data) return "";
+  return fmt::format("rejected: public report of wrong data ({}); document the refusal instead", wrong_data->link);
+}
+
+std::string upstream_entry_text(const UpstreamEntry& e, bool with_link) {
+  const bool queued = e.state == "queued";
+  return fmt::format("{}: \"{}\" ({} {}, {}, {}){}: {}", to_string(queued ? EntryDataStatus::kQueued : EntryDataStatus::kProposed),
+                     escape_line(e.subject), queued ? "commit" : "Message-ID", escape_line(e.id), escape_line(e.where),
+                     e.date, with_link ? " " + e.link : "",
+                     queued ? "do not send it again; test it and reply with Tested-by"
+                            : "reply to the proposal with Tested-by and the copies rather than sending a new patch");
+}
+
+std::string EntryRuleStatus::remedy_text() const {
+  // No address: the remedy is also drawn on the self-contained page, which names none; `whitelist`
+  // gives the links.
+  switch (status) {
+    case EntryDataStatus::kFixedIn:
+      return fmt::format("a whitelist entry for {}: fixed in {} (Linux {} and later have it: upgrade rather than submit)",
+                         id, fixed_in, fixed_in);
+    case EntryDataStatus::kDoNotSubmit:
+      return fmt::format("a whitelist entry for {}: do not submit (rejected: public report of wrong data: {}; "
+                         "`p2paudit whitelist` cites it; document the refusal instead)",
+                         id, escape_line(wrong_data ? wrong_data->summary : ""));
+    case EntryDataStatus::kQueued:
+    case EntryDataStatus::kProposed:
+      return fmt::format("a whitelist entry for {}: {}", id, upstream_entry_text(*upstream, false));
+    case EntryDataStatus::kOpen: break;
+  }
+  return fmt::format("a whitelist entry for {} needs measured peer copies through this host bridge before it is "
+                     "submitted: `p2paudit whitelist` says whether this machine's are enough",
+                     id);
+}
+
+}  // namespace p2paudit

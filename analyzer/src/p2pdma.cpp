@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "p2paudit/acs_meaning.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/platform.h"
 #include "p2pdma_unknowns.h"
@@ -377,14 +378,13 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
       }
     }
   v.remedy.disable_acs_redir = join(redirecting, ";");
-  // The out-of-tree ACS override patch (source: https://github.com/intel/compute-runtime/issues/935,
-  // whose reporter booted with it to rule ACS out) makes pci_acs_enabled() pretend isolation for
-  // IOMMU grouping; pci_bridge_has_acs_redir() reads the ACS control register, which it leaves set.
-  if (auto override = cmdline_param(t.platform.cmdline, "pcie_acs_override");
-      override && (!redirecting.empty() || !v.remedy.acs_unknown.empty()))
-    v.remedy.acs_override = fmt::format(
-        "pcie_acs_override={} on the command line changes IOMMU grouping only, never pci_p2pdma_distance()'s ACS "
-        "check: the redirect bits stay set", escape_text(*override));
+  // The out-of-tree ACS override patch makes pci_acs_enabled() pretend isolation for IOMMU grouping;
+  // pci_bridge_has_acs_redir() reads the ACS control register, which it leaves as it is. Said on
+  // every pair, whatever decides it: a reporter booted with it to rule ACS out of a refusal that
+  // had nothing to do with ACS (source: https://github.com/TSUMUGI-XE/b70-dual-tp2, two B70s on an
+  // Intel client host, and https://github.com/intel/compute-runtime/issues/935, same reporter).
+  if (auto override = cmdline_param(t.platform.cmdline, "pcie_acs_override"))
+    v.remedy.acs_override = acs_override_text(*override);
   v.remedy.iommu_groups_merged = groups_merged(t, redirecting_idx);
 
   std::string path;
@@ -475,7 +475,6 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
       break;
   }
 
-  if (!v.remedy.acs_override.empty() && !redirecting.empty()) v.reason += " (" + v.remedy.acs_override + ")";
   if (v.map_type == MapType::kThruHostBridge || !call.thru) return;
   // What would make the kernel allow it.
   if (!call.common)
@@ -493,9 +492,13 @@ void explain(const Topology& t, const KernelRules& rules, size_t provider, const
       v.remedy.whitelist = fmt::format("host bridge {:04x}:{:04x}{} is not in this kernel's whitelist",
                                        root.vendor, root.device, root_name.empty() ? "" : " (" + root_name + ")");
       for (auto& r : releases_whitelisting(rules, root)) v.remedy.alternatives.push_back(r);
-      v.remedy.alternatives.push_back(fmt::format(
-          "stage through host memory (a whitelist entry for {0:04x}:{1:04x} needs evidence: `p2paudit whitelist`; "
-          "`--assume-whitelisted {0:04x}:{1:04x}` shows the answer with one)", root.vendor, root.device));
+      // The entry's status from the rule data, as `p2paudit whitelist` reads it (kernel_rules.h).
+      EntryRuleStatus status = entry_rule_status(rules, root.vendor, root.device);
+      v.remedy.alternatives.push_back(
+          status.status == EntryDataStatus::kDoNotSubmit
+              ? fmt::format("stage through host memory ({})", status.remedy_text())
+              : fmt::format("stage through host memory ({}; `--assume-whitelisted {}` shows the answer with one)",
+                            status.remedy_text(), status.id));
     } else if (!hb.root_device && hb.first_device &&
                rules.root_device_rule != RootDeviceRule::kFirstAtDevfn0OrRootPort &&
                t.functions[*hb.first_device].pcie_type == PcieType::kRootPort) {
@@ -752,6 +755,7 @@ ManyVerdict pci_p2pdma_distance_many(const Topology& topo, const KernelRules& ru
       v.remedy.unknown_whitelist.clear();
     }
     explain(topo, rules, provider, call, v);
+    if (!v.remedy.acs_override.empty()) v.reason += " (" + v.remedy.acs_override + ")";
     out.clients.push_back(std::move(v));
   }
 

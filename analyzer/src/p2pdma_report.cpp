@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/p2pdma_report.h"
 
+#include "p2paudit/acs_meaning.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -8,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "p2paudit/acs_meaning.h"
 #include "p2paudit/device_class.h"
 #include "p2paudit/grouped_grid.h"
 #include "p2paudit/input_file.h"
@@ -50,15 +53,6 @@ ordered_json chain_json(const Topology& t, const std::vector<size_t>& chain) {
   ordered_json out = ordered_json::array();
   for (size_t i : chain) out.push_back(t.functions[i].bdf.str());
   return out;
-}
-
-std::string acs_bits(uint16_t ctrl) {
-  std::string out;
-  const std::pair<uint16_t, const char*> bits[] = {{kAcsSv, "SV"}, {kAcsTb, "TB"}, {kAcsRr, "RR"}, {kAcsCr, "CR"},
-                                                   {kAcsUf, "UF"}, {kAcsEc, "EC"}, {kAcsDt, "DT"}};
-  for (auto [bit, label] : bits)
-    if (ctrl & bit) out += std::string(out.empty() ? "" : " ") + label;
-  return out.empty() ? "none" : out;
 }
 
 std::string describe(const Topology& t, size_t i, const std::vector<std::string>& names) {
@@ -446,19 +440,23 @@ std::string explain_text(const Topology& t, const KernelRules& rules, const Many
            (v.common_ancestor ? t.functions[*v.common_ancestor].bdf.str() : std::string("none")) + "\n";
     if (!v.acs_tests.empty()) {
       out += fmt::format("  ACS redirect tests{}:\n", v.acs_considered ? "" : " (not used: no common upstream device)");
+      uint16_t set_bits = 0;
       for (const auto& test : v.acs_tests) {
         const Function& tested = t.functions[test.function];
-        std::string unknown = t.lspci_dump.empty()
-                                  ? "ACS not readable (run as root)"
-                                  : fmt::format("ACS not in the dump ({} bytes of config space): rerun `sudo lspci -xxxx`",
-                                                tested.config_readable);
         std::string state = test.acs.state == CapState::kAbsent    ? "no ACS capability"
-                            : test.acs.state == CapState::kUnknown ? unknown
-                                                                   : fmt::format("ctrl {:#06x} ({})", test.acs.ctrl,
-                                                                                 acs_bits(test.acs.ctrl));
-        out += fmt::format("    {}  {:<8}  {}{}\n", t.functions[test.function].bdf.str(),
-                           test.provider_chain ? "provider" : "client", state,
+                            : test.acs.state == CapState::kUnknown ? acs_unknown_text(t, tested)
+                                                                   : fmt::format("ctrl {:#06x} (set {}; implements {})",
+                                                                                 test.acs.ctrl, acs_bit_names(test.acs.ctrl),
+                                                                                 acs_bit_names(test.acs.cap));
+        if (test.acs.state == CapState::kPresent) set_bits |= test.acs.ctrl;
+        out += fmt::format("    {}  {:<8}  {}{}\n", tested.bdf.str(), test.provider_chain ? "provider" : "client", state,
                            test.redirect.value_or(false) ? "  -> redirect" : "");
+      }
+      // What the bits set on the tested devices do, each once (acs_meaning.h); only where the
+      // kernel weighs them.
+      if (auto lines = acs_set_bit_lines(v.acs_considered ? set_bits : 0); !lines.empty()) {
+        out += "  What those ACS bits do to a peer request:\n";
+        for (const auto& line : lines) out += "    " + line + "\n";
       }
     }
     if (v.cpu_rule_consulted)
@@ -509,9 +507,7 @@ VerdictReasons::VerdictReasons(const P2pdmaIndex& index)
     : index_(index), names_(index.topology().functions.size()), labels_(names_.size()) {
   const Topology& t = index.topology();
   if (auto override = cmdline_param(t.platform.cmdline, "pcie_acs_override"))
-    acs_override_ = fmt::format(
-        "pcie_acs_override={} on the command line changes IOMMU grouping only, never pci_p2pdma_distance()'s ACS "
-        "check: the redirect bits stay set", escape_text(*override));
+    acs_override_ = " (" + acs_override_text(*override) + ")";
   cpu_allows_ = index.rules().cpu_supports_p2pdma && cpu_supports_p2pdma(t.platform, index.rules()).value_or(false);
   cpu_allows_text_ = fmt::format(", so the traffic goes through the host bridge, which the kernel allows because the "
                                  "boot CPU is AMD family {:#x} (>= 0x17)", t.platform.cpu_family.value_or(0));
@@ -529,6 +525,13 @@ const std::string& VerdictReasons::device_label(size_t dev) {
 }
 
 const std::string& VerdictReasons::reason(size_t provider, size_t client, const PairOutcome& o) {
+  // Every pair's sentence ends with what pcie_acs_override= does, as pci_p2pdma_distance()'s does;
+  // a sentence taken from the full verdict has it already.
+  if (!reason_without_override(provider, client, o) && !acs_override_.empty()) text_ += acs_override_;
+  return text_;
+}
+
+bool VerdictReasons::reason_without_override(size_t provider, size_t client, const PairOutcome& o) {
   const Topology& t = index_.topology();
   const KernelRules& rules = index_.rules();
   // Appended into text_, whose capacity stays from pair to pair: a report renders hundreds of
@@ -538,15 +541,15 @@ const std::string& VerdictReasons::reason(size_t provider, size_t client, const 
   if (rules.config_p2pdma == Known::kNo) {
     fmt::format_to(text, "CONFIG_PCI_P2PDMA is not set in this kernel's config ({})",
                    rules.config_source.empty() ? "unknown source" : rules.config_source);
-    return text_;
+    return false;
   }
   if (!rules.p2pdma) {
     fmt::format_to(text, "kernel {} has no P2PDMA (added in 4.20)", rules.release.version());
-    return text_;
+    return false;
   }
   if (o.map_type == MapType::kUnknown || (o.map_type == MapType::kBusAddr && !o.common_ancestor && provider != client)) {
     text_ = index_.verdict(provider, client).reason;
-    return text_;
+    return true;
   }
   if (o.map_type == MapType::kBusAddr) {
     if (provider == client) {
@@ -556,7 +559,7 @@ const std::string& VerdictReasons::reason(size_t provider, size_t client, const 
       text_ += name(*o.common_ancestor);
       text_ += " and no device on the path has ACS redirect (RR/CR/EC) set";
     }
-    return text_;
+    return false;
   }
 
   // The ACS tests of the walk that decide (with a common upstream device only), in the kernel's
@@ -644,12 +647,7 @@ const std::string& VerdictReasons::reason(size_t provider, size_t client, const 
     }
     if (o.map_type != MapType::kThruHostBridge && o.cpu_rule_consulted) text_ += " (and the boot CPU is not AMD Zen)";
   }
-  if (!acs_override_.empty() && !redirecting_.empty()) {
-    text_ += " (";
-    text_ += acs_override_;
-    text_ += ")";
-  }
-  return text_;
+  return false;
 }
 
 }  // namespace p2paudit

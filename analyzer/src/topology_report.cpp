@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/topology_report.h"
 
+#include <bit>
+
 #include <fmt/format.h>
 
+#include "p2paudit/acs_meaning.h"
 #include "p2paudit/vendor_memory.h"
 
 namespace p2paudit {
@@ -33,7 +36,7 @@ std::string function_line(const Function& f) {
                                                       f.link.current_speed != f.link.max_speed))
                                     ? fmt::format(" (max {} x{})", f.link.max_speed, f.link.max_width)
                                     : ""));
-  notes.push_back(acs_summary(f.acs));
+  notes.push_back(acs_line(f.acs));
   if (f.iommu_group) notes.push_back(fmt::format("group {}", *f.iommu_group));
   if (!f.driver.empty()) notes.push_back("driver " + f.driver);
   if (f.numa_node >= 0) notes.push_back(fmt::format("node {}", f.numa_node));
@@ -91,6 +94,7 @@ nlohmann::ordered_json function_to_json(const Topology& t, const Function& f) {
   j["acs_ctrl"] = f.acs.state == CapState::kPresent ? json(f.acs.ctrl) : json(nullptr);
   j["acs_cap"] = f.acs.state == CapState::kPresent ? json(f.acs.cap) : json(nullptr);
   j["acs_offset"] = f.acs.state == CapState::kPresent ? json(f.acs.offset) : json(nullptr);
+  add_acs_json(f.acs, j);
   j["ari"] = to_string(f.ari);
   j["sriov"] = f.sriov ? json{{"total_vfs", f.sriov->total_vfs}, {"num_vfs", f.sriov->num_vfs},
                               {"vf_device", hex4(f.sriov->vf_device)}}
@@ -157,6 +161,8 @@ nlohmann::ordered_json topology_to_json(const Topology& t) {
   j["schema_version"] = kTopologySchemaVersion;
   j["platform"] = platform_to_json(t.platform);
   j["config_fully_readable"] = t.config_fully_readable;
+  // What each ACS bit does, once: the functions name the bits they implement and have set.
+  j["acs_bits"] = acs_meanings_json();
   json hbs = json::array();
   for (const auto& hb : t.host_bridges) {
     json devs = json::array();
@@ -196,8 +202,34 @@ std::string topology_tree_text(const Topology& t) {
     const auto& devs = hb.root_bus_devices;
     for (size_t k = 0; k < devs.size(); ++k) draw(t, devs[k], "", k + 1 == devs.size(), out);
   }
+  out += acs_legend(t);
   for (const auto& f : t.findings) out += fmt::format("note: {}: {}\n", f.path, f.message);
   if (auto note = privilege_note(t); !note.empty()) out += "note: " + note + "\n";
+  return out;
+}
+
+std::string acs_legend(const Topology& t) {
+  // Each bit's meaning once, with how many functions have it set: a machine of thousands of
+  // ports says it in as many lines as one of two.
+  size_t counts[16] = {};
+  bool unknown = false;
+  for (const auto& f : t.functions) {
+    if (f.acs.state == CapState::kUnknown) unknown = true;
+    if (f.acs.state != CapState::kPresent) continue;
+    for (int b = 0; b < 16; ++b)
+      if (f.acs.ctrl & (1u << b)) ++counts[b];
+  }
+  std::string out;
+  for (const auto& m : acs_bit_meanings()) {
+    int b = std::countr_zero(m.mask);
+    if (!counts[b]) continue;
+    if (out.empty())
+      out = "ACS control bits set here, and what each does to a peer request (PCIe Base Specification 6.12; the "
+            "kernel's P2PDMA reads RR, CR and EC only):\n";
+    out += fmt::format("  {} ({}), set on {} function(s): {}; P2PDMA: {}\n", m.bit, m.name, counts[b], m.effect, m.p2pdma);
+  }
+  if (unknown)
+    out += "  ACS unknown on some functions: which bits they have set cannot be read (the note below says why)\n";
   return out;
 }
 

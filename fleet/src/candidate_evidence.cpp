@@ -138,14 +138,13 @@ void add_pair_evidence(const UnlockedPair& pair, WhitelistCandidate& c) {
 }
 
 void decide_candidate_status(const Topology& topo, const KernelRules& kernel, WhitelistCandidate& c) {
-  const UpstreamReport* wrong_data = nullptr;
-  for (const auto& r : kernel.upstream.reports)
-    if (r.vendor == c.vendor && r.device == c.device) {
-      c.reports.push_back(fmt::format("{}: {}", r.link, r.summary));
-      if (r.verdict == "wrong_data" && !wrong_data) wrong_data = &r;
-    }
-  for (const auto& e : kernel.upstream.entries)
-    if (e.vendor == c.vendor && e.device == c.device) c.upstream = e;
+  // What the rule data says (fixed in a later release, a public report of wrong data, queued or
+  // proposed upstream) is decided in one place, which the kernel's remedy quotes too; this
+  // machine's measured copies are weighed here.
+  EntryRuleStatus data = entry_rule_status(kernel, c.vendor, c.device);
+  c.fixed_in = data.fixed_in;
+  c.reports = data.reports;
+  c.upstream = data.upstream;
   if (is_vm(topo.platform)) {
     // A guest's host bridges are its hypervisor's, whatever hardware it runs on.
     c.emulated = "emulated by the hypervisor";
@@ -157,20 +156,20 @@ void decide_candidate_status(const Topology& topo, const KernelRules& kernel, Wh
   bool spans = !c.needs_same_host_bridge;
   bool enough = c.failed_copies == 0 && cov.same + cov.cross > 0 && (!spans || cov.cross);
   c.missing.clear();
-  if (!c.fixed_in.empty()) {
+  c.status_reason.clear();
+  if (data.status == EntryDataStatus::kFixedIn) {
     c.status = CandidateStatus::kFixedIn;
   } else if (c.failed_copies > 0) {
     c.status = CandidateStatus::kDoNotSubmit;
     c.status_reason = fmt::format(
         "rejected: {} measured peer copy(ies) through this host bridge failed or delivered wrong data",
         c.failed_copies);
-  } else if (wrong_data) {
+  } else if (data.status == EntryDataStatus::kDoNotSubmit) {
     c.status = CandidateStatus::kDoNotSubmit;
-    c.status_reason = fmt::format("rejected: public report of wrong data ({}); document the refusal instead",
-                                  wrong_data->link);
-  } else if (c.upstream && c.upstream->state == "queued") {
+    c.status_reason = data.reason();
+  } else if (data.status == EntryDataStatus::kQueued) {
     c.status = CandidateStatus::kQueuedUpstream;
-  } else if (c.upstream) {
+  } else if (data.status == EntryDataStatus::kProposed) {
     c.status = CandidateStatus::kProposedUpstream;
   } else if (enough) {
     c.status = CandidateStatus::kReadyToSubmit;
@@ -211,14 +210,7 @@ std::string copy_run_of(const nlohmann::json& doc) {
 std::vector<std::string> evidence_lines(const WhitelistCandidate& c) {
   std::vector<std::string> out;
   if (!c.status_reason.empty()) out.push_back("do not submit: " + c.status_reason);
-  if (c.upstream)
-    out.push_back(fmt::format("{} upstream: \"{}\" ({} {}, {}, {})", c.upstream->state, c.upstream->subject,
-                              c.upstream->state == "queued" ? "commit" : "Message-ID", c.upstream->id, c.upstream->where,
-                              c.upstream->date) +
-                  fmt::format(" {}: {}", c.upstream->link,
-                              c.upstream->state == "queued" ? "do not send it again; test it and reply with Tested-by"
-                                                            : "reply to the proposal with Tested-by and the copies "
-                                                              "rather than sending a new patch"));
+  if (c.upstream) out.push_back(upstream_entry_text(*c.upstream));
   if (!c.emulated.empty())
     out.push_back(fmt::format("virtual machine: the VM's emulated host bridge ({}), not real hardware; an entry for "
                               "it concerns guests of this hypervisor only",

@@ -20,27 +20,18 @@ namespace {
 
 std::string hex_id(uint16_t vendor, uint16_t device) { return fmt::format("{:04x}:{:04x}", vendor, device); }
 
-// The first release after the analysed one whose table has the entry, "" when none.
-std::string fixed_in(const KernelRules& kernel, uint16_t vendor, uint16_t device) {
-  std::optional<KernelRelease> first;
-  for (const auto& e : kernel.all_releases) {
-    if (e.vendor != vendor || (e.device && *e.device != device) || !e.releases.added) continue;
-    if (*e.releases.added <= kernel.release || (first && *first <= *e.releases.added)) continue;
-    first = e.releases.added;
-  }
-  return first ? fmt::format("{}.{}", first->major, first->minor) : "";
-}
-
 }  // namespace
 
 const char* to_string(CandidateStatus s) {
   switch (s) {
     case CandidateStatus::kReadyToSubmit: return "ready to submit";
     case CandidateStatus::kNeedsEvidence: return "needs evidence";
-    case CandidateStatus::kDoNotSubmit: return "do not submit";
-    case CandidateStatus::kFixedIn: return "fixed in";
-    case CandidateStatus::kQueuedUpstream: return "queued upstream";
-    case CandidateStatus::kProposedUpstream: return "proposed upstream";
+    // What the rule data alone decides is worded where it is decided (kernel_rules.h), for the
+    // kernel's remedy to say the same.
+    case CandidateStatus::kDoNotSubmit: return to_string(EntryDataStatus::kDoNotSubmit);
+    case CandidateStatus::kFixedIn: return to_string(EntryDataStatus::kFixedIn);
+    case CandidateStatus::kQueuedUpstream: return to_string(EntryDataStatus::kQueued);
+    case CandidateStatus::kProposedUpstream: return to_string(EntryDataStatus::kProposed);
   }
   return "?";
 }
@@ -214,7 +205,6 @@ std::vector<WhitelistCandidate> whitelist_candidates(const Topology& topo, const
       if (cand.name.empty()) cand.name = topo.functions[*first].device_name;
     }
     cand.needs_same_host_bridge = all_same_host_bridge[entry.first];
-    cand.fixed_in = fixed_in(kernel, cand.vendor, cand.device);
     decide_candidate_status(topo, kernel, cand);
     out.push_back(std::move(cand));
   }

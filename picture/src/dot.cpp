@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "machine_view.h"
+#include "p2paudit/acs_meaning.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/topology_report.h"
@@ -71,7 +72,7 @@ std::string function_node(const Topology& topo, const DrawnTree& tree, size_t i,
   if (!facts.empty()) lines.push_back(facts);
   auto redirect = acs_redirects(f);
   std::string attrs = fmt::format("fillcolor=\"{}\"", short_name.empty() ? fill_of(kind) : "#fff59d");
-  if (kind != NodeKind::kEndpoint || f.acs.state == CapState::kPresent) lines.push_back(acs_summary(f.acs));
+  if (kind != NodeKind::kEndpoint || f.acs.state == CapState::kPresent) lines.push_back(acs_line(f.acs));
   if (redirect == true) {
     lines.push_back("ACS redirect: P2P goes up to the root complex");
     attrs += ", color=\"#d32f2f\", penwidth=3, class=\"acs-redirect\"";

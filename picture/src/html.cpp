@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "machine_view.h"
+#include "p2paudit/acs_meaning.h"
 #include "page.h"
 #include "p2paudit/fleet/report.h"
 #include "p2paudit/json_output.h"
@@ -47,7 +48,9 @@ Json function_json(const Topology& topo, const DrawnTree& tree, size_t i, const 
           {"numa", f.numa_node},
           {"iommu_group", optional_json(f.iommu_group)},
           {"link", link_text(f.link)},
-          {"acs", acs_summary(f.acs)},
+          {"acs", acs_line(f.acs)},
+          // The bits set, by name; what each does is in the page's acs_bits once (acs_meaning.h).
+          {"acs_set", f.acs.state == CapState::kPresent ? Json(acs_bit_names(f.acs.ctrl)) : Json(nullptr)},
           {"redirect", redirect ? Json(*redirect) : Json(nullptr)},
           {"vf", f.is_virtfn}};
 }
@@ -133,6 +136,7 @@ void write_machine_data(DataWriter& w, const Topology& topo, Pairs* pairs, const
     roots.push_back({{"name", r.name}, {"numa", tree.numa_known ? r.numa_node : -1},
                      {"first_device", r.first_device}, {"functions", r.functions}});
   w.member("roots", std::move(roots));
+  w.member("acs_bits", acs_meanings_json());
   w.key("functions");
   w.raw("[");
   for (size_t i = 0; i < topo.functions.size(); ++i) {

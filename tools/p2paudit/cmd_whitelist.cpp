@@ -105,6 +105,13 @@ int write_patch(fleet::PatchInput in, const std::vector<fleet::WhitelistCandidat
     std::cerr << fmt::format("p2paudit: whitelist --patch: Linux {} and later have {}: upgrade rather than submit\n", c.fixed_in, c.id());
     return kExitError;
   }
+  // A rejected entry (a public report or a measured copy of wrong data) is not sent: its patch is
+  // written only when asked for by name and forced, to document the refusal or test it.
+  if (c.status == fleet::CandidateStatus::kDoNotSubmit && !args.force) {
+    std::cerr << fmt::format("p2paudit: whitelist --patch: {} is {} ({}): add --force to write its patch anyway\n", c.id(),
+                             to_string(c.status), c.status_reason);
+    return kExitError;
+  }
   in.pairs = pair_source(c);
   auto patch = fleet::kernel_patch(in, c, args.kernel_source);
   OutputFile file(args.patch, args.force);
@@ -113,7 +120,10 @@ int write_patch(fleet::PatchInput in, const std::vector<fleet::WhitelistCandidat
   std::cerr << fmt::format("p2paudit: wrote {} for {}{}{}\n", escape_line(args.patch), c.id(),
                            patch.applies ? " (git am applies it to the tree it was made from)"
                                          : " (the message alone: no --kernel-source, no diff)",
-                           c.status == fleet::CandidateStatus::kReadyToSubmit ? "" : fmt::format("; status {}: do not send it yet", to_string(c.status)));
+                           c.status == fleet::CandidateStatus::kReadyToSubmit     ? ""
+                           : c.status == fleet::CandidateStatus::kDoNotSubmit     ? fmt::format("; status {}: do not send it", to_string(c.status))
+                           : c.status == fleet::CandidateStatus::kQueuedUpstream ? fmt::format("; status {}: do not send it again", to_string(c.status))
+                                                                                  : fmt::format("; status {}: do not send it yet", to_string(c.status)));
   if (!in.identity.known())
     std::cerr << "p2paudit: no git identity (user.name/user.email or GIT_AUTHOR_NAME/GIT_AUTHOR_EMAIL): the patch carries a FIXME placeholder\n";
   return kExitOk;
@@ -230,7 +240,10 @@ void add_whitelist_command(CLI::App& app, const GlobalOptions& global, int* stat
   cmd->add_option("--kernel-source", args->kernel_source,
                   "Kernel tree whose drivers/pci/p2pdma.c the --patch diff applies to (without it: the message alone)")
       ->needs(patch);
-  cmd->add_flag("--force", args->force, "Replace the --patch file if it exists (never through a symlink)")->needs(patch);
+  cmd->add_flag("--force", args->force,
+                "Replace the --patch file if it exists (never through a symlink); write the patch of a candidate "
+                "whose status is do not submit")
+      ->needs(patch);
   cmd->callback([&global, status, args] { *status = run_whitelist(global, *args); });
 }
 

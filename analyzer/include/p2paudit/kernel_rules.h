@@ -164,6 +164,42 @@ struct KernelRules {
   UpstreamData upstream;                  // the data's upstream.yaml, for whitelist candidates
 };
 
+// What the rule data alone says about a whitelist entry for a host-bridge ID (docs/whitelist.md,
+// "Statuses"): the part of a candidate's status that needs no measurement, read by `p2paudit
+// whitelist` (fleet/src/candidate_evidence.cpp adds this machine's copies) and quoted by the
+// kernel's remedy (p2pdma.cpp), so both say the same. First that applies:
+enum class EntryDataStatus {
+  kFixedIn,      // a release after the analysed one has the entry (whitelist.yaml): upgrade
+  kDoNotSubmit,  // a public report says forcing the entry delivered wrong data (upstream.yaml reports)
+  kQueued,       // a maintainer's tree has it queued, e.g. the pci tree's p2pdma branch (upstream.yaml)
+  kProposed,     // posted to the list (upstream.yaml)
+  kOpen,         // nothing known: measured copies decide (ready to submit or needs evidence)
+};
+// "fixed in", "do not submit", "queued upstream", "proposed upstream", "" for kOpen: the words
+// `whitelist` prints.
+const char* to_string(EntryDataStatus s);
+
+struct EntryRuleStatus {
+  EntryDataStatus status = EntryDataStatus::kOpen;
+  std::string id;                          // "8086:4c43"
+  std::string fixed_in;                    // the first later release with the entry ("7.2"), "" none
+  std::optional<UpstreamReport> wrong_data;  // the first public report of wrong data
+  std::optional<UpstreamEntry> upstream;   // queued or proposed
+  std::vector<std::string> reports;        // every public report about it: "URL: summary"
+  // kDoNotSubmit: "rejected: public report of wrong data (URL); document the refusal instead"; else "".
+  std::string reason() const;
+  // The status as the kernel's remedy quotes it, with what to do and no URL (`whitelist` gives them):
+  // "a whitelist entry for 8086:4c43: do not submit (rejected: public report of wrong data: ...)",
+  // "...: queued upstream: ...", "...: fixed in 7.2 (...)", and for kOpen that measured peer copies
+  // decide, which `p2paudit whitelist` counts.
+  std::string remedy_text() const;
+};
+EntryRuleStatus entry_rule_status(const KernelRules& rules, uint16_t vendor, uint16_t device);
+// An upstream.yaml entry as `whitelist` and the remedy cite it: "queued upstream: \"subject\" (commit
+// ID, where, date) URL: do not send it again; ...", or "proposed upstream: ..." (Message-ID); the
+// remedy without the URL.
+std::string upstream_entry_text(const UpstreamEntry& e, bool with_link = true);
+
 struct KernelRuleOptions {
   std::string kernel;                     // --kernel
   std::vector<std::string> kernel_rules;  // --kernel-rules FILE

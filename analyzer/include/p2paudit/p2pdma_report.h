@@ -72,11 +72,14 @@ class VerdictReasons {
  private:
   const std::string& name(size_t dev);
   const std::string& device_label(size_t dev);
+  // The sentence into text_, without the pcie_acs_override= note; true when taken whole from the
+  // full verdict (which carries the note already).
+  bool reason_without_override(size_t provider, size_t client, const PairOutcome& outcome);
 
   const P2pdmaIndex& index_;
   std::vector<std::string> names_;  // bdf.str() of each function, made on first use
   std::vector<std::string> labels_;  // "BDF [VVVV:DDDD] (name)" of each function, made on first use
-  std::string acs_override_;        // pcie_acs_override= on the command line: why it does not help
+  std::string acs_override_;        // " (pcie_acs_override= ...)" on the command line: why it does not help
   bool cpu_allows_ = false;         // cpu_supports_p2pdma() holds
   std::string cpu_allows_text_;     // what a reason says after its path when it does
   std::vector<size_t> redirecting_, unreadable_;

@@ -56,6 +56,9 @@ struct Acs {
   uint16_t offset = 0;
   uint16_t cap = 0;
   uint16_t ctrl = 0;
+  // The Egress Control Vector's first 32 bits (cap+8), read only where EC is implemented; which
+  // ports or functions EC blocks or redirects peer requests to (acs_meaning.h). nullopt: not read.
+  std::optional<uint32_t> egress_first_word = std::nullopt;
 };
 
 inline constexpr uint16_t kAcsSv = 0x0001;
