@@ -192,6 +192,16 @@ bool found(const std::vector<policy::FiredRule>& rules, const std::string& id) {
 
 // Two GPUs of one vendor on root ports of an AMD Zen host (the kernel allows the pair), or below
 // one PLX switch NVIDIA's driver recognises.
+// A BAR larger than any table row's memory: the large-BAR setup the rules under test assume.
+constexpr uint64_t kLargeBar = uint64_t{256} << 30;
+
+// amdgpu publishes its VRAM size in sysfs (mem_info_vram_total), so a capture of its GPUs holds it.
+Tree with_published_vram(Tree tree) {
+  for (auto& f : tree.t.functions)
+    if (f.driver == "amdgpu") f.memory_size = uint64_t{16} << 30, f.memory_size_source = "mem_info_vram_total";
+  return tree;
+}
+
 Tree pair_of(uint16_t vendor, uint16_t a, uint16_t b, bool below_switch, const std::string& iommu) {
   Tree tree;
   tree.amd_zen();
@@ -203,15 +213,15 @@ Tree pair_of(uint16_t vendor, uint16_t a, uint16_t b, bool below_switch, const s
     tree.add("01:00.0", "00:01.1", 0x10b5, 0x8796, PcieType::kSwitchUpstream);
     tree.add("02:08.0", "01:00.0", 0x10b5, 0x8796, PcieType::kSwitchDownstream);
     tree.add("02:10.0", "01:00.0", 0x10b5, 0x8796, PcieType::kSwitchDownstream);
-    tree.describe(tree.add("03:00.0", "02:08.0", vendor, a, PcieType::kEndpoint), cls, driver);
-    tree.describe(tree.add("04:00.0", "02:10.0", vendor, b, PcieType::kEndpoint), cls, driver);
-    return tree;
+    tree.describe(tree.add("03:00.0", "02:08.0", vendor, a, PcieType::kEndpoint), cls, driver, kLargeBar);
+    tree.describe(tree.add("04:00.0", "02:10.0", vendor, b, PcieType::kEndpoint), cls, driver, kLargeBar);
+    return with_published_vram(tree);
   }
   tree.add("00:01.1", "", 0x1022, 0x1483, PcieType::kRootPort);
   tree.add("00:01.2", "", 0x1022, 0x1483, PcieType::kRootPort);
-  tree.describe(tree.add("03:00.0", "00:01.1", vendor, a, PcieType::kEndpoint), cls, driver);
-  tree.describe(tree.add("04:00.0", "00:01.2", vendor, b, PcieType::kEndpoint), cls, driver);
-  return tree;
+  tree.describe(tree.add("03:00.0", "00:01.1", vendor, a, PcieType::kEndpoint), cls, driver, kLargeBar);
+  tree.describe(tree.add("04:00.0", "00:01.2", vendor, b, PcieType::kEndpoint), cls, driver, kLargeBar);
+  return with_published_vram(tree);
 }
 
 TEST(DeviceKnowledgeRules, AmdInstinctPeersUnderATranslatingIommuAreHostStaged) {
@@ -221,13 +231,13 @@ TEST(DeviceKnowledgeRules, AmdInstinctPeersUnderATranslatingIommuAreHostStaged) 
   EXPECT_EQ(d.decision.action, policy::Action::kHostStaged);
   EXPECT_NE(d.decision.remedy.find("iommu=pt"), std::string::npos);
   // Passed through, the kernel's verdict stands.
-  EXPECT_EQ(decide(pair_of(0x1002, 0x6860, 0x6860, false, "passthrough"), "03:00.0", "04:00.0").decision.action,
-            policy::Action::kPeer);
+  auto passed = decide(pair_of(0x1002, 0x6860, 0x6860, false, "passthrough"), "03:00.0", "04:00.0");
+  EXPECT_EQ(passed.decision.action, policy::Action::kPeer) << passed.decision.rule << ": " << passed.decision.reason;
   // Radeon parts: AMD recommends the remapping IOMMU for them; the rule is false, not open.
   auto radeon = decide(pair_of(0x1002, 0x744c, 0x744c, false, "translated"), "03:00.0", "04:00.0");
   EXPECT_FALSE(has(radeon.decision.rule_ids(), "amdgpu-peer-through-translating-iommu"));
   EXPECT_FALSE(has(radeon.decision.undecided_rules, "amdgpu-peer-through-translating-iommu"));
-  EXPECT_EQ(radeon.decision.action, policy::Action::kPeer);
+  EXPECT_EQ(radeon.decision.action, policy::Action::kPeer) << radeon.decision.rule << ": " << radeon.decision.reason;
   // An ID the table does not hold leaves the rule open: its line is unknown.
   auto unknown = decide(pair_of(0x1002, 0x1234, 0x1234, false, "translated"), "03:00.0", "04:00.0");
   EXPECT_TRUE(has(unknown.decision.undecided_rules, "amdgpu-peer-through-translating-iommu"));

@@ -25,7 +25,7 @@ void b70_below(Tree& tree, const std::string& port, const std::string& usp, cons
                const std::string& gpu) {
   tree.add(usp, port, 0x8086, 0xe2ff, PcieType::kSwitchUpstream);
   tree.add(dsp, usp, 0x8086, 0xe2f0, PcieType::kSwitchDownstream);
-  tree.describe(tree.add(gpu, dsp, 0x8086, 0xe223, PcieType::kEndpoint), 0x030000, "xe");
+  tree.describe(tree.add(gpu, dsp, 0x8086, 0xe223, PcieType::kEndpoint), 0x030000, "xe", uint64_t{32} << 30);
 }
 
 // A Rocket Lake-S host with its iGPU at 00:02.0 (a root complex integrated endpoint) and two B70

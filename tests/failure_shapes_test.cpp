@@ -94,6 +94,8 @@ TEST(FailureShapes, NvidiaGpusInAVmWithoutACommonCliqueAreHostStaged) {
 Tree nvidia_pair(bool below_switch, std::optional<uint16_t> acs) {
   Tree tree;
   tree.amd_zen();
+  tree.t.platform.iommu_mode = "off";  // as a capture shows it; the tests below set other modes
+  tree.t.platform.iommu_mode_source = "test";
   if (below_switch) {
     tree.add("00:01.1", "", 0x1022, 0x1483, PcieType::kRootPort, acs);
     tree.add("01:00.0", "00:01.1", 0x10b5, 0x8796, PcieType::kSwitchUpstream);

@@ -157,6 +157,7 @@ std::string reference_report(const fleet::MachineAnalysis& m, const std::vector<
       decisions.push_back({{"provider", topo.functions[p.index].bdf.str()},
                            {"client", topo.functions[c.index].bdf.str()},
                            {"decision", policy::to_string(d.decision.action)},
+                           {"certain", d.decision.certain()},
                            {"rule", d.decision.rule.empty() ? ordered_json(nullptr) : ordered_json(d.decision.rule)},
                            {"authority", d.decision.authority ? ordered_json(policy::to_string(*d.decision.authority))
                                                               : ordered_json(nullptr)},
@@ -200,8 +201,8 @@ std::vector<std::string> reference_prom_pair_lines(const fleet::MachineAnalysis&
     for (const auto& c : devices) {
       if (p.index == c.index) continue;
       auto d = evaluator.decide_in_full(p.index, c.index);
-      out.push_back(fmt::format("p2paudit_pair_decision{{{},decision=\"{}\",rule=\"{}\",authority=\"{}\"}} 1",
-                                labels(p.index, c.index), policy::to_string(d.decision.action),
+      out.push_back(fmt::format("p2paudit_pair_decision{{{},decision=\"{}\",certain=\"{}\",rule=\"{}\",authority=\"{}\"}} 1",
+                                labels(p.index, c.index), policy::to_string(d.decision.action), d.decision.certain(),
                                 fleet::prometheus_label_value(d.decision.rule),
                                 d.decision.authority ? policy::to_string(*d.decision.authority) : ""));
     }

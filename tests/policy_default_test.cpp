@@ -315,8 +315,11 @@ Decision seed(uint16_t host_vendor, uint16_t host_device, bool amd) {
   tree.host_dev(host_vendor, host_device);
   tree.rp("00:01.0");
   tree.rp("00:06.0");
-  tree.describe(tree.ep("03:00.0", "00:01.0"), 0x030000, "xe", uint64_t{32} << 30);
-  tree.describe(tree.ep("07:00.0", "00:06.0"), 0x030000, "xe", uint64_t{32} << 30);
+  // Two Arc Pro B70 (8086:e223, 32 GiB: the device table knows the memory the BAR must cover).
+  for (const char* gpu : {"03:00.0", "07:00.0"}) {
+    Function& f = tree.describe(tree.ep(gpu, gpu[1] == '3' ? "00:01.0" : "00:06.0"), 0x030000, "xe", uint64_t{32} << 30);
+    f.vendor = 0x8086, f.device = 0xe223;
+  }
   Platform platform = tree.t.platform;
   platform.kernel_release = "7.2.13";
   KernelRules kernel = load_kernel_rules(std::filesystem::path(kRules) / "kernel", platform, {});

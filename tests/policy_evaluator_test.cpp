@@ -302,6 +302,17 @@ TEST(PolicyEvaluator, EachPairFactReadAloneKeepsGroupsExact) {
     test::Tree tree = random_tree(seed);
     told_apart.merge(expect_each_fact_read_alone_keeps_groups_exact(tree.t, kernel_for(tree.t), fmt::format("random tree {}", seed)));
   }
+  // kernel.whitelist_assumed is the tool's own option, false unless an entry is assumed for the run:
+  // the random trees once more with their root-bus devices assumed whitelisted.
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    test::Tree tree = random_tree(seed);
+    std::set<std::string> assume;
+    for (const auto& hb : tree.t.host_bridges)
+      for (size_t i : hb.root_bus_devices)
+        assume.insert(fmt::format("{:04x}:{:04x}", tree.t.functions[i].vendor, tree.t.functions[i].device));
+    told_apart.merge(expect_each_fact_read_alone_keeps_groups_exact(
+        tree.t, kernel_for(tree.t, {assume.begin(), assume.end()}), fmt::format("random tree {} assumed whitelisted", seed)));
+  }
   // Every fact a pair sets itself (pair_own_facts()) must have been told apart somewhere, or the
   // check above proves nothing about it.
   for (const char* fact : {"kernel.map_type", "kernel.allowed", "kernel.p2pdma_distance", "kernel.distance",

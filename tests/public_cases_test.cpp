@@ -111,10 +111,29 @@ TEST(PublicCases, SkylakeEHostBridgeIsWhitelisted) {
 // pair (vendor.copy_verified), and says which.
 // ---------------------------------------------------------------------------------------------
 
+// A tree's IOMMU mode as a capture would show it; the reports seldom say, so where a tree leaves it
+// unset the IOMMU is off (a stand-in, like the addresses), except in decide_as_reported().
+constexpr bool kIommuAsCaptured = true;
+
 policy::PairDecision decide(const Tree& tree, const std::string& release, const std::string& p, const std::string& c,
-                            const policy::VendorFactsDocument* facts = nullptr) {
+                            const policy::VendorFactsDocument* facts = nullptr, bool iommu_as_captured = kIommuAsCaptured) {
   Tree sized = tree;
   sized.t.platform.kernel_release = release;
+  if (iommu_as_captured && sized.t.platform.iommu_mode.empty()) {
+    sized.t.platform.iommu_mode = "off";
+    sized.t.platform.iommu_mode_source = "stand-in: the report does not say";
+  }
+  // amdgpu publishes its VRAM size (mem_info_vram_total), so a capture holds it; the reports' GPUs ran
+  // with large BARs (AMD's peer path needs one). Stand-ins where the report gives neither.
+  for (auto& f : sized.t.functions) {
+    if (f.driver != "amdgpu" || f.memory_size) continue;
+    if (std::none_of(f.bars.begin(), f.bars.end(), [](const Bar& b) { return !b.io && b.size > 0; }))
+      f.bars.push_back(Bar{0, uint64_t{1} << 40, uint64_t{16} << 30, false, true, true});
+    uint64_t largest = 0;
+    for (const auto& b : f.bars) largest = std::max(largest, b.io ? 0 : b.size);
+    f.memory_size = largest;
+    f.memory_size_source = "stand-in: mem_info_vram_total as large as the BAR";
+  }
   // The bridges' windows as firmware with Above 4G Decoding sets them: the reports' large BARs were
   // reachable, which the cases do not question.
   for (size_t i = 0; i < sized.t.functions.size(); ++i)
@@ -505,7 +524,8 @@ TEST(PublicCasesPolicy, Nccl2079GpusWhosePeerTrafficTheIommuTranslatedAreHostSta
   // A snapshot that does not say how the IOMMU maps DMA cannot clear the pair: the driver's yes is
   // not acted on while the IOMMU rule may hold (uncertain, host_staged), and the IOMMU mode is named
   // as what settles it (`check` exits 3, not 0).
-  auto unknown = decide(nccl2079_tree(kAcsSv | kAcsRr | kAcsCr | kAcsUf, ""), "6.16.3", "41:00.0", "61:00.0", &driver);
+  auto unknown = decide(nccl2079_tree(kAcsSv | kAcsRr | kAcsCr | kAcsUf, ""), "6.16.3", "41:00.0", "61:00.0", &driver,
+                        !kIommuAsCaptured);
   expect_decision(unknown, policy::Action::kHostStaged, "nvidia-peer-through-translating-iommu");
   EXPECT_FALSE(unknown.decision.certain());
   ASSERT_FALSE(unknown.decision.alternatives.empty());
@@ -585,7 +605,11 @@ TEST(PublicCasesPolicy, Nccl304GpuDirectRdmaThroughRedirectingPlxPortsIsHostStag
   // A verified copy of the redirected pair passes the rule too.
   policy::VendorFactsDocument verified;
   copy_was(verified, "0000:04:00.0", "0000:05:00.0", "verified");
-  auto v = decide(broken, "5.15.0", "04:00.0", "05:00.0", &verified);
+  Tree broken_known = broken;  // with the driver's defaults known, as in the fixed tree
+  broken_known.t.platform.nvidia_grdma_override = 0;
+  broken_known.t.platform.nvidia_grdma_override_source = "stand-in: the driver's default";
+  broken_known.t.platform.nvidia_peermem_loaded = Known::kYes;
+  auto v = decide(broken_known, "5.15.0", "04:00.0", "05:00.0", &verified);
   EXPECT_EQ(v.decision.action, policy::Action::kPeer) << v.decision.rule;
   EXPECT_FALSE(fired_rule(v, "nvidia-peer-through-acs-redirect"));
 }
@@ -742,4 +766,33 @@ TEST(PublicCasesPolicy, WX8100PairOnX99IsNotPeer) {
 }
 
 }  // namespace
+// The same trees as their reports give them, with the IOMMU mode unknown: what the IOMMU does to
+// peer traffic can decide (NVIDIA and AMD Instinct peers under translation), so an NVIDIA pair the
+// driver allows is uncertain and staged, and says that iommu.mode settles it; a pair the kernel
+// alone decides (xe) is a plain peer, since nothing unknown can change it.
+TEST(PublicCasesPolicy, WorkedReportsWithoutTheIommuModeAreUncertainOnlyWhereItCanDecide) {
+  Tree tree;
+  for (auto [host, rp, gpu] : {std::tuple{"pci0000:00", "00:01.0", "01:00.0"}, std::tuple{"pci0000:80", "80:01.0", "81:00.0"}}) {
+    tree.add(rp, "", 0x8086, 0x7000, PcieType::kRootPort, std::nullopt, host);
+    tree.describe(tree.add(gpu, rp, 0x10de, 0x27b8, PcieType::kEndpoint, std::nullopt, host), 0x030200, "nvidia");
+  }
+  policy::VendorFactsDocument driver;
+  driver_says(driver, "0000:01:00.0", "0000:81:00.0", true);
+  auto d = decide(tree, "6.5.0", "01:00.0", "81:00.0", &driver, !kIommuAsCaptured);
+  EXPECT_EQ(d.decision.action, policy::Action::kHostStaged) << d.decision.rule;
+  EXPECT_FALSE(d.decision.certain());
+  EXPECT_EQ(d.decision.rule, "nvidia-peer-through-translating-iommu");
+  EXPECT_EQ(d.decision.decisive_unknown_facts, std::vector<std::string>{"iommu.mode"});
+  ASSERT_EQ(d.decision.alternatives.size(), 1u);
+  EXPECT_EQ(d.decision.alternatives[0].rule, "nvidia-driver-allows");
+  auto known = decide(tree, "6.5.0", "01:00.0", "81:00.0", &driver);
+  EXPECT_EQ(known.decision.action, policy::Action::kPeer);
+  EXPECT_TRUE(known.decision.certain());
+
+  auto xe = decide(b70_pair_on_root_ports(0x1022, 0x14d8, "00:06.0", 0x1a), "6.14.0", "03:00.0", "07:00.0", nullptr,
+                   !kIommuAsCaptured);
+  EXPECT_EQ(xe.decision.action, policy::Action::kPeer) << xe.decision.rule << ": " << xe.decision.reason;
+  EXPECT_TRUE(xe.decision.certain());
+}
+
 }  // namespace p2paudit

@@ -46,8 +46,9 @@ Tally tally_in_full(policy::PolicyEvaluator& evaluator, const std::vector<NamedF
     for (const auto& c : devices) {
       if (p.index == c.index) continue;
       const policy::Decision d = evaluator.decide_in_full(p.index, c.index).decision;
-      ++t.by_action[action_letter(d.action)];
-      ++t.by_note[fmt::format("{} by {}", action_code(d.action), d.rule.empty() ? "no rule" : d.rule)];
+      // An uncertain decision is its own kind in the grid ("?") and its note says so ("HOST?").
+      ++t.by_action[d.certain() ? action_letter(d.action) : '?'];
+      ++t.by_note[fmt::format("{}{} by {}", action_code(d.action), d.certain() ? "" : "?", d.rule.empty() ? "no rule" : d.rule)];
       std::set<std::string> warned;  // a rule warns once per pair
       for (const auto& f : d.fired)
         if (f.action == Action::kWarn && warned.insert(f.id).second) ++t.by_warning[f.id];
@@ -60,8 +61,8 @@ Tally tally_in_full(policy::PolicyEvaluator& evaluator, const std::vector<NamedF
 Tally tally_of_screen(const std::string& screen, size_t pairs) {
   Tally t;
   std::istringstream in(screen);
-  static const std::regex cell(R"(\b([PHD])(\d+)\b)");
-  static const std::regex note(R"(^\[\d+\] (PEER|HOST|DENY) by (\S+(?: rule)?)(?: \([^)]*\))?: (\d+) pairs?)");
+  static const std::regex cell(R"((?:^| )([PHD?])(\d+)(?= |$))");
+  static const std::regex note(R"(^\[\d+\] ((?:PEER|HOST|DENY)\??) by (\S+(?: rule)?)(?: \([^)]*\))?: (\d+) pairs?)");
   static const std::regex warning(R"(^warning \[([^\]]+)\]: .* \((?:(\d+) pairs|(every pair))\)$)");
   static const std::regex grid_row(R"(^G\d+  )");  // a row label, padded (the legend has one space)
   std::string line;

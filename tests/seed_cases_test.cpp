@@ -177,7 +177,12 @@ TEST(SeedCases, AlveoBarAt56TiBIsDecidedByXrtsLimit) {
   AlveoTree low(12 * kTiB, 64 * kGiB, 46);
   auto ok = low.decide(low.fpga, low.nvme);
   EXPECT_EQ(fact(ok.facts, "provider.bar_above_32t"), "false");
-  EXPECT_EQ(ok.decision.action, Action::kPeer) << ok.decision.rule;
+  EXPECT_NE(ok.decision.rule, "xrt-p2p-bar-above-32t");
+  // Whether XRT takes the BAR then rests on the card's memory, which this capture does not hold:
+  // staged until it is known, and said so.
+  EXPECT_FALSE(ok.decision.certain()) << ok.decision.rule;
+  EXPECT_NE(std::find(ok.decision.decisive_unknown_facts.begin(), ok.decision.decisive_unknown_facts.end(),
+                      "provider.memory_size"), ok.decision.decisive_unknown_facts.end());
   // Ending exactly at 32 TiB: its highest address is below 32 TiB.
   AlveoTree edge(32 * kTiB - 64 * kGiB, 64 * kGiB, 46);
   EXPECT_EQ(fact(edge.decide(edge.fpga, edge.nvme).facts, "provider.bar_above_32t"), "false");

@@ -23,6 +23,7 @@ class Tree {
     t.platform.arch = "x86";
     t.platform.cpu_vendor = "GenuineIntel";
     t.platform.cpu_family = 6;
+    t.platform.cpu_model = 0x8f;  // Sapphire Rapids, a server part (a test that needs a client CPU sets its own)
     t.platform.cpu_physical_address_bits = 46;  // /proc/cpuinfo's "address sizes" line of an x86 CPU
     t.platform.config_p2pdma = Known::kYes;
     t.platform.kernel_config_source = "boot/config-test";

@@ -461,10 +461,11 @@ TEST(WhatIfCli, EveryCommandStatesTheAssumption) {
 TEST(WhatIfCli, AcsOffChangesTheAnswerOfEveryCommand) {
   const std::string off = kD4 + " --assume-acs-off 0000:00:01.0 ";
   EXPECT_EQ(tool(kD4 + " check nvme0 nvme1 --no-probe").status, 1);
-  // The decision turns to peer; the answer is "unknown" (3), not yes, because the capture holds no
-  // kernel config: CONFIG_PCI_P2PDMA could still be off, which would stage through host memory.
+  // The decision turns to peer, a plain yes: the capture holds no kernel config, but its NVMe drive's
+  // p2pmem directory shows a kernel built with CONFIG_PCI_P2PDMA (only that kernel makes one).
   auto after = tool(off + "--format json check nvme0 nvme1 --no-probe");
-  EXPECT_EQ(after.status, 3);
+  EXPECT_EQ(after.status, 0);
+  EXPECT_EQ(json::parse(after.output)["certain"], true);
   EXPECT_EQ(json::parse(after.output)["decision"], "peer");
   auto explain = json::parse(tool(off + "--format json explain nvme0 nvme1").output);
   EXPECT_EQ(explain["pairs"][0]["map_type"], "BUS_ADDR");
@@ -472,7 +473,7 @@ TEST(WhatIfCli, AcsOffChangesTheAnswerOfEveryCommand) {
 
 TEST(WhatIfCli, CheckDiffShowsThePairBeforeAndAfter) {
   auto text = tool(kD4 + " --assume-acs-off 00:01.0 --diff check nvme0 nvme1 --no-probe");
-  EXPECT_EQ(text.status, 3);  // peer after, but CONFIG_PCI_P2PDMA is unknown in this capture
+  EXPECT_EQ(text.status, 0);  // peer after; a p2pmem directory shows CONFIG_PCI_P2PDMA
   EXPECT_NE(text.output.find("\nwhat-if: nvme0 -> nvme1: NOT_SUPPORTED, host_staged [kernel-refuses] -> BUS_ADDR, "
                              "peer [same-switch] (ACS redirect off on 0000:00:01.0 (--assume-acs-off): "),
             std::string::npos)

@@ -37,7 +37,7 @@ std::vector<std::string> derived_from(std::string_view name) {
 std::string how_to_learn(std::string_view name) {
   const FactSpec* spec = find_fact(name);
   const std::string vendor_file =
-      spec && spec->source == FactSource::kVendor ? fmt::format(", or pass {} with --vendor-facts FILE", name) : "";
+      spec && spec->source == FactSource::kVendor ? std::string(", or pass it as a vendor fact (--vendor-facts FILE)") : "";
   if (starts(name, "vendor.copy_"))
     return "run `p2paudit probe --copy` on the machine (or capture with `p2paudit snapshot --probe --copy`)";
   if (starts(name, "vendor.") || starts(name, "runtime."))

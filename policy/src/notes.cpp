@@ -29,8 +29,16 @@ std::string also_possible_text(const Decision& d) {
 }
 
 std::string settle_text_of(const std::vector<std::string>& facts) {
+  // Facts learnt the same way are told together, the way once.
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_way;
+  for (const auto& fact : facts) {
+    std::string way = how_to_learn(fact);
+    auto it = std::find_if(by_way.begin(), by_way.end(), [&](const auto& w) { return w.first == way; });
+    if (it == by_way.end()) by_way.push_back({std::move(way), {fact}});
+    else it->second.push_back(fact);
+  }
   std::vector<std::string> told;
-  for (const auto& fact : facts) told.push_back(fmt::format("{} ({})", fact, how_to_learn(fact)));
+  for (const auto& [way, named] : by_way) told.push_back(fmt::format("{} ({})", fmt::join(named, ", "), way));
   return told.empty() ? std::string("no single fact: see `p2paudit explain`") : fmt::format("{}", fmt::join(told, "; "));
 }
 

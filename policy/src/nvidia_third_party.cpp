@@ -320,6 +320,7 @@ std::optional<NcclPath> nccl_path_class(const Topology& t, size_t a, size_t b) {
 bool nccl_gdr_by_default(NcclPath p) { return p == NcclPath::kPix || p == NcclPath::kPxb; }
 
 std::optional<bool> intel_client_cpu(const Platform& p) {
+  if (!p.arch.empty() && p.arch != "x86") return false;  // an Arm or POWER host has no Intel CPU
   if (p.cpu_vendor.empty()) return std::nullopt;
   if (p.cpu_vendor != "GenuineIntel") return false;
   if (!p.cpu_family || !p.cpu_model) return std::nullopt;

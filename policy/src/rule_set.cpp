@@ -115,6 +115,20 @@ void sort_unique(std::vector<std::string>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
+// The facts a user learns to settle open ones: a derived fact is settled by learning what it is
+// worked out from, so those of its inputs that are unknown are named instead. Sorted.
+std::vector<std::string> facts_to_learn(const std::vector<std::string>& open_facts, const FactSet& facts) {
+  std::vector<std::string> out;
+  for (const auto& fact : open_facts) {
+    size_t before = out.size();
+    for (const auto& input : derived_from(fact))
+      if (!facts.get(input)) out.push_back(input);
+    if (out.size() == before) out.push_back(fact);
+  }
+  sort_unique(out);
+  return out;
+}
+
 }  // namespace
 
 Decision RuleSet::decide(const FactSet& facts) const {
@@ -192,8 +206,8 @@ Decision RuleSet::decide(const FactSet& facts) const {
       // Its reason states what it tests as fact: say which of that is not known.
       std::vector<std::string> open_facts;
       collect_open_facts(rule.when, facts, open_fact, open_facts);
-      sort_unique(open_facts);
-      d.reason = fmt::format("may hold (not known here: {}): {}", fmt::join(open_facts, ", "), rule.reason.render(facts));
+      d.reason = fmt::format("may hold (not known here: {}): {}", fmt::join(facts_to_learn(open_facts, facts), ", "),
+                             rule.reason.render(facts));
       d.remedy = rule.remedy.render(facts);
     } else {  // only the fallback gives it
       d.action = safe;
@@ -212,14 +226,7 @@ Decision RuleSet::decide(const FactSet& facts) const {
   }
   std::vector<std::string> open_facts;
   for (const Rule* rule : open_rules) collect_open_facts(rule->when, facts, open_fact, open_facts);
-  // A derived fact is settled by learning what it is worked out from: name those that are unknown.
-  for (const auto& fact : open_facts) {
-    size_t before = d.decisive_unknown_facts.size();
-    for (const auto& input : derived_from(fact))
-      if (!facts.get(input)) d.decisive_unknown_facts.push_back(input);
-    if (d.decisive_unknown_facts.size() == before) d.decisive_unknown_facts.push_back(fact);
-  }
-  sort_unique(d.decisive_unknown_facts);
+  d.decisive_unknown_facts = facts_to_learn(open_facts, facts);
   return d;
 }
 

@@ -259,7 +259,10 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
     // The driver versions the runtimes report (NVML the kernel driver's, CUDA the CUDA version it
     // supports), as the version facts: checked as the sysroot's version files are.
     if (runtime == "nvml" || runtime == "cuda") {
-      const std::string version = in.text(rt, "driver_version", where);
+      // Read as it stands (the rest of the document prints it escaped): a value that is not a version
+      // is a finding here, not a refusal of the whole document.
+      const auto found = rt.find("driver_version");
+      const std::string version = found != rt.end() && found->is_string() ? found->get<std::string>() : "";
       if (is_version_text(version)) {
         if (runtime == "nvml") {
           set_if(out.facts.all, "runtime.nvidia_driver_version", version);

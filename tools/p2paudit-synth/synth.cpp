@@ -835,7 +835,8 @@ std::string cpuinfo(const Platform& cpu, int numa_nodes) {
         "processor\t: {}\nvendor_id\t: {}\ncpu family\t: {}\nmodel\t\t: {}\nmodel name\t: {}\nstepping\t: 1\n"
         "physical id\t: {}\nflags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush "
         "mmx fxsr sse sse2 ht syscall nx pdpe1gb rdtscp lm constant_tsc nopl xtopology cpuid pni pclmulqdq ssse3 fma "
-        "cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand lahf_lm abm avx2 bmi1 bmi2 avx512f\n\n",
+        "cx16 sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand lahf_lm abm avx2 bmi1 bmi2 avx512f\n"
+        "address sizes\t: 52 bits physical, 57 bits virtual\n\n",
         cpu_index, cpu.cpu_vendor, cpu.cpu_family, cpu.cpu_model, cpu.cpu_model_name, cpu_index);
   return out;
 }
