@@ -11,6 +11,7 @@
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/strict_yaml.h"
+#include "p2paudit/yaml_fields.h"
 
 namespace p2paudit {
 
@@ -32,51 +33,11 @@ std::optional<uint16_t> parse_hex16(std::string_view s) {
   return static_cast<uint16_t>(v);
 }
 
-// A value from the file as a message quotes it: escaped (YAML escapes can spell any control
-// character) and cut short, so that a stranger's file cannot rewrite the terminal it is shown on.
-std::string shown_value(std::string_view text) {
-  constexpr size_t kShown = 60;
-  std::string shown = escape_text(text.substr(0, kShown));
-  return fmt::format("'{}{}'", shown, text.size() > kShown ? "..." : "");
-}
-
-// One YAML rule file, read strictly (strict_yaml.h); every problem is "file:line:column: message".
-class YamlFile {
+// One YAML rule file, read strictly: every problem is "file:line:column: message" (yaml_fields.h).
+class YamlFile : public YamlFields {
  public:
-  YamlFile(std::string_view text, std::string origin)
-      : origin_(std::move(origin)), document_(read_strict_yaml(text, origin_)), root_(document_.root()) {
-    if (!root_.IsMap()) fail(root_, "expected a mapping at the top level");
-  }
-  YamlFile(const YamlFile&) = delete;  // root_ points into document_
-  YamlFile& operator=(const YamlFile&) = delete;
+  using YamlFields::YamlFields;
 
-  const YamlNode& root() const { return root_; }
-  std::string where(const YamlNode& n) const { return format_position(origin_, n.Mark()); }
-  [[noreturn]] void fail(const YamlNode& n, std::string_view message) const {
-    throw InputError(fmt::format("{}: {}", where(n), message));
-  }
-
-  void check_keys(const YamlNode& map, std::initializer_list<std::string_view> allowed) const {
-    if (!map.IsMap()) fail(map, "expected a mapping");
-    for (size_t entry = 0; entry < map.size(); ++entry) {
-      const YamlNode key = map.key(entry);
-      bool ok = false;
-      for (auto a : allowed) ok = ok || key.Scalar() == a;
-      if (!ok) fail(key, fmt::format("unknown key {}", shown_value(key.Scalar())));
-    }
-  }
-  std::string scalar(const YamlNode& map, const char* key, bool required) const {
-    const YamlNode n = map[key];
-    if (!n || n.IsNull()) {
-      if (required) fail(map, fmt::format("missing '{}'", key));
-      return {};
-    }
-    if (!n.IsScalar()) fail(n, fmt::format("'{}' must be a scalar", key));
-    // Comments and commits are printed by explain and matrix.
-    if (auto bad = find_control_character(n.Scalar()))
-      fail(n, fmt::format("'{}' holds a {}: write plain text", key, bad->description));
-    return std::string(n.Scalar());
-  }
   bool boolean(const YamlNode& map, const char* key) const {
     const YamlNode n = map[key];
     if (!n || n.IsNull()) return false;
@@ -111,11 +72,6 @@ class YamlFile {
       fail(map, "'removed' must be a later release than 'added'");
     return range;
   }
-
- private:
-  std::string origin_;
-  YamlDocument document_;
-  YamlNode root_;
 };
 
 void check_schema(const YamlFile& f) {

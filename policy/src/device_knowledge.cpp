@@ -14,6 +14,7 @@
 #include "p2paudit/input_file.h"
 #include "p2paudit/rules_location.h"
 #include "p2paudit/strict_yaml.h"
+#include "p2paudit/yaml_fields.h"
 
 namespace p2paudit::policy {
 
@@ -21,13 +22,6 @@ namespace {
 
 constexpr size_t kMaxProduct = 120, kMaxChip = 32, kMaxUrl = 512, kMaxSourcesARow = 8, kMaxSources = 256;
 constexpr int64_t kMaxMemoryGib = 65536;  // 64 TiB: beyond any device by far
-
-// A value from the file as a message quotes it: escaped and cut short (a stranger's file must not
-// rewrite the terminal it is shown on).
-std::string shown(std::string_view text) {
-  constexpr size_t kShown = 60;
-  return fmt::format("'{}{}'", escape_text(text.substr(0, kShown)), text.size() > kShown ? "..." : "");
-}
 
 std::optional<uint16_t> hex16(std::string_view s) {
   if (s.size() != 4) return std::nullopt;  // exactly as lspci and sysfs write them
@@ -37,18 +31,17 @@ std::optional<uint16_t> hex16(std::string_view s) {
   return static_cast<uint16_t>(v);
 }
 
-class RowReader {
+class RowReader : YamlFields {
  public:
-  RowReader(std::string_view text, std::string origin)
-      : origin_(std::move(origin)), document_(read_strict_yaml(text, origin_)), root_(document_.root()) {}
+  using YamlFields::YamlFields;
 
   std::vector<DeviceRow> read() {
-    keys(root_, {"schema", "sources", "devices"});
-    const std::string schema = scalar(root_, "schema", true);
-    if (schema != "1") fail(root_["schema"], fmt::format("unsupported schema {} (expected 1)", shown(schema)));
+    check_keys(root(), {"schema", "sources", "devices"});
+    const std::string schema = scalar(root(), "schema", true);
+    if (schema != "1") fail(root()["schema"], fmt::format("unsupported schema {} (expected 1)", shown_value(schema)));
     read_sources();
-    const YamlNode list = root_["devices"];
-    if (!list || !list.IsSequence()) fail(root_, "'devices' must be a list");
+    const YamlNode list = root()["devices"];
+    if (!list || !list.IsSequence()) fail(root(), "'devices' must be a list");
     if (list.size() > kMaxDeviceRows) fail(list, fmt::format("more than {} devices", kMaxDeviceRows));
     std::vector<DeviceRow> rows;
     for (const YamlNode& item : list) rows.push_back(row(item));
@@ -56,34 +49,12 @@ class RowReader {
   }
 
  private:
-  [[noreturn]] void fail(const YamlNode& n, std::string_view message) const {
-    throw InputError(fmt::format("{}: {}", format_position(origin_, n.Mark()), message));
-  }
-  void keys(const YamlNode& map, std::initializer_list<std::string_view> allowed) const {
-    if (!map.IsMap()) fail(map, "expected a mapping");
-    for (size_t i = 0; i < map.size(); ++i) {
-      const YamlNode key = map.key(i);
-      if (std::find(allowed.begin(), allowed.end(), key.Scalar()) == allowed.end() || !key.IsScalar())
-        fail(key, fmt::format("unknown key {}", shown(key.Scalar())));
-    }
-  }
-  std::string scalar(const YamlNode& map, const char* key, bool required) const {
-    const YamlNode n = map[key];
-    if (!n || n.IsNull()) {
-      if (required) fail(map, fmt::format("missing '{}'", key));
-      return {};
-    }
-    if (!n.IsScalar()) fail(n, fmt::format("'{}' must be a scalar", key));
-    if (auto bad = find_control_character(n.Scalar()))
-      fail(n, fmt::format("'{}' holds a {}: write plain text", key, bad->description));
-    return std::string(n.Scalar());
-  }
   std::string one_of(const YamlNode& map, const char* key, std::initializer_list<std::string_view> values) const {
     std::string v = scalar(map, key, false);
     if (!v.empty() && std::find(values.begin(), values.end(), v) == values.end()) {
       std::string list;
       for (auto a : values) list += (list.empty() ? "" : ", ") + std::string(a);
-      fail(map[key], fmt::format("'{}' must be one of {}, got {}", key, list, shown(v)));
+      fail(map[key], fmt::format("'{}' must be one of {}, got {}", key, list, shown_value(v)));
     }
     return v;
   }
@@ -91,13 +62,13 @@ class RowReader {
     std::string_view v = n.IsScalar() ? n.Scalar() : std::string_view();
     if (!v.starts_with("https://") || v.size() > kMaxUrl || v.find_first_of(" <>\"\t\n") != std::string_view::npos ||
         find_control_character(v))
-      fail(n, fmt::format("a source must be one https:// URL of at most {} bytes, got {}", kMaxUrl, shown(v)));
+      fail(n, fmt::format("a source must be one https:// URL of at most {} bytes, got {}", kMaxUrl, shown_value(v)));
     return std::string(v);
   }
 
   void read_sources() {
-    const YamlNode map = root_["sources"];
-    if (!map || !map.IsMap()) fail(root_, "'sources' must be a mapping of names to https:// URLs");
+    const YamlNode map = root()["sources"];
+    if (!map || !map.IsMap()) fail(root(), "'sources' must be a mapping of names to https:// URLs");
     if (map.size() > kMaxSources) fail(map, fmt::format("more than {} sources", kMaxSources));
     for (size_t i = 0; i < map.size(); ++i) {
       const YamlNode key = map.key(i);
@@ -108,14 +79,14 @@ class RowReader {
   }
 
   DeviceRow row(const YamlNode& item) {
-    keys(item, {"vendor", "device", "product", "product_line", "chip", "fabric", "driver_pcie_peer",
+    check_keys(item, {"vendor", "device", "product", "product_line", "chip", "fabric", "driver_pcie_peer",
                 "vm_clique_documented", "memory_gib", "source"});
     DeviceRow r;
-    r.origin = format_position(origin_, item.Mark());
+    r.origin = where(item);
     const std::string vendor = scalar(item, "vendor", true);
     auto v = hex16(vendor);
     if (!v || *v == 0xffff || *v == 0)
-      fail(item["vendor"], fmt::format("'vendor' must be a PCI vendor ID of 4 hex digits, got {}", shown(vendor)));
+      fail(item["vendor"], fmt::format("'vendor' must be a PCI vendor ID of 4 hex digits, got {}", shown_value(vendor)));
     r.vendor = *v;
     const std::string device = scalar(item, "device", true);
     const size_t dash = device.find('-');
@@ -123,7 +94,7 @@ class RowReader {
     auto last = dash == std::string::npos ? first : hex16(std::string_view(device).substr(dash + 1));
     if (!first || !last || *first > *last)
       fail(item["device"], fmt::format("'device' must be a device ID of 4 hex digits or a range FIRST-LAST, got {}",
-                                       shown(device)));
+                                       shown_value(device)));
     r.first = *first, r.last = *last;
     r.product = scalar(item, "product", true);
     if (r.product.size() > kMaxProduct) fail(item["product"], fmt::format("'product' is longer than {} bytes", kMaxProduct));
@@ -132,7 +103,7 @@ class RowReader {
     if (r.chip.size() > kMaxChip ||
         !std::all_of(r.chip.begin(), r.chip.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == ' ' || c == '-' || c == '_'; }))
       fail(item["chip"], fmt::format("'chip' must be at most {} letters, digits, spaces, '-' or '_', got {}", kMaxChip,
-                                     shown(r.chip)));
+                                     shown_value(r.chip)));
     r.fabric = one_of(item, "fabric", {"none", "nvlink", "xgmi", "xelink"});
     r.driver_pcie_peer = one_of(item, "driver_pcie_peer", {"allowed", "refused"});
     if (std::string b = one_of(item, "vm_clique_documented", {"true", "false"}); !b.empty())
@@ -142,7 +113,7 @@ class RowReader {
       auto [end, ec] = std::from_chars(m.data(), m.data() + m.size(), gib);
       if (ec != std::errc() || end != m.data() + m.size() || gib < 1 || gib > kMaxMemoryGib)
         fail(item["memory_gib"], fmt::format("'memory_gib' must be a whole number from 1 to {}, got {}", kMaxMemoryGib,
-                                             shown(m)));
+                                             shown_value(m)));
       r.memory_size = gib << 30;
     }
     const YamlNode source = item["source"];
@@ -151,15 +122,12 @@ class RowReader {
       fail(source, fmt::format("'source' must be a list of 1 to {} source names", kMaxSourcesARow));
     for (const YamlNode& name : source) {
       auto it = name.IsScalar() ? sources_.find(std::string(name.Scalar())) : sources_.end();
-      if (it == sources_.end()) fail(name, fmt::format("unknown source {} (name it under 'sources')", shown(name.Scalar())));
+      if (it == sources_.end()) fail(name, fmt::format("unknown source {} (name it under 'sources')", shown_value(name.Scalar())));
       r.sources.push_back(it->second);
     }
     return r;
   }
 
-  std::string origin_;
-  YamlDocument document_;
-  YamlNode root_;
   std::map<std::string, std::string> sources_;
 };
 

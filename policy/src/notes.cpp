@@ -25,7 +25,9 @@ std::string also_possible_text(const Decision& d) {
   std::vector<std::string> others;
   for (const auto& a : d.alternatives)
     others.push_back(fmt::format("{} ({})", to_string(a.action), a.rule.empty() ? "no rule decided" : "rule " + a.rule));
-  return fmt::format("{} until the facts below are known; also possible: {}", to_string(d.action), fmt::join(others, ", "));
+  // What else is possible first: a line the screen shortens keeps its leading clause.
+  return fmt::format("{} {} possible too; {} until the facts that settle it are known", fmt::join(others, " or "),
+                     others.size() == 1 ? "is" : "are", to_string(d.action));
 }
 
 std::string settle_text_of(const std::vector<std::string>& facts) {

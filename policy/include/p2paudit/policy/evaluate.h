@@ -39,9 +39,9 @@ struct PairDecision {
   Decision decision;
 };
 
-// An uncertain decision's two texts (docs/policy.md, "Uncertain decisions"): what is acted on and
-// what else is possible, by which rules ("peer (rule nvidia-driver-allows)"), and the facts that
-// settle it, each with how to learn it. "" when certain.
+// An uncertain decision's two texts (docs/policy.md, "Uncertain decisions"): what else is possible,
+// by which rules ("peer (rule nvidia-driver-allows) is possible too"), and what is acted on until
+// the facts that settle it are known; and those facts, with how to learn each. "" when certain.
 std::string also_possible_text(const Decision& d);
 std::string settle_text(const Decision& d);
 
