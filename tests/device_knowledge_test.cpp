@@ -233,14 +233,14 @@ TEST(DeviceKnowledgeRules, AmdInstinctPeersUnderATranslatingIommuAreHostStaged) 
   // Passed through, the kernel's verdict stands.
   auto passed = decide(pair_of(0x1002, 0x6860, 0x6860, false, "passthrough"), "03:00.0", "04:00.0");
   EXPECT_EQ(passed.decision.action, policy::Action::kPeer) << passed.decision.rule << ": " << passed.decision.reason;
-  // Radeon parts: AMD recommends the remapping IOMMU for them; the rule is false, not open.
+  // Radeon parts too (AMD's Radeon multi-GPU guide: applications hang with the IOMMU translating).
   auto radeon = decide(pair_of(0x1002, 0x744c, 0x744c, false, "translated"), "03:00.0", "04:00.0");
-  EXPECT_FALSE(has(radeon.decision.rule_ids(), "amdgpu-peer-through-translating-iommu"));
-  EXPECT_FALSE(has(radeon.decision.undecided_rules, "amdgpu-peer-through-translating-iommu"));
-  EXPECT_EQ(radeon.decision.action, policy::Action::kPeer) << radeon.decision.rule << ": " << radeon.decision.reason;
-  // An ID the table does not hold leaves the rule open: its line is unknown.
+  EXPECT_EQ(radeon.decision.rule, "amdgpu-peer-through-translating-iommu");
+  EXPECT_TRUE(radeon.decision.certain());
+  // An ID the table does not hold: whether it has an xGMI link is unknown, so the rule is open.
   auto unknown = decide(pair_of(0x1002, 0x1234, 0x1234, false, "translated"), "03:00.0", "04:00.0");
   EXPECT_TRUE(has(unknown.decision.undecided_rules, "amdgpu-peer-through-translating-iommu"));
+  EXPECT_FALSE(unknown.decision.certain());
   // MI210 has xGMI: whether a hive joins them is the runtime's to say; once it says no, the rule holds.
   auto mi210 = decide(pair_of(0x1002, 0x740f, 0x740f, false, "translated"), "03:00.0", "04:00.0");
   EXPECT_TRUE(has(mi210.decision.undecided_rules, "amdgpu-peer-through-translating-iommu"));

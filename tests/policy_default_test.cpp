@@ -95,7 +95,7 @@ std::vector<RuleCase> cases() {
                        {"vendor.copy_verified", false}, {"iommu.mode", "translated"}, {"platform.vm_guest", false},
                        {"path.relation", "same_host_bridge"}, {"provider.product_line", "datacenter"}}),
        with(kAmdGpus, {{"provider.driver", "amdgpu"}, {"client.driver", "amdgpu"}, {"vendor.xgmi", false},
-                       {"vendor.copy_verified", false}, {"iommu.mode", "translated"}, {"platform.vm_guest", false},
+                       {"vendor.copy_verified", false}, {"iommu.mode", "passthrough"}, {"platform.vm_guest", false},
                        {"path.relation", "same_host_bridge"}, {"provider.product_line", "consumer"},
                        {"client.product_line", "workstation"}})},
       {"nvidia-vm-clique-on-geforce",

@@ -539,11 +539,9 @@ TEST(PublicCasesPolicy, Nccl2079GpusWhosePeerTrafficTheIommuTranslatedAreHostSta
 }
 
 // Two AMD GPUs the kernel allows, with the IOMMU translating: amdgpu's own peer check takes the
-// IOMMU into account (AMD recommends the remapping IOMMU for Radeon peer DMA), so the kernel's
-// rules decide and the warning stays.
-// AMD recommends IOMMU passthrough for Instinct parts and the remapping IOMMU for Radeon GPUs that
-// need peer DMA: translating, an Instinct pair is staged, a Radeon pair is left to the kernel.
-TEST(PublicCasesPolicy, TranslatingIommuStagesAmdInstinctPairsAndLeavesRadeonPairsToTheKernel) {
+// IOMMU into account, but the ROCm path above it hangs (AMD asks for iommu=pt on Instinct and on
+// Radeon multi-GPU systems; ROCm/rccl#1129): staged, Instinct and Radeon alike.
+TEST(PublicCasesPolicy, TranslatingIommuStagesAmdInstinctAndRadeonPairs) {
   Tree amd = amdgpu_redirect_log_tree();
   amd.t.platform.iommu_mode = "translated";
   policy::VendorFactsDocument hip;
@@ -553,8 +551,10 @@ TEST(PublicCasesPolicy, TranslatingIommuStagesAmdInstinctPairsAndLeavesRadeonPai
   EXPECT_EQ(source_of(instinct), "https://rocm.docs.amd.com/en/latest/conceptual/iommu.html");
   for (const char* gpu : {"31:00.0", "34:00.0"}) amd.t.functions[amd.index(gpu)].device = 0x744c;  // RX 7900 XTX
   auto radeon = decide(amd, "6.0.0", "31:00.0", "34:00.0", &hip);
-  expect_decision(radeon, policy::Action::kPeer, "through-host-bridge");
+  expect_decision(radeon, policy::Action::kHostStaged, "amdgpu-peer-through-translating-iommu");
   EXPECT_TRUE(fired_rule(radeon, "iommu-translating"));
+  amd.t.platform.iommu_mode = "passthrough";  // the fix it names: the kernel's verdict stands
+  expect_decision(decide(amd, "6.0.0", "31:00.0", "34:00.0", &hip), policy::Action::kPeer, "through-host-bridge");
 }
 
 // nccl304-plx-acs-gdr-crash: GPUDirect RDMA through PLX switch ports with ACSCtl SrcValid+
