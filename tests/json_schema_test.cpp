@@ -195,6 +195,8 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
   for (const char* recording : {"machines/h200x2-firecracker-vm/probe-2026-11-22/probe.json",
                                 "machines/h200x2-firecracker-vm/copy-2026-11-22/probe-copy.json"})
     keep("probe", test::data_path(recording), recording);
+  // The live two-H100 NVLink VM's policy with the runtimes asked: certain decisions (issue 29).
+  keep("policy", test::data_path("machines/h100x2-firecracker-vm/live-2026-11-28/policy.json"), "live 2x H100 policy");
   // Every command's JSON as the tool wrote it on the real machine (tests/data/SOURCE.md): KIND.json.
   for (const auto& e : fs::directory_iterator(test::data_path("machines/h200x2-firecracker-vm/live-2026-11-23/json")))
     keep(e.path().stem().string(), e.path(), "live 2x H200 " + e.path().filename().string());
