@@ -37,7 +37,10 @@ namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 using policy::Action;
 
-constexpr int kEndpoint = 0, kRootPort = 4, kUpstream = 5, kDownstream = 6;
+using test::kEndpoint;
+using test::kRootPort;
+using test::kSwitchDown;
+using test::kSwitchUp;
 constexpr uint16_t kKernelAcs = kAcsSv | kAcsRr | kAcsCr | kAcsUf;  // what the kernel sets once an IOMMU asks
 constexpr uint64_t kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
 
@@ -401,11 +404,11 @@ Topology rccl1129(const std::string& cmdline, Iommu iommu) {
   m.host_bridge("pci0000:00", 0x1022, 0x1480, "00:00.0");
   m.bridge("00:01.1", "", 0x1022, 0x1483, kRootPort, kKernelAcs);
   m.bridge("00:03.1", "", 0x1022, 0x1483, kRootPort, kKernelAcs);
-  m.bridge("01:00.0", "00:01.1", 0x1002, 0x14a0, kUpstream);
-  m.bridge("02:00.0", "01:00.0", 0x1002, 0x14a1, kDownstream, kKernelAcs);
+  m.bridge("01:00.0", "00:01.1", 0x1002, 0x14a0, kSwitchUp);
+  m.bridge("02:00.0", "01:00.0", 0x1002, 0x14a1, kSwitchDown, kKernelAcs);
   m.endpoint("03:00.0", "02:00.0", 0x1002, 0x738c, 0x038000, "amdgpu", 0, 32 * kGiB);
-  m.bridge("2d:00.0", "00:03.1", 0x1002, 0x14a0, kUpstream);
-  m.bridge("2e:00.0", "2d:00.0", 0x1002, 0x14a1, kDownstream, kKernelAcs);
+  m.bridge("2d:00.0", "00:03.1", 0x1002, 0x14a0, kSwitchUp);
+  m.bridge("2e:00.0", "2d:00.0", 0x1002, 0x14a1, kSwitchDown, kKernelAcs);
   m.endpoint("2f:00.0", "2e:00.0", 0x1002, 0x738c, 0x038000, "amdgpu", 0, 32 * kGiB);
   return m.read();
 }
@@ -439,21 +442,21 @@ Topology nccl667(const std::string& cmdline, Iommu iommu, std::optional<uint16_t
   m.host_bridge("pci0000:00", 0x8086, 0x09a2, "00:00.0");
   m.bridge("00:02.0", "", 0x8086, 0x347a, kRootPort, kKernelAcs);
   // GPU0/GPU1 (PXB): two levels of switch.
-  m.bridge("01:00.0", "00:02.0", 0x1000, 0xc010, kUpstream);
-  m.bridge("02:00.0", "01:00.0", 0x1000, 0xc010, kDownstream, dsp_acs);
-  m.bridge("02:04.0", "01:00.0", 0x1000, 0xc010, kDownstream, dsp_acs);
-  m.bridge("03:00.0", "02:00.0", 0x1000, 0xc010, kUpstream);
-  m.bridge("04:00.0", "03:00.0", 0x1000, 0xc010, kDownstream, dsp_acs);
+  m.bridge("01:00.0", "00:02.0", 0x1000, 0xc010, kSwitchUp);
+  m.bridge("02:00.0", "01:00.0", 0x1000, 0xc010, kSwitchDown, dsp_acs);
+  m.bridge("02:04.0", "01:00.0", 0x1000, 0xc010, kSwitchDown, dsp_acs);
+  m.bridge("03:00.0", "02:00.0", 0x1000, 0xc010, kSwitchUp);
+  m.bridge("04:00.0", "03:00.0", 0x1000, 0xc010, kSwitchDown, dsp_acs);
   m.endpoint("05:00.0", "04:00.0", 0x10de, 0x2230, 0x030000, "nvidia", 0, 64 * kGiB);
-  m.bridge("06:00.0", "02:04.0", 0x1000, 0xc010, kUpstream);
-  m.bridge("07:00.0", "06:00.0", 0x1000, 0xc010, kDownstream, dsp_acs);
+  m.bridge("06:00.0", "02:04.0", 0x1000, 0xc010, kSwitchUp);
+  m.bridge("07:00.0", "06:00.0", 0x1000, 0xc010, kSwitchDown, dsp_acs);
   m.endpoint("08:00.0", "07:00.0", 0x10de, 0x2230, 0x030000, "nvidia", 0, 64 * kGiB);
   // GPU2/GPU3 (PIX): one switch.
   m.host_bridge("pci0000:80", 0x8086, 0x09a2, "80:00.0");
   m.bridge("80:02.0", "", 0x8086, 0x347a, kRootPort, kKernelAcs, "pci0000:80");
-  m.bridge("81:00.0", "80:02.0", 0x1000, 0xc010, kUpstream);
-  m.bridge("82:00.0", "81:00.0", 0x1000, 0xc010, kDownstream, dsp_acs);
-  m.bridge("82:04.0", "81:00.0", 0x1000, 0xc010, kDownstream, dsp_acs);
+  m.bridge("81:00.0", "80:02.0", 0x1000, 0xc010, kSwitchUp);
+  m.bridge("82:00.0", "81:00.0", 0x1000, 0xc010, kSwitchDown, dsp_acs);
+  m.bridge("82:04.0", "81:00.0", 0x1000, 0xc010, kSwitchDown, dsp_acs);
   m.endpoint("83:00.0", "82:00.0", 0x10de, 0x2230, 0x030000, "nvidia", 1, 64 * kGiB);
   m.endpoint("84:00.0", "82:04.0", 0x10de, 0x2230, 0x030000, "nvidia", 1, 64 * kGiB);
   return m.read();
@@ -576,9 +579,9 @@ Topology nvme_pair(bool cmb, std::optional<uint16_t> dsp_acs, Iommu iommu) {
   Machine m("6.8.0-31-generic", "", "AuthenticAMD", 0x19, 1, iommu);
   m.host_bridge("pci0000:00", 0x1022, 0x1480, "00:00.0");
   m.bridge("00:01.1", "", 0x1022, 0x1483, kRootPort);
-  m.bridge("01:00.0", "00:01.1", 0x11f8, 0x8536, kUpstream);
-  m.bridge("02:00.0", "01:00.0", 0x11f8, 0x8536, kDownstream, dsp_acs);
-  m.bridge("02:01.0", "01:00.0", 0x11f8, 0x8536, kDownstream, dsp_acs);
+  m.bridge("01:00.0", "00:01.1", 0x11f8, 0x8536, kSwitchUp);
+  m.bridge("02:00.0", "01:00.0", 0x11f8, 0x8536, kSwitchDown, dsp_acs);
+  m.bridge("02:01.0", "01:00.0", 0x11f8, 0x8536, kSwitchDown, dsp_acs);
   Node& a = m.endpoint("03:00.0", "02:00.0", 0x1de5, 0x3000, 0x010802, "nvme", 0, cmb ? 2 * kMiB : 0);
   a.p2pmem = cmb;
   m.endpoint("04:00.0", "02:01.0", 0x144d, 0xa80a, 0x010802, "nvme", 0);
@@ -611,11 +614,11 @@ TEST(PublicReports, B70PairOnAm5IsPeer) {
   m.host_bridge("pci0000:00", 0x1022, 0x14d8, "00:00.0");
   m.bridge("00:01.1", "", 0x1022, 0x14db, kRootPort, kKernelAcs);
   m.bridge("00:01.3", "", 0x1022, 0x14db, kRootPort, kKernelAcs);
-  m.bridge("01:00.0", "00:01.1", 0x8086, 0xe2ff, kUpstream);
-  m.bridge("02:01.0", "01:00.0", 0x8086, 0xe2f0, kDownstream);
+  m.bridge("01:00.0", "00:01.1", 0x8086, 0xe2ff, kSwitchUp);
+  m.bridge("02:01.0", "01:00.0", 0x8086, 0xe2f0, kSwitchDown);
   m.endpoint("03:00.0", "02:01.0", 0x8086, 0xe223, 0x030000, "xe", 0, 32 * kGiB);
-  m.bridge("06:00.0", "00:01.3", 0x8086, 0xe2ff, kUpstream);
-  m.bridge("07:01.0", "06:00.0", 0x8086, 0xe2f0, kDownstream);
+  m.bridge("06:00.0", "00:01.3", 0x8086, 0xe2ff, kSwitchUp);
+  m.bridge("07:01.0", "06:00.0", 0x8086, 0xe2f0, kSwitchDown);
   m.endpoint("08:00.0", "07:01.0", 0x8086, 0xe223, 0x030000, "xe", 0, 32 * kGiB);
   const Topology t = m.read();
   const auto ze = RuntimeAnswers().pair("03:00.0", "08:00.0", {{"vendor.peer_supported", true}}).document();

@@ -15,11 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "p2paudit/topology.h"
+
 namespace p2paudit::test {
 
 namespace fs = std::filesystem;
 
 // 4096 bytes of config space: a type 0 or type 1 header, a PCIe capability, optionally ACS.
+// The PCIe Device/Port Types ConfigBytes writes (PcieType's values, p2paudit/topology.h).
+inline constexpr int kEndpoint = static_cast<int>(PcieType::kEndpoint), kRootPort = static_cast<int>(PcieType::kRootPort),
+                     kSwitchUp = static_cast<int>(PcieType::kSwitchUpstream),
+                     kSwitchDown = static_cast<int>(PcieType::kSwitchDownstream);
+
 struct ConfigBytes {
   std::vector<uint8_t> b = std::vector<uint8_t>(4096, 0);
   void put16(size_t at, uint16_t v) { b[at] = v & 0xff, b[at + 1] = v >> 8; }

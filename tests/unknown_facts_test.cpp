@@ -28,7 +28,10 @@ namespace fs = std::filesystem;
 using test::ConfigBytes;
 using test::SysrootDir;
 
-constexpr int kRootPort = 4, kSwitchUp = 5, kSwitchDown = 6, kEndpoint = 0;
+using test::kEndpoint;
+using test::kRootPort;
+using test::kSwitchDown;
+using test::kSwitchUp;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kWindowBase = uint64_t{0x40} << 32;  // 256 GiB: above 4 GiB, below any CPU width
 

@@ -12,12 +12,10 @@ namespace p2paudit::policy {
 
 namespace {
 
-bool starts(std::string_view name, std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; }
-
 // A device fact without its role ("provider.memory_size" -> "memory_size").
 std::string_view device_part(std::string_view name) {
   for (std::string_view role : {"provider.", "client."})
-    if (starts(name, role)) return name.substr(role.size());
+    if (name.starts_with(role)) return name.substr(role.size());
   return {};
 }
 
@@ -25,7 +23,7 @@ std::string_view device_part(std::string_view name) {
 
 std::vector<std::string> derived_from(std::string_view name) {
   for (std::string_view role : {"provider.", "client."}) {
-    if (!starts(name, role)) continue;
+    if (!name.starts_with(role)) continue;
     const std::string r(role);
     std::string_view device = name.substr(role.size());
     if (device == "bar_covers_memory") return {r + "largest_bar", r + "memory_size"};
@@ -38,20 +36,20 @@ std::string how_to_learn(std::string_view name) {
   const FactSpec* spec = find_fact(name);
   const std::string vendor_file =
       spec && spec->source == FactSource::kVendor ? std::string(", or pass it as a vendor fact (--vendor-facts FILE)") : "";
-  if (starts(name, "vendor.copy_"))
+  if (name.starts_with("vendor.copy_"))
     return "run `p2paudit probe --copy` on the machine (or capture with `p2paudit snapshot --probe --copy`)";
-  if (starts(name, "vendor.") || starts(name, "runtime."))
+  if (name.starts_with("vendor.") || name.starts_with("runtime."))
     return fmt::format("run p2paudit on the machine with the drivers loaded (it asks NVML, CUDA, HIP and Level Zero), "
                        "or capture with `p2paudit snapshot --probe`{}", vendor_file);
   if (name == "kernel.config_p2pdma")
     return "a capture holding the kernel's config (/proc/config.gz or /boot/config-RELEASE: `p2paudit snapshot` "
            "keeps them)";
-  if (starts(name, "kernel.") || starts(name, "path."))
+  if (name.starts_with("kernel.") || name.starts_with("path."))
     return "run p2paudit (or `p2paudit snapshot`) as root: without root the kernel shows only 64 bytes of each "
            "function's config space, so ACS and the capabilities behind it cannot be read";
-  if (starts(name, "iommu."))
+  if (name.starts_with("iommu."))
     return "a capture holding /sys/kernel/iommu_groups and the kernel command line (`p2paudit snapshot` on the machine)";
-  if (starts(name, "platform."))
+  if (name.starts_with("platform."))
     return "a capture holding /proc/cpuinfo (`p2paudit snapshot` on the machine)";
   std::string_view device = device_part(name);
   if (device == "memory_size")
