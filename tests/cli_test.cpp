@@ -519,13 +519,19 @@ TEST(Cli, UnprivilegedReadShowsAcsUnknownNeverAbsent) {
                               dir + " && (chmod a+x " + ::testing::TempDir() + " 2>/dev/null || true)")
                 .status,
             0);
-  // nobody may not reach the build tree (a clone in a 0700 home directory): it runs a copy.
+  // nobody may not reach the build tree (a clone in a 0700 home directory such as /root): it runs
+  // a copy of the tool, pointed at a copy of the rules beside it.
   std::string tool = test::tool_file();
+  std::string rules_copy = dir + "-rules";
   if (!as_nobody.empty()) {
     tool = dir + "-p2paudit";
     fs::copy_file(test::tool_file(), tool, fs::copy_options::overwrite_existing);
     fs::permissions(tool, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                               fs::perms::others_read | fs::perms::others_exec);
+    fs::remove_all(rules_copy);
+    fs::copy(test::rules_source(), rules_copy, fs::copy_options::recursive);
+    ASSERT_EQ(test::run_command("chmod -R a+rX " + rules_copy).status, 0);
+    as_nobody = "env P2PAUDIT_RULES_DIR=" + rules_copy + " " + as_nobody;
   }
   auto r = test::run_command(as_nobody + tool + " --sysroot " + dir + " topology --format json");
   ASSERT_EQ(r.status, 0);
@@ -537,8 +543,12 @@ TEST(Cli, UnprivilegedReadShowsAcsUnknownNeverAbsent) {
   auto text = test::run_command(as_nobody + tool + " --sysroot " + dir + " topology");
   EXPECT_NE(text.output.find("ACS unknown"), std::string::npos);
   EXPECT_EQ(text.output.find("no ACS"), std::string::npos);
+  // The first screen reads the rules: as nobody it reaches them wherever the clone is.
+  auto screen = test::run_command(as_nobody + tool + " --sysroot " + dir + " policy --format json");
+  ASSERT_EQ(screen.status, 0) << screen.output;
+  EXPECT_FALSE(json::parse(screen.output)["pairs"].empty());
   fs::remove_all(dir);
-  if (!as_nobody.empty()) fs::remove(tool);
+  if (!as_nobody.empty()) fs::remove(tool), fs::remove_all(rules_copy);
 }
 
 }  // namespace
