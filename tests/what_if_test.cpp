@@ -14,6 +14,7 @@
 
 #include "p2paudit/assumptions.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/kernel_cmdline.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/sysroot.h"
@@ -99,17 +100,9 @@ std::vector<std::string> oracle_cases() {
   return out;
 }
 
-// The value of `pci=disable_acs_redir=` on a command line, "" when absent (pci_setup() splits the
-// pci= options on ',').
+// The value of `pci=disable_acs_redir=` on a command line as the kernel reads it, "" when absent.
 std::string disable_acs_redir_value(const std::string& cmdline) {
-  std::istringstream words(cmdline);
-  for (std::string word; words >> word;) {
-    if (!word.starts_with("pci=")) continue;
-    std::istringstream options(word.substr(4));
-    for (std::string option; std::getline(options, option, ',');)
-      if (option.starts_with("disable_acs_redir=")) return option.substr(18);
-  }
-  return "";
+  return kernel_pci_option(read_kernel_cmdline(cmdline), "disable_acs_redir").value_or("");
 }
 
 // The case booted with the same command line minus `pci=disable_acs_redir=VALUE`, on the same machine.
