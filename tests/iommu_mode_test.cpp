@@ -155,6 +155,21 @@ TEST(IommuMode, CommandLineIsReadAsTheKernelReadsIt) {
   EXPECT_EQ(last.platform().iommu_mode_source, "no IOMMU groups (command line amd_iommu=on)");
 }
 
+// NVIDIA's module option on the command line: modprobe applies it, reading /proc/cmdline with
+// libkmod's parser; one after "--" may or may not reach the module, so the setting is unknown.
+TEST(IommuMode, NvidiaOptionOnTheCommandLineIsTheKernelsWordsOnly) {
+  const std::string key = "nvidia.NVreg_GrdmaPciTopoCheckOverride";
+  auto read = [&](const std::string& cmdline) {
+    Platform p = Machine("6.8.0-31-generic", cmdline, kTranslatedConfig).platform();
+    return std::make_pair(p.nvidia_grdma_override, p.nvidia_grdma_override_source);
+  };
+  EXPECT_EQ(read("quiet " + key + "=1 " + key + "=2"), std::make_pair(std::optional<int64_t>(2), std::string("the kernel command line")));
+  EXPECT_EQ(read("quiet nvidia.NVreg-GrdmaPciTopoCheckOverride=1").first, 1);
+  EXPECT_FALSE(read("quiet -- " + key + "=1").first);
+  EXPECT_FALSE(read(key + "=2 -- " + key + "=1").first);
+  EXPECT_FALSE(read("dyndbg=\"x " + key + "=1\"").first);  // part of another parameter's value
+}
+
 TEST(IommuMode, HostileCommandLineWordIsEscapedInTheSource) {
   Machine m("6.8.0-31-generic", "iommu.passthrough=1\x1b[2J", kTranslatedConfig);
   Platform p = m.platform();
