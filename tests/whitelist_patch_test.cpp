@@ -90,7 +90,7 @@ std::string booted_release() {
 }
 
 TEST(WhitelistPatch, GitAmAppliesItAndTheDiffAddsExactlyTheTableLine) {
-  if (!have_git()) GTEST_SKIP() << "git is not installed";
+  if (!have_git()) GTEST_SKIP() << "git is not installed (scripts/install-deps --test installs it)";
   Sandbox box;
   std::string repo = kernel_repo(box);
   std::string before = slurp(repo + "/drivers/pci/p2pdma.c");
@@ -614,6 +614,49 @@ TEST(GitText, EachFormIsNamedAndItsTextIsNone) {
   // As git am records a body: no trailing blanks, one blank line between paragraphs.
   EXPECT_EQ(git_text_body("\na  \n\n\n  \nb\n---\n\n"), "a\n\nb\n  ---\n");
   EXPECT_EQ(git_header_text("a =?utf-8?q?b?= c"), "a = ?utf-8?q?b?= c");
+}
+
+// The same through the command line, from a snapshot: a CPU model name that puts "--- cut here" at
+// the start of the "Tested on:" paragraph's second line (56 columns before the name, a 16-letter
+// word, then the 72-column break). The tool says git am applies the patch; git am records the
+// message --commit-message drafts, whole.
+TEST(WhitelistPatch, FromASnapshotGitAmRecordsTheDraftedMessage) {
+  if (!have_git()) GTEST_SKIP() << "git is not installed (scripts/install-deps --test installs it)";
+  Sandbox box;
+  std::string repo = kernel_repo(box);
+  test::SysrootDir s;
+  s.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\n"
+                          "model name\t: Xeon-Gold-6430-v --- cut here\n");
+  s.write("proc/sys/kernel/osrelease", "6.1.0\n");
+  s.write("boot/config-6.1.0", "CONFIG_PCI_P2PDMA=y\n");
+  s.function("pci0000:00/0000:00:00.0", test::ConfigBytes(0x8086, 0x29c0, 0x060000, 0).bytes(256));
+  for (int port : {1, 6}) {
+    std::string rp = fmt::format("pci0000:00/0000:00:{:02x}.0", port);
+    s.function(rp, test::ConfigBytes(0x8086, 0x4c01, 0x060400, 4, true).buses(0, port, port).bytes());
+    s.function(fmt::format("{}/0000:{:02x}:00.0", rp, port), test::ConfigBytes(0x10de, 0x2330, 0x030200, 0).bytes());
+  }
+  const std::string tool = box.tool("GIT_AUTHOR_NAME='Jane Developer' GIT_AUTHOR_EMAIL=jane@example.org") + " --sysroot " +
+                           test::shell_quote(s.str()) + " whitelist --no-probe";
+  auto draft = test::run_command(tool + " --commit-message 2>&1");
+  ASSERT_EQ(draft.status, 0) << draft.output;
+  const std::string start = "draft commit message:\n\n", sign = "\nSigned-off-by: Jane Developer <jane@example.org>\n";
+  size_t from = draft.output.find(start), to = draft.output.find(sign);
+  ASSERT_NE(from, std::string::npos) << draft.output;
+  ASSERT_NE(to, std::string::npos) << draft.output;
+  std::string meant = draft.output.substr(from + start.size(), to + sign.size() - from - start.size());
+  // The name is kept whole, and "---" does not start a line.
+  EXPECT_NE(meant.find("(Xeon-Gold-6430-v ---\ncut here)"), std::string::npos) << meant;
+  std::string patch = box.dir + "/snapshot.patch";
+  auto r = test::run_command(tool + " --candidate 8086:29c0 --kernel-source " + test::shell_quote(repo) + " --patch " +
+                             test::shell_quote(patch) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("git am applies it"), std::string::npos) << r.output;
+  r = test::run_command("cd " + test::shell_quote(repo) + " && git -c user.name=t -c user.email=t@example.org am -q --scissors " +
+                        test::shell_quote(patch) + " 2>&1 && git log -1 --format=%B");
+  ASSERT_EQ(r.status, 0) << r.output << slurp(patch);
+  std::string recorded = r.output;
+  while (recorded.size() > 1 && recorded.substr(recorded.size() - 2) == "\n\n") recorded.pop_back();
+  EXPECT_EQ(recorded, meant) << slurp(patch);
 }
 
 }  // namespace
