@@ -543,8 +543,9 @@ TEST(WhitelistPatch, GitAmRecordsTheWholeMessageWhateverTheSnapshotHolds) {
       for (const char* evidence : {"\nTested on: Linux", "\nPeer copies (random data, compared in full):\n", "\nSigned-off-by: Jane"})
         EXPECT_NE(meant.find(evidence), std::string::npos) << label << "\n" << meant;
       // A form read at a line's start stays on the wide word's line, where git reads it as text.
-      if (where.find("at a wrap point") != std::string::npos && !may_start_git_line(form))
+      if (where.find("at a wrap point") != std::string::npos && !may_start_git_line(form)) {
         EXPECT_NE(meant.find(wide + " "), std::string::npos) << label << "\n" << meant;
+      }
       if (!git) continue;
       KernelPatch patch = kernel_patch(in, p.candidate, repo->repo);
       ASSERT_TRUE(patch.applies);
