@@ -142,7 +142,10 @@ TextGate::~TextGate() {
     buffer_->release();
   } catch (...) {
     static constexpr std::string_view kLost = "\n(the rest of this output was lost: out of memory)\n";
-    original_->sputn(kLost.data(), static_cast<std::streamsize>(kLost.size()));
+    try {
+      original_->sputn(kLost.data(), static_cast<std::streamsize>(kLost.size()));
+    } catch (...) {  // a stream that allocates to write (a string's) may fail once more
+    }
   }
   stream_.rdbuf(original_);
   original_->pubsync();

@@ -148,8 +148,7 @@ Template::Piece literal_piece(std::string text) {
 
 class Loader {
  public:
-  // The reader skips a byte order mark, and the marks it gives count from after it: so do place_in()'s.
-  Loader(std::string_view text, std::string file) : text_(without_byte_order_mark(text)), file_(std::move(file)) {}
+  Loader(std::string_view text, std::string file) : whole_(text), text_(without_byte_order_mark(text)), file_(std::move(file)) {}
 
   RuleFile load() {
     RuleFile out;
@@ -157,7 +156,7 @@ class Loader {
     try {
       // One shared strict reader (strict_yaml.h): one document, no duplicate keys, bounded aliases
       // and nesting, UTF-8 only. Duplicate keys come all at once, like the rest of the findings.
-      YamlDocument document = read_strict_yaml(text_, file_);
+      YamlDocument document = read_strict_yaml(whole_, file_);
       YamlNode doc = document.root();
       if (doc.IsNull()) error(YAML::Mark(), "empty rule file: expected 'version: 1' and 'rules:'");
       else read_file(doc, out);
@@ -169,6 +168,8 @@ class Loader {
   }
 
  private:
+  std::string_view whole_;
+  // The reader skips a leading byte order mark, and its marks count from after it: so do place_in()'s.
   std::string_view text_;
   std::string file_;
   std::vector<Diagnostic> errors_;
