@@ -227,6 +227,8 @@ TEST_F(YamlBytes, AQuotedValueIsEscapedOnOneLineAndCutWithItsLength) {
   const std::string cut = quoted_input(std::string(kQuotedInputBytes - 1, 'a') + "\xc3\xa9" + std::string(1000, 'b'));
   EXPECT_EQ(cut, "'" + std::string(kQuotedInputBytes - 1, 'a') + "\u2026' (1101 bytes)");  // not inside the é
   EXPECT_EQ(quoted_input(std::string(kQuotedInputBytes, 'a')), "'" + std::string(kQuotedInputBytes, 'a') + "'");
+  EXPECT_EQ(quoted_input("a.b", '\0'), "a.b");  // a path's key, a placeholder: set off by the message
+  EXPECT_EQ(quoted_input(std::string(200, 'k'), '\0'), std::string(kQuotedInputBytes, 'k') + "\u2026 (200 bytes)");
 }
 
 TEST_F(YamlBytes, EveryLoaderCutsAThreeMegabyteValueItQuotes) {

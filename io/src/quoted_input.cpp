@@ -7,7 +7,8 @@
 
 namespace p2paudit {
 
-std::string quoted_input(std::string_view value, char quote) {
+std::string quoted_input(std::string_view value, char quote_character) {
+  const std::string_view quote(&quote_character, quote_character ? 1 : 0);
   if (value.size() <= kQuotedInputBytes) return fmt::format("{0}{1}{0}", quote, escape_line(value));
   // Back to the start of the UTF-8 sequence the cut falls in (at most three continuation bytes:
   // further back they are invalid bytes, which escape_line() shows one by one).

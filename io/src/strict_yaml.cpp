@@ -229,7 +229,10 @@ class StrictEvents {
                                       "limit; each alias counts the bytes of the node it names)", limits_.max_bytes)};
   }
 
-  static std::string shown_current_key(const Frame& frame) { return frame.current_key ? quoted_input(*frame.current_key) : "?"; }
+  // The key whose value is being read, as a message quotes it (`quote`), or as a path names it ('\0').
+  static std::string shown_current_key(const Frame& frame, char quote) {
+    return frame.current_key ? quoted_input(*frame.current_key, quote) : "?";
+  }
 
   // Where the collection open_[depth] stands, for messages: "rules[0].when". Built only for a
   // message, from the frames above it, which have not changed since it was opened.
@@ -239,7 +242,7 @@ class StrictEvents {
       const Frame& parent = open_[k - 1];
       if (!parent.is_map) path = fmt::format("{}[{}]", path, parent.children);
       else if (parent.children % 2 == 0) path = path.empty() ? "a key" : path + " (a key)";
-      else path = path.empty() ? shown_current_key(parent) : path + "." + shown_current_key(parent);
+      else path = path.empty() ? shown_current_key(parent, '\0') : path + "." + shown_current_key(parent, '\0');
     }
     return path;
   }
@@ -297,7 +300,7 @@ class StrictEvents {
     }
     if (first_line) {
       std::string path = path_of(open_.size() - 1);
-      duplicate_keys.push_back({here, fmt::format("duplicate key {} {} (first at line {})", shown_current_key(parent),
+      duplicate_keys.push_back({here, fmt::format("duplicate key {} {} (first at line {})", shown_current_key(parent, '\''),
                                                   path.empty() ? "at the top level" : "in " + path, *first_line)});
     } else if (!parent.many_keys.empty()) {
       parent.many_keys.emplace(std::move(key), here.line);

@@ -613,7 +613,7 @@ class Loader {
     if (!spec) {
       std::string hint = closest_fact_name(inner);
       error(place_in(value, placeholder),
-            fmt::format("unknown fact {} in {}{}", quoted_input(inner), quoted_input(placeholder),
+            fmt::format("unknown fact {} in {}{}", quoted_input(inner), quoted_input(placeholder, '\0'),
                         hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
       return std::nullopt;
     }

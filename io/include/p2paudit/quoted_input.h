@@ -17,6 +17,7 @@ inline constexpr size_t kQuotedInputBytes = 100;
 // `value` between `quote`s, escaped on one line (escape_line(): invalid UTF-8, controls, line feeds
 // and tabs as \xNN) and cut after kQuotedInputBytes at a UTF-8 boundary, the cut marked with "…"
 // and the value's whole length: 'abc…' (3145728 bytes). A value that fits is quoted whole.
+// quote '\0': no quotes, for a value that a message sets off otherwise (a path's key, a {placeholder}).
 std::string quoted_input(std::string_view value, char quote = '\'');
 
 }  // namespace p2paudit
