@@ -20,6 +20,7 @@
 
 #include "p2paudit/drivers.h"
 #include "p2paudit/kmod_index.h"
+#include "p2paudit/output_file.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "module_fixture.h"
@@ -340,7 +341,8 @@ TEST_F(KmodConfined, TheDeadlineHoldsInThisProcessToo) {
 }
 
 // SIGINT, SIGTERM or SIGHUP while the private copy exists: the process dies of the signal and
-// leaves no p2paudit-kmod-* in its TMPDIR (the destructor never runs then).
+// leaves no p2paudit-kmod-* in its TMPDIR (the destructor never runs then), nor the twin of an
+// output being written at the same time (one table holds both).
 TEST_F(KmodConfined, ASignalLeavesNoPrivateCopy) {
   depmod();
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
@@ -355,6 +357,8 @@ TEST_F(KmodConfined, ASignalLeavesNoPrivateCopy) {
       ::setenv("TMPDIR", tmpdir.c_str(), 1);
       Sysroot root = Sysroot::open(dir_.string());
       ModuleResolver r(root, kRelease);
+      OutputFile out((tmpdir / "capture.tar.gz").string(), false);
+      out.write("half a capture");
       char c = r.available() ? 'y' : 'n';
       (void)!::write(ready[1], &c, 1);
       for (;;) ::pause();
@@ -370,6 +374,7 @@ TEST_F(KmodConfined, ASignalLeavesNoPrivateCopy) {
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status << " for signal " << sig;
     EXPECT_EQ(kmod_copies(tmpdir), std::vector<std::string>{}) << "signal " << sig;
+    EXPECT_TRUE(fs::is_empty(tmpdir)) << "the output's twin is left after signal " << sig;
     fs::remove_all(tmpdir);
   }
 }
