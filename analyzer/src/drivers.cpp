@@ -417,9 +417,9 @@ ModuleInfo ModuleResolver::for_modalias(const std::string& modalias) const {
   bool unused = false;
   if (ctx_) {
     if (in_time()) info.alias_matches = lookup_alias(ctx_, modalias);
-  }
-  else
+  } else {
     ask('A', modalias, info.alias_matches, unused);
+  }
   return info;
 }
 
