@@ -280,8 +280,8 @@ std::vector<std::string> kmod_copies(const fs::path& tmpdir) {
   return out;
 }
 
-// Issue 30: a stranger's index can make every lookup slow (a wildcard alias is matched with
-// fnmatch); the child here waits before each answer instead. All lookups of one analysis share one
+// Issue 30: a stranger's index can make every lookup slow (each modalias is matched against every
+// wildcard alias of up to 16 MiB); the child here waits before each answer instead. All lookups of one analysis share one
 // deadline: the run ends near it, not after lookups x delay, and says so once.
 TEST_F(KmodConfined, ASlowChildStopsAtTheOneDeadlineWithOneFinding) {
   depmod();

@@ -26,8 +26,8 @@ enum class KmodQueries { kConfinedChild, kInProcess };
 
 // One deadline for every libkmod lookup of one analysis (one ModuleResolver: one sysroot, so one
 // per input of `aggregate`), counted from the resolver's start: a stranger's index can make each
-// lookup slow (a wildcard alias is matched with fnmatch), and a limit per lookup would restart for
-// every function. Past it the child is ended and the remaining functions keep unknown module
+// lookup slow (a modalias is matched with fnmatch against every wildcard alias of an index of up
+// to 16 MiB), and a limit per lookup would restart for every function. Past it the child is ended and the remaining functions keep unknown module
 // facts, with one finding. The lookups of a real index take milliseconds.
 struct KmodBudget {
   std::chrono::milliseconds total = std::chrono::seconds(10);
