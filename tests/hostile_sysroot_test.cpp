@@ -472,7 +472,8 @@ TEST(HostileArchive, LongNameRecordsCountAgainstTheDecompressionLimit) {
   EXPECT_EQ(WEXITSTATUS(status), 2) << err;
   EXPECT_NE(err.find(tarball + ": more than 1073741824 bytes decompressed"), std::string::npos) << err;
   EXPECT_NE(err.find("at or after entry 'sys/x/f10"), std::string::npos) << err;  // the 1,023rd or so
-  EXPECT_LT(usage.ru_maxrss, 256 * 1024) << "KiB at peak";  // nothing of the GiB is kept
+  // Nothing of the GiB is kept (12 MB in the plain build; ASan keeps 256 MB of freed memory aside).
+  if (!test::kSanitized) EXPECT_LT(usage.ru_maxrss, 256 * 1024) << "KiB at peak";
   fs::remove(tarball);
   fs::remove(tarball + ".err");
 }
