@@ -2,11 +2,17 @@
 // Issue 7's attacks on sysroots, snapshots and output files, each as a regression test: crafted
 // archives and directories must never reach a host file, hang, loop, crash or give a known answer
 // the bytes do not support.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/errors.h"
@@ -367,6 +373,135 @@ TEST(HostileArchive, CompressionBombStopsAtTheTotalLimit) {
   SysrootLimits limits;
   limits.max_file_bytes = 1u << 20;
   EXPECT_NE(open_error(tarball, limits).find("larger than the limit"), std::string::npos);
+}
+
+// A tar header block (GNU magic, or POSIX ustar for pax) with its checksum.
+std::string tar_header(const std::string& name, size_t size, char type, bool gnu = true) {
+  std::string h(512, '\0');
+  std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
+  std::memcpy(h.data() + 100, "0000644", 7);
+  std::memcpy(h.data() + 108, "0000000", 7);
+  std::memcpy(h.data() + 116, "0000000", 7);
+  std::snprintf(h.data() + 124, 12, "%011zo", size);
+  std::memcpy(h.data() + 136, "00000000000", 11);
+  h[156] = type;
+  std::memcpy(h.data() + 257, gnu ? "ustar  " : "ustar\0" "00", 8);
+  std::memset(h.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (char c : h) sum += static_cast<unsigned char>(c);
+  std::snprintf(h.data() + 148, 8, "%06o", sum);
+  return h;
+}
+
+// `bytes` as one gzip member (libarchive's raw writer and its gzip filter). Members written one
+// after another are one gzip stream to a reader, as gzip itself writes them.
+std::string gzip_member(const std::string& bytes) {
+  std::string out(bytes.size() / 100 + (64u << 10), '\0');
+  size_t used = 0;
+  struct archive* a = archive_write_new();
+  archive_write_add_filter_gzip(a);
+  archive_write_set_format_raw(a);
+  archive_write_set_bytes_in_last_block(a, 1);
+  archive_write_open_memory(a, out.data(), out.size(), &used);
+  struct archive_entry* e = archive_entry_new();
+  archive_entry_set_pathname(e, "raw");
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_write_header(a, e);
+  archive_write_data(a, bytes.data(), bytes.size());
+  archive_entry_free(e);
+  archive_write_close(a);
+  archive_write_free(a);
+  out.resize(used);
+  return out;
+}
+
+// `count` empty files sys/x/fNNNN, each named by a GNU long-name record ('L') or a pax header
+// ('x') of `body` bytes (a multiple of 512): the name then zeros, or a pax path record then user
+// names. All but each record's first block is the same, so it is compressed once: ~1 KB of gzip
+// per MiB of records.
+std::string header_bomb(const std::string& file, char type, size_t count, size_t body) {
+  auto record = [&](size_t i) {
+    std::string name = fmt::format("sys/x/f{:04}", i);
+    if (type == 'L') return name + std::string(body - name.size(), '\0');
+    std::string path = "path=" + name + "\n";
+    std::string r = std::to_string(path.size() + 3) + " " + path;
+    // Then user names up to the body's end, in records of at most 60,000 bytes: a key and a
+    // length the walk reads itself.
+    for (size_t rest = body - r.size(); rest > 0;) {
+      size_t chunk = std::min<size_t>(rest, 60'000);
+      if (rest - chunk > 0 && rest - chunk < 32) chunk = rest - 32;
+      std::string len = std::to_string(chunk);
+      r += len + " uname=" + std::string(chunk - len.size() - 8, 'z') + "\n";
+      rest -= chunk;
+    }
+    return r;
+  };
+  const std::string shared = gzip_member(record(0).substr(512) + tar_header("short", 0, '0', type == 'L'));
+  std::ofstream out(file, std::ios::binary);
+  for (size_t i = 0; i < count; ++i)
+    out << gzip_member(tar_header(type == 'L' ? "././@LongLink" : "PaxHeaders/x", body, type, type == 'L') +
+                       record(i).substr(0, 512))
+        << shared;
+  out << gzip_member(std::string(1024, '\0'));
+  return file;
+}
+
+// Issue 30: header records were decompressed without being counted, so ~1 MB of archive cost a
+// GiB of inflating per MB, unbounded. Now every decompressed byte counts against one limit (1 GiB
+// by default): 1,100 long-name records of 1 MiB (1.1 MB of gzip) are refused at it, in bounded
+// memory, with the archive and the entry named.
+TEST(HostileArchive, LongNameRecordsCountAgainstTheDecompressionLimit) {
+  std::string tarball = header_bomb(temp_path("long-names.tar.gz"), 'L', 1100, (1u << 20) - 512);
+  ASSERT_LT(fs::file_size(tarball), 4u << 20);
+  // posix_spawn (a vfork): the child's peak memory is the tool's alone, not this process's too.
+  posix_spawn_file_actions_t io;
+  posix_spawn_file_actions_init(&io);
+  posix_spawn_file_actions_addopen(&io, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&io, 2, (tarball + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::string tool = test::tool_file();
+  std::vector<char*> argv{tool.data(), const_cast<char*>("--sysroot"), tarball.data(), const_cast<char*>("topology"), nullptr};
+  pid_t pid = -1;
+  ASSERT_EQ(::posix_spawn(&pid, tool.c_str(), &io, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&io);
+  int status = 0;
+  struct rusage usage {};
+  ASSERT_EQ(::wait4(pid, &status, 0, &usage), pid);
+  std::ifstream in(tarball + ".err");
+  std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 2) << err;
+  EXPECT_NE(err.find(tarball + ": more than 1073741824 bytes decompressed"), std::string::npos) << err;
+  EXPECT_NE(err.find("at or after entry 'sys/x/f10"), std::string::npos) << err;  // the 1,023rd or so
+  // Nothing of the GiB is kept (12 MB in the plain build; ASan keeps 256 MB of freed memory aside).
+  if (!test::kSanitized) EXPECT_LT(usage.ru_maxrss, 256 * 1024) << "KiB at peak";
+  fs::remove(tarball);
+  fs::remove(tarball + ".err");
+}
+
+// The same for pax headers, both readers (the walk and libarchive's, which reads what the walk
+// gives up on) alike, under a smaller limit.
+TEST(HostileArchive, PaxRecordsCountAgainstTheDecompressionLimitInBothReaders) {
+  std::string tarball = header_bomb(temp_path("pax.tar.gz"), 'x', 40, (1u << 20) - 512);
+  SysrootLimits limits;
+  limits.max_archive_stream_bytes = 16u << 20;
+  std::string walk, libarchive;
+  try {
+    Sysroot::open(tarball, limits, ArchiveReader::kTarWalk);
+  } catch (const InputError& e) {
+    walk = e.what();
+  }
+  try {
+    Sysroot::open(tarball, limits, ArchiveReader::kLibarchive);
+  } catch (const InputError& e) {
+    libarchive = e.what();
+  }
+  EXPECT_NE(walk.find(tarball + ": more than 16777216 bytes decompressed"), std::string::npos) << walk;
+  EXPECT_NE(walk.find("at or after entry 'sys/x/f001"), std::string::npos) << walk;  // the 16th or so
+  EXPECT_EQ(libarchive, walk);
+  // Below the limit the same archive reads.
+  limits.max_archive_stream_bytes = 64u << 20;
+  EXPECT_EQ(open_error(tarball, limits), "");
+  fs::remove(tarball);
 }
 
 TEST(HostileArchive, FifoNamedAsTheSnapshotDoesNotHang) {

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 
@@ -18,6 +20,7 @@
 
 #include "p2paudit/drivers.h"
 #include "p2paudit/kmod_index.h"
+#include "p2paudit/output_file.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "module_fixture.h"
@@ -266,6 +269,114 @@ TEST_F(KmodConfined, TheToolOpensNoHostModuleConfiguration) {
   if (lines == 0) GTEST_SKIP() << "strace recorded nothing (ptrace not permitted here?)";
   EXPECT_EQ(r.status, 0);
   EXPECT_EQ(opened, "");
+}
+
+// The private copies of libkmod's index in a temporary directory.
+std::vector<std::string> kmod_copies(const fs::path& tmpdir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(tmpdir, ec))
+    if (e.path().filename().string().rfind("p2paudit-kmod-", 0) == 0) out.push_back(e.path().string());
+  return out;
+}
+
+// Issue 30: a stranger's index can make every lookup slow (each modalias is matched against every
+// wildcard alias of up to 16 MiB); the child here waits before each answer instead. All lookups of one analysis share one
+// deadline: the run ends near it, not after lookups x delay, and says so once.
+TEST_F(KmodConfined, ASlowChildStopsAtTheOneDeadlineWithOneFinding) {
+  depmod();
+  fs::path tmpdir = dir_.string() + ".tmp";
+  fs::create_directories(tmpdir);
+  const char* old = std::getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  ::setenv("TMPDIR", tmpdir.c_str(), 1);
+  Sysroot root = Sysroot::open(dir_.string());
+  KmodBudget budget;
+  budget.total = std::chrono::milliseconds(1000);
+  budget.child_delay = std::chrono::milliseconds(200);
+  std::vector<Finding> findings;
+  size_t answered = 0;
+  auto start = std::chrono::steady_clock::now();
+  {
+    ModuleResolver r(root, kRelease, KmodQueries::kConfinedChild, budget);
+    if (old) ::setenv("TMPDIR", saved.c_str(), 1);
+    else ::unsetenv("TMPDIR");
+    ASSERT_TRUE(r.available());
+    if (r.context()) GTEST_SKIP() << "no child could be started here";
+    EXPECT_EQ(kmod_copies(tmpdir).size(), 1u);
+    // 60 functions: 12 s at 200 ms each under a limit per lookup.
+    for (int i = 0; i < 30; ++i) {
+      if (!r.for_modalias("pci:v00001B36d00000010sv00001AF4sd00001100bc01sc08i02").alias_matches.empty()) ++answered;
+      (void)r.for_driver("nvme");
+    }
+    findings = r.findings();
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 3.0) << "the lookups ran past three times the 1 s deadline";
+  EXPECT_GE(answered, 1u) << "lookups before the deadline are answered";
+  EXPECT_LT(answered, 30u);
+  ASSERT_EQ(findings.size(), 1u) << "one finding for the whole run, not one per function";
+  EXPECT_EQ(findings[0].path, "lib/modules/" + kRelease);
+  EXPECT_NE(findings[0].message.find("ran out of time"), std::string::npos) << findings[0].message;
+  EXPECT_NE(findings[0].message.find("1 s"), std::string::npos) << findings[0].message;
+  EXPECT_EQ(kmod_copies(tmpdir), std::vector<std::string>{}) << "the private copy outlived the resolver";
+  fs::remove_all(tmpdir);
+}
+
+// The same deadline where the lookups run in this process (no fork): spent before the first one,
+// every lookup leaves the facts unknown, with one finding.
+TEST_F(KmodConfined, TheDeadlineHoldsInThisProcessToo) {
+  depmod();
+  Sysroot root = Sysroot::open(dir_.string());
+  KmodBudget none;
+  none.total = std::chrono::milliseconds(0);
+  ModuleResolver r(root, kRelease, KmodQueries::kInProcess, none);
+  ASSERT_NE(r.context(), nullptr);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(r.for_modalias("pci:v00001B36d00000010sv00001AF4sd00001100bc01sc08i02").alias_matches.empty());
+    EXPECT_EQ(r.for_driver("nvme").builtin, Known::kUnknown);
+  }
+  ASSERT_EQ(r.findings().size(), 1u);
+  EXPECT_NE(r.findings()[0].message.find("ran out of time"), std::string::npos) << r.findings()[0].message;
+}
+
+// SIGINT, SIGTERM or SIGHUP while the private copy exists: the process dies of the signal and
+// leaves no p2paudit-kmod-* in its TMPDIR (the destructor never runs then), nor the twin of an
+// output being written at the same time (one table holds both).
+TEST_F(KmodConfined, ASignalLeavesNoPrivateCopy) {
+  depmod();
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    fs::path tmpdir = dir_.string() + ".tmp" + std::to_string(sig);
+    fs::create_directories(tmpdir);
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(ready[0]);
+      ::alarm(30);
+      ::setenv("TMPDIR", tmpdir.c_str(), 1);
+      Sysroot root = Sysroot::open(dir_.string());
+      ModuleResolver r(root, kRelease);
+      OutputFile out((tmpdir / "capture.tar.gz").string(), false);
+      out.write("half a capture");
+      char c = r.available() ? 'y' : 'n';
+      (void)!::write(ready[1], &c, 1);
+      for (;;) ::pause();
+    }
+    ::close(ready[1]);
+    char c = 0;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+    ::close(ready[0]);
+    EXPECT_EQ(c, 'y');
+    EXPECT_EQ(kmod_copies(tmpdir).size(), 1u) << "no private copy to remove";
+    ASSERT_EQ(::kill(pid, sig), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "status " << status << " for signal " << sig;
+    EXPECT_EQ(kmod_copies(tmpdir), std::vector<std::string>{}) << "signal " << sig;
+    EXPECT_TRUE(fs::is_empty(tmpdir)) << "the output's twin is left after signal " << sig;
+    fs::remove_all(tmpdir);
+  }
 }
 
 }  // namespace

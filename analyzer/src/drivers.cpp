@@ -89,7 +89,6 @@ std::vector<std::string> lookup_alias(struct kmod_ctx* ctx, const std::string& m
 enum Hello : uint8_t { kNoContext = 0, kConfined = 1, kUnconfined = 2 };
 constexpr uint32_t kMaxName = 4096;     // a module name or a modalias is far shorter
 constexpr uint32_t kMaxMatches = 4096;  // modules matching one modalias
-constexpr int kAnswerSeconds = 10;      // per answer: the index is already checked and in memory
 
 bool write_bytes(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
@@ -113,12 +112,12 @@ bool read_bytes(int fd, void* data, size_t size, std::chrono::steady_clock::time
   char* p = static_cast<char*>(data);
   while (size > 0) {
     if (deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now()).count();
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - std::chrono::steady_clock::now()).count();
       if (left <= 0) return false;
       pollfd pfd{fd, POLLIN, 0};
       int r = ::poll(&pfd, 1, static_cast<int>(left));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return false;
+      if ((r < 0 && errno == EINTR) || r == 0) continue;  // poll's milliseconds may end just short of the deadline
+      if (r < 0) return false;
     }
     ssize_t n = ::read(fd, p, size);
     if (n < 0 && errno == EINTR) continue;
@@ -142,7 +141,7 @@ bool confine_to(const std::string& dir) {
 
 void no_log(void*, int, const char*, int, const char*, const char*, va_list) {}
 
-[[noreturn]] void child_main(int fd, const std::string& dir) {
+[[noreturn]] void child_main(int fd, const std::string& dir, std::chrono::milliseconds delay) {
   // Only the socket stays open: nothing of the analysis (an output being written, another
   // child's pipe) is held by this process.
   if (fd != 3) {
@@ -171,6 +170,10 @@ void no_log(void*, int, const char*, int, const char*, const char*, va_list) {}
     if (!read_bytes(fd, &op, 1) || !read_bytes(fd, &len, sizeof len) || len > kMaxName) ::_exit(0);
     std::string arg(len, '\0');
     if (!read_bytes(fd, arg.data(), len)) ::_exit(0);
+    if (delay.count() > 0) {
+      timespec ts{static_cast<time_t>(delay.count() / 1000), static_cast<long>(delay.count() % 1000) * 1'000'000};
+      while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    }
     bool ok = true;
     if (op == 'D') {
       ModuleInfo info;
@@ -205,16 +208,17 @@ bool ModuleResolver::start_child() {
   }
   if (pid == 0) {
     ::close(fds[0]);
-    child_main(fds[1], private_dir_);
+    child_main(fds[1], copy_.dir, budget_.child_delay);
   }
   ::close(fds[1]);
   child_ = pid;
   sock_ = fds[0];
   uint8_t hello = kNoContext;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kAnswerSeconds);
+  auto deadline = deadline_;
   bool got = read_bytes(sock_, &hello, 1, &deadline);
   if (!got || hello == kNoContext || hello > kUnconfined) {
-    stop_child(!got                ? "could not start (the child gave no answer)"
+    stop_child(!got && std::chrono::steady_clock::now() >= deadline_ ? out_of_time()
+               : !got                ? "could not start (the child gave no answer)"
                : hello == kNoContext ? "could not start (no libkmod context for the index)"
                                      : "could not start (the child sent a malformed answer)");
     return true;
@@ -240,12 +244,33 @@ void ModuleResolver::stop_child(const std::string& why) const {
   findings_.push_back({index_rel_, fmt::format("libkmod lookup {}; module facts of the remaining functions stay unknown", how)});
 }
 
+// Why lookups stopped when the analysis's one deadline passed (the finding names lib/modules/R).
+std::string ModuleResolver::out_of_time() const {
+  return fmt::format("ran out of time: all lookups of one analysis together get {:g} s, and they are spent",
+                     static_cast<double>(budget_.total.count()) / 1000.0);
+}
+
+// For lookups in this process (the fallback where no child can be forked, and tests): the same
+// deadline, checked before each lookup; the first one past it adds the finding.
+bool ModuleResolver::in_time() const {
+  if (timed_out_) return false;
+  if (index_rel_.empty() || std::chrono::steady_clock::now() < deadline_) return true;  // the live index is this machine's
+  timed_out_ = true;
+  findings_.push_back({index_rel_, fmt::format("libkmod lookup {}; module facts of the remaining functions stay unknown",
+                                               out_of_time())});
+  return false;
+}
+
 // One lookup in the child: 'D' fills flag (has a module file) and answer[0] (the name) when found;
 // 'A' fills answer with the matching modules. False when the child is gone or misbehaves.
 bool ModuleResolver::ask(char op, const std::string& arg, std::vector<std::string>& answer, bool& flag) const {
   if (child_ <= 0) return false;
   if (arg.size() > kMaxName) return false;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kAnswerSeconds);
+  auto deadline = deadline_;
+  if (std::chrono::steady_clock::now() >= deadline) {
+    stop_child(out_of_time());
+    return false;
+  }
   uint32_t len = static_cast<uint32_t>(arg.size());
   if (!write_bytes(sock_, &op, 1) || !write_bytes(sock_, &len, sizeof len) || !write_bytes(sock_, arg.data(), arg.size())) {
     stop_child("failed (the child stopped reading)");
@@ -258,9 +283,8 @@ bool ModuleResolver::ask(char op, const std::string& arg, std::vector<std::strin
     return read_bytes(sock_, out.data(), n, &deadline);
   };
   auto fail = [&] {
-    stop_child(std::chrono::steady_clock::now() >= deadline
-                   ? fmt::format("gave no answer within {} s", kAnswerSeconds)
-                   : std::string("failed (the child ended or sent a malformed answer)"));
+    stop_child(std::chrono::steady_clock::now() >= deadline ? out_of_time()
+                                                            : std::string("failed (the child ended or sent a malformed answer)"));
     return false;
   };
   answer.clear();
@@ -319,11 +343,12 @@ void ModuleResolver::copy_indexes(const Sysroot& root, const std::string& rel, K
                                           std::strerror(errno))});
     return;
   }
-  private_dir_ = buf.data();
+  copy_.dir = buf.data();
+  copy_.on_signal.arm(copy_.dir, RemoveOnSignal::Kind::kDirectory);
   for (auto& [name, data] : copies) {
-    std::string path = private_dir_ + "/" + name;
+    std::string path = copy_.dir + "/" + name;
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0) private_files_.push_back(path);
+    if (fd >= 0) copy_.files.push_back(path);
     bool ok = fd >= 0 && write_all(fd, data);
     if (fd >= 0 && ::close(fd) != 0) ok = false;
     if (!ok) {
@@ -332,11 +357,12 @@ void ModuleResolver::copy_indexes(const Sysroot& root, const std::string& rel, K
     }
   }
   if (where == KmodQueries::kConfinedChild && start_child()) return;
-  ctx_ = kmod_new(private_dir_.c_str(), kNoConfiguration);  // libkmod 30 reads /proc/cmdline here
+  ctx_ = kmod_new(copy_.dir.c_str(), kNoConfiguration);  // libkmod 30 reads /proc/cmdline here
 }
 
-ModuleResolver::ModuleResolver(const Sysroot& root, const std::string& kernel_release, KmodQueries where)
-    : root_(root) {
+ModuleResolver::ModuleResolver(const Sysroot& root, const std::string& kernel_release, KmodQueries where,
+                               KmodBudget budget)
+    : root_(root), budget_(budget), deadline_(std::chrono::steady_clock::now() + budget.total) {
   if (root.is_live()) {
     ctx_ = kmod_new(nullptr, nullptr);
   } else if (!root.is_archive() && is_safe_kernel_release(kernel_release)) {
@@ -351,8 +377,11 @@ ModuleResolver::ModuleResolver(const Sysroot& root, const std::string& kernel_re
 ModuleResolver::~ModuleResolver() {
   stop_child("");
   if (ctx_) kmod_unref(ctx_);
-  for (const auto& f : private_files_) ::unlink(f.c_str());
-  if (!private_dir_.empty()) ::rmdir(private_dir_.c_str());
+}
+
+ModuleResolver::PrivateCopy::~PrivateCopy() {
+  for (const auto& f : files) ::unlink(f.c_str());
+  if (!dir.empty()) ::rmdir(dir.c_str());
 }
 
 ModuleInfo ModuleResolver::for_driver(const std::string& driver) const {
@@ -367,7 +396,7 @@ ModuleInfo ModuleResolver::for_driver(const std::string& driver) const {
   std::vector<std::string> answer;
   bool has_path = false;
   if (ctx_) {
-    lookup_driver(ctx_, module, info);
+    if (in_time()) lookup_driver(ctx_, module, info);
   } else if (ask('D', module, answer, has_path)) {
     info.name = answer.front();
     if (has_path) info.builtin = Known::kNo;
@@ -386,8 +415,11 @@ ModuleInfo ModuleResolver::for_modalias(const std::string& modalias) const {
   ModuleInfo info;
   if (modalias.empty()) return info;
   bool unused = false;
-  if (ctx_) info.alias_matches = lookup_alias(ctx_, modalias);
-  else ask('A', modalias, info.alias_matches, unused);
+  if (ctx_) {
+    if (in_time()) info.alias_matches = lookup_alias(ctx_, modalias);
+  } else {
+    ask('A', modalias, info.alias_matches, unused);
+  }
   return info;
 }
 

@@ -612,6 +612,7 @@ class ArchiveBackend : public Sysroot::Backend {
     const std::string& origin;
     const SysrootLimits& limits;
     size_t entries = 0, total = 0, name_bytes = 0;
+    std::string last_entry;  // the latest header's name, for the decompression limit's message
   };
 
   static size_t hash_of(std::string_view path) { return std::hash<std::string_view>{}(path); }
@@ -767,6 +768,7 @@ void ArchiveBackend::add_entry(LoadState& st, const TarEntry& te, ReadData&& rea
   const SysrootLimits& limits = st.limits;
   if (++st.entries > limits.max_archive_entries)
     throw InputError(fmt::format("{}: more than {} entries (the limit)", origin, limits.max_archive_entries));
+  st.last_entry = te.name;
   std::string path = entry_path(origin, te.name, limits);
   // Names cost memory as file data does: each is at most max_path_bytes, all together bounded too.
   auto count_name = [&](size_t bytes) {
@@ -822,12 +824,13 @@ void ArchiveBackend::add_entry(LoadState& st, const TarEntry& te, ReadData&& rea
 }
 
 // A libarchive reader of one format, freed with it. gzip is the only filter: "all filters" would
-// run external programs (lrzip, lzop...) on a stranger's file.
+// run external programs (lrzip, lzop...) on a stranger's file. Without gzip: a reader of a stream
+// already decompressed, which must not decompress more on its own.
 class GzipArchiveReader {
  public:
-  GzipArchiveReader(const ArchiveLibrary& la, int (*support_format)(struct archive*))
+  GzipArchiveReader(const ArchiveLibrary& la, int (*support_format)(struct archive*), bool gzip = true)
       : la_(la), a_(la.archive_read_new()) {
-    la_.archive_read_support_filter_gzip(a_);
+    if (gzip) la_.archive_read_support_filter_gzip(a_);
     support_format(a_);
   }
   ~GzipArchiveReader() { la_.archive_read_free(a_); }
@@ -840,15 +843,140 @@ class GzipArchiveReader {
   struct archive* a_;
 };
 
+// The decompressed bytes of an archive as libarchive's raw reader hands them out, taken in
+// 512-byte tar blocks by the tar walk, or in the pieces gzip gives by libarchive's tar reader.
+// Every byte the decompressor gives passes here and counts against max_archive_stream_bytes:
+// headers, GNU long names, pax records, padding and the data of every entry, taken or skipped.
+// Past the limit the walk's take() and pass() throw; next() (called by libarchive, C code that
+// an exception must not cross) fails and the caller throws with past_limit().
+class TarBlocks {
+ public:
+  TarBlocks(const ArchiveLibrary& la, struct archive* a, const std::string& origin, size_t limit,
+            const std::string& last_entry)
+      : la_(la), a_(a), origin_(origin), limit_(limit), last_entry_(last_entry) {}
+  enum class Got { kBlock, kEnd, kBad };
+  // The next n bytes (a multiple of 512 at most kCarry), contiguous: kEnd when the stream ends
+  // exactly here, kBad when it ends inside them or cannot be read.
+  Got take(size_t n, const char*& out) {
+    if (avail_ >= n) {
+      out = cur_;
+      cur_ += n;
+      avail_ -= n;
+      return Got::kBlock;
+    }
+    size_t have = 0;
+    while (have < n) {
+      if (avail_ == 0 && !refill()) {
+        if (over_limit_) past_limit();
+        return have == 0 && !failed_ ? Got::kEnd : Got::kBad;
+      }
+      const size_t step = std::min(avail_, n - have);
+      std::memcpy(carry_ + have, cur_, step);
+      cur_ += step;
+      avail_ -= step;
+      have += step;
+    }
+    out = carry_;
+    return Got::kBlock;
+  }
+  // The next n bytes given to `sink` in pieces; false when the stream ends first.
+  template <typename Sink>
+  bool pass(size_t n, Sink&& sink) {
+    while (n > 0) {
+      if (avail_ == 0 && !refill()) {
+        if (over_limit_) past_limit();
+        return false;
+      }
+      const size_t step = std::min(avail_, n);
+      sink(std::string_view(cur_, step));
+      cur_ += step;
+      avail_ -= step;
+      n -= step;
+    }
+    return true;
+  }
+  // For libarchive's read callback: the rest of the current piece, 0 at the end of the stream,
+  // -1 when it is broken or past the limit (over_limit() tells which).
+  la_ssize_t next(const void** out) {
+    if (avail_ == 0 && !refill()) return failed_ ? -1 : 0;
+    *out = cur_;
+    const size_t n = avail_;
+    cur_ += n;
+    avail_ = 0;
+    return static_cast<la_ssize_t>(n);
+  }
+  bool over_limit() const { return over_limit_; }
+  bool failed() const { return failed_; }
+  [[noreturn]] void past_limit() const {
+    throw InputError(fmt::format("{}: more than {} bytes decompressed (the limit on headers, long names, pax records, "
+                                 "padding and file data together), {}",
+                                 origin_, limit_,
+                                 last_entry_.empty() ? std::string("before its first entry")
+                                                     : fmt::format("at or after entry '{}'", escape_text(last_entry_))));
+  }
+  static constexpr size_t kCarry = 512;
+
+ private:
+  bool refill() {
+    for (;;) {
+      const void* block = nullptr;
+      size_t size = 0;
+      la_int64_t offset = 0;
+      int r = la_.archive_read_data_block(a_, &block, &size, &offset);
+      if (r == ARCHIVE_EOF) return false;
+      if (r != ARCHIVE_OK || offset != position_) {
+        failed_ = true;
+        return false;
+      }
+      position_ += static_cast<la_int64_t>(size);
+      if (static_cast<uint64_t>(position_) > limit_) {
+        over_limit_ = failed_ = true;
+        return false;
+      }
+      if (size == 0) continue;
+      cur_ = static_cast<const char*>(block);
+      avail_ = size;
+      return true;
+    }
+  }
+  const ArchiveLibrary& la_;
+  struct archive* a_;
+  const std::string& origin_;
+  const size_t limit_;
+  const std::string& last_entry_;
+  const char* cur_ = nullptr;
+  size_t avail_ = 0;
+  la_int64_t position_ = 0;
+  bool failed_ = false;
+  bool over_limit_ = false;
+  char carry_[kCarry];
+};
+
+// libarchive's tar reader, fed by a raw reader (gzip only) through TarBlocks, so that every
+// decompressed byte it reads, in a header it takes or in data it skips, is counted there.
 void ArchiveBackend::load_with_libarchive(LoadState& st, int fd) {
   const ArchiveLibrary& la = archive_library("read", st.origin);
-  GzipArchiveReader reader(la, la.archive_read_support_format_tar);
+  GzipArchiveReader gunzip(la, la.archive_read_support_format_raw);
+  struct archive* raw = gunzip.get();
+  auto fail_raw = [&](const std::string& what) {
+    const char* why = la.archive_error_string(raw);
+    throw InputError(fmt::format("{}: {}{}{}", st.origin, what, why ? ": " : "", why ? why : ""));
+  };
+  if (la.archive_read_open_fd(raw, fd, 1 << 16) != ARCHIVE_OK) fail_raw("cannot open archive");
+  struct archive_entry* whole = nullptr;
+  if (la.archive_read_next_header(raw, &whole) != ARCHIVE_OK) fail_raw("cannot open archive");
+  TarBlocks blocks(la, raw, st.origin, st.limits.max_archive_stream_bytes, st.last_entry);
+  GzipArchiveReader reader(la, la.archive_read_support_format_tar, false);  // the stream is already gunzipped
   struct archive* a = reader.get();
+  // A failure of the stream (gzip's error, or the limit) is told as such, else libarchive's.
   auto fail = [&](const std::string& what) {
+    if (blocks.over_limit()) blocks.past_limit();
+    if (blocks.failed()) fail_raw(what);
     const char* why = la.archive_error_string(a);
     throw InputError(fmt::format("{}: {}{}{}", st.origin, what, why ? ": " : "", why ? why : ""));
   };
-  if (la.archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK) fail("cannot open archive");
+  auto read = [](struct archive*, void* stream, const void** out) { return static_cast<TarBlocks*>(stream)->next(out); };
+  if (la.archive_read_open(a, &blocks, nullptr, read, nullptr) != ARCHIVE_OK) fail("cannot open archive");
   std::vector<char> buf(1 << 16);
   for (;;) {
     struct archive_entry* e = nullptr;
@@ -871,76 +999,6 @@ void ArchiveBackend::load_with_libarchive(LoadState& st, int fd) {
     }, fail);
   }
 }
-
-// The decompressed bytes of an archive as libarchive's raw reader hands them out, taken in
-// 512-byte tar blocks.
-class TarBlocks {
- public:
-  TarBlocks(const ArchiveLibrary& la, struct archive* a) : la_(la), a_(a) {}
-  enum class Got { kBlock, kEnd, kBad };
-  // The next n bytes (a multiple of 512 at most kCarry), contiguous: kEnd when the stream ends
-  // exactly here, kBad when it ends inside them or cannot be read.
-  Got take(size_t n, const char*& out) {
-    if (avail_ >= n) {
-      out = cur_;
-      cur_ += n;
-      avail_ -= n;
-      return Got::kBlock;
-    }
-    size_t have = 0;
-    while (have < n) {
-      if (avail_ == 0 && !refill()) return have == 0 && !failed_ ? Got::kEnd : Got::kBad;
-      const size_t step = std::min(avail_, n - have);
-      std::memcpy(carry_ + have, cur_, step);
-      cur_ += step;
-      avail_ -= step;
-      have += step;
-    }
-    out = carry_;
-    return Got::kBlock;
-  }
-  // The next n bytes given to `sink` in pieces; false when the stream ends first.
-  template <typename Sink>
-  bool pass(size_t n, Sink&& sink) {
-    while (n > 0) {
-      if (avail_ == 0 && !refill()) return false;
-      const size_t step = std::min(avail_, n);
-      sink(std::string_view(cur_, step));
-      cur_ += step;
-      avail_ -= step;
-      n -= step;
-    }
-    return true;
-  }
-  static constexpr size_t kCarry = 512;
-
- private:
-  bool refill() {
-    for (;;) {
-      const void* block = nullptr;
-      size_t size = 0;
-      la_int64_t offset = 0;
-      int r = la_.archive_read_data_block(a_, &block, &size, &offset);
-      if (r == ARCHIVE_EOF) return false;
-      if (r != ARCHIVE_OK || offset != position_) {
-        failed_ = true;
-        return false;
-      }
-      position_ += static_cast<la_int64_t>(size);
-      if (size == 0) continue;
-      cur_ = static_cast<const char*>(block);
-      avail_ = size;
-      return true;
-    }
-  }
-  const ArchiveLibrary& la_;
-  struct archive* a_;
-  const char* cur_ = nullptr;
-  size_t avail_ = 0;
-  la_int64_t position_ = 0;
-  bool failed_ = false;
-  char carry_[kCarry];
-};
 
 // An octal field as tar_atol8() reads it, but only in its plain form: leading blanks, digits
 // 0-7, then nothing but NULs and blanks. nullopt for anything else (base-256, tabs, stray text).
@@ -979,7 +1037,7 @@ bool ArchiveBackend::load_by_tar_walk(LoadState& st, int fd) {
   struct archive_entry* raw = nullptr;
   if (la.archive_read_open_fd(a, fd, 1 << 16) != ARCHIVE_OK || la.archive_read_next_header(a, &raw) != ARCHIVE_OK)
     return false;
-  TarBlocks blocks(la, a);
+  TarBlocks blocks(la, a, st.origin, st.limits.max_archive_stream_bytes, st.last_entry);
   constexpr size_t kMaxSpecialBody = 1 << 20;  // libarchive's own bound on 'L', 'K' and 'x' bodies
   std::string long_name, long_link, pax_path, pax_link;
   bool have_long_name = false, have_long_link = false, have_pax = false;

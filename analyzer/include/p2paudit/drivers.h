@@ -3,10 +3,12 @@
 // or, for an unbound function, the modules its modalias would load.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "p2paudit/remove_on_signal.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology.h"
 
@@ -22,6 +24,16 @@ namespace p2paudit {
 // does. kInProcess: this process, for fuzzing libkmod itself and for tests of its context.
 enum class KmodQueries { kConfinedChild, kInProcess };
 
+// One deadline for every libkmod lookup of one analysis (one ModuleResolver: one sysroot, so one
+// per input of `aggregate`), counted from the resolver's start: a stranger's index can make each
+// lookup slow (a modalias is matched with fnmatch against every wildcard alias of an index of up
+// to 16 MiB), and a limit per lookup would restart for every function. Past it the child is ended and the remaining functions keep unknown module
+// facts, with one finding. The lookups of a real index take milliseconds.
+struct KmodBudget {
+  std::chrono::milliseconds total = std::chrono::seconds(10);
+  std::chrono::milliseconds child_delay{0};  // tests only: the child waits this long before each answer
+};
+
 class ModuleResolver {
  public:
   // Live sysroot: the running kernel's module index, in this process. A directory sysroot: the
@@ -29,7 +41,7 @@ class ModuleResolver {
   // by the destructor), with no modprobe.d configuration; without them, or when one is refused,
   // module facts stay unknown.
   ModuleResolver(const Sysroot& root, const std::string& kernel_release,
-                 KmodQueries where = KmodQueries::kConfinedChild);
+                 KmodQueries where = KmodQueries::kConfinedChild, KmodBudget budget = {});
   ~ModuleResolver();
   ModuleResolver(const ModuleResolver&) = delete;
   ModuleResolver& operator=(const ModuleResolver&) = delete;
@@ -48,14 +60,30 @@ class ModuleResolver {
   bool start_child();
   void stop_child(const std::string& why) const;
   bool ask(char op, const std::string& arg, std::vector<std::string>& answer, bool& flag) const;
+  bool in_time() const;
+  std::string out_of_time() const;
+  // The private copy of the index, removed with its files on every way out: by its destructor on
+  // a return, on an exception (even one thrown by the resolver's constructor) and after the child
+  // ended, and by RemoveOnSignal on SIGINT, SIGTERM or SIGHUP. The child never removes it.
+  struct PrivateCopy {
+    std::string dir;                       // where the sysroot's checked index files were copied
+    std::vector<std::string> files;
+    RemoveOnSignal on_signal;
+    PrivateCopy() = default;
+    PrivateCopy(const PrivateCopy&) = delete;
+    PrivateCopy& operator=(const PrivateCopy&) = delete;
+    ~PrivateCopy();
+  };
   const Sysroot& root_;
-  std::string private_dir_;                // where the sysroot's checked index files were copied
-  std::vector<std::string> private_files_;
+  KmodBudget budget_;
+  std::chrono::steady_clock::time_point deadline_;  // of every lookup together
+  PrivateCopy copy_;
   std::string index_rel_;                  // lib/modules/<release> of the sysroot, for findings
   mutable std::vector<Finding> findings_;
   struct kmod_ctx* ctx_ = nullptr;
   mutable int child_ = -1;                 // the confined child's pid, -1 when none answers
   mutable int sock_ = -1;                  // its end of the socket pair
+  mutable bool timed_out_ = false;         // the deadline passed: no more lookups, one finding said so
   bool confined_ = false;
 };
 

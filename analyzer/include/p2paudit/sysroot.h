@@ -32,6 +32,10 @@ struct SysrootLimits {
   // All entry names, symlink and hard-link targets of an archive together: the names are kept
   // in memory beside the data (a 16384-function capture has ~350k names of ~80 bytes, ~30 MiB).
   size_t max_archive_name_bytes = 64u << 20;
+  // Everything gzip hands out for an archive: headers, GNU long names, pax records, padding and
+  // file data, taken or skipped (a ~1 MB archive of 1 MiB long names inflates to a GiB). A
+  // 16384-function capture (p2paudit-synth --functions 16384) inflates to 386 MB.
+  size_t max_archive_stream_bytes = 1u << 30;
   int max_symlinks = 40;                    // per lookup, as the kernel's MAXSYMLINKS
 };
 

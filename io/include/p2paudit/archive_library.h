@@ -19,8 +19,8 @@ namespace p2paudit {
   X(archive_error_string)                                                                         \
   X(archive_read_new) X(archive_read_free) X(archive_read_support_filter_gzip)                    \
   X(archive_read_support_format_tar) X(archive_read_support_format_raw) X(archive_read_open_fd)   \
-  X(archive_read_open_memory) X(archive_read_next_header) X(archive_read_data)                    \
-  X(archive_read_data_block)                                                                      \
+  X(archive_read_open) X(archive_read_open_memory) X(archive_read_next_header)                    \
+  X(archive_read_data) X(archive_read_data_block)                                                 \
   X(archive_write_new) X(archive_write_free) X(archive_write_add_filter_gzip)                     \
   X(archive_write_set_filter_option) X(archive_write_set_format_gnutar)                           \
   X(archive_write_set_format_pax_restricted) X(archive_write_set_format_raw)                      \

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/remove_on_signal.h"
 
 namespace p2paudit {
 
@@ -40,12 +40,11 @@ class OutputFile {
     temp_ = fmt::format("{}/.p2paudit-XXXXXX", dir);
     fd_ = ::mkostemp(temp_.data(), O_CLOEXEC);  // O_EXCL, mode 0600: nobody else reads a half-written capture
     if (fd_ < 0) throw InputError(fmt::format("{}: cannot create a file in {}: {}", path, dir, std::strerror(errno)));
-    arm_cleanup(temp_);
+    remove_on_signal_.arm(temp_, RemoveOnSignal::Kind::kFile);
   }
   ~OutputFile() {
     if (fd_ >= 0) ::close(fd_);
     if (!committed_) ::unlink(temp_.c_str());
-    arm_cleanup("");
   }
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -75,34 +74,16 @@ class OutputFile {
       throw InputError(fmt::format("{}: cannot rename into place: {}", path_, std::strerror(errno)));
     }
     committed_ = true;
+    remove_on_signal_.disarm();
   }
 
  private:
-  // SIGINT or SIGTERM while writing: remove the temporary file, then die of the signal as usual.
-  static inline char pending_[4096];
-  static void on_signal(int sig) {
-    if (pending_[0]) ::unlink(pending_);
-    ::signal(sig, SIG_DFL);
-    ::raise(sig);
-  }
-  static void arm_cleanup(const std::string& temp) {
-    pending_[0] = 0;  // disarmed while the name changes
-    if (temp.empty() || temp.size() >= sizeof pending_) return;
-    std::memcpy(pending_ + 1, temp.c_str() + 1, temp.size());
-    pending_[0] = temp[0];
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-      struct sigaction sa{};
-      sa.sa_handler = on_signal;
-      sigemptyset(&sa.sa_mask);
-      ::sigaction(sig, &sa, nullptr);
-    }
-  }
-
   std::string path_;
   bool force_;
   std::string temp_;
   int fd_ = -1;
   bool committed_ = false;
+  RemoveOnSignal remove_on_signal_;  // SIGINT, SIGTERM or SIGHUP while writing: the twin goes too
 };
 
 }  // namespace p2paudit
