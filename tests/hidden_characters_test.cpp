@@ -254,8 +254,8 @@ TEST(HiddenCharacters, PatchRefusesAKernelSourceThatHidesText) {
   s.write("linux/drivers/pci/p2pdma.c", "static const struct pci_p2pdma_whitelist_entry {\n"
                                         "} pci_p2pdma_whitelist[] = {\n\t/* ok" + utf8(0x202e) + " */\n\t{}\n};\n");
   auto r = test::run_command(test::tool_file() + " --color never --no-probe --sysroot " + test::shell_quote(s.str()) +
-                             " whitelist --candidate 8086:29c0 --force --patch " + test::shell_quote(s.str() + "/x.patch") +
-                             " --kernel-source " + test::shell_quote(s.str() + "/linux") + " 2>&1");
+                             " whitelist --candidate 8086:29c0 --force --patch " +
+                             test::shell_quote(s.str() + "/x.patch") + " --kernel-source " + test::shell_quote(s.str() + "/linux") + " 2>&1");
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("p2pdma.c: line 3 is not text"), std::string::npos) << r.output;
   EXPECT_EQ(listed_in(r.output), "");

@@ -231,7 +231,8 @@ nlohmann::ordered_json evidence_copies_json(const Topology& topo, const std::vec
                       {"client", topo.functions[p.client].bdf.str()},
                       {"result", escape_bytes(p.seen_copy_result)},
                       {"provenance", p.copy_provenance},
-                      {"runtime", p.copy_runtime.empty() ? ordered_json(nullptr) : ordered_json(escape_bytes(p.copy_runtime))},
+                      {"runtime",
+                       p.copy_runtime.empty() ? ordered_json(nullptr) : ordered_json(escape_bytes(p.copy_runtime))},
                       {"counts", !p.copy_result.empty()},
                       {"note", p.copy_note}});
   }

@@ -207,7 +207,8 @@ size_t text_columns(std::string_view s) {
     Judged j = judge(s, i, true);
     if (s[i] == '\n') columns += 1;  // a line feed ends the line the gate shows; it is not escaped there
     else if (j.shown == Shown::kBytes) columns += 4 * j.len;
-    else if (j.shown == Shown::kCodePoint) columns += fmt::formatted_size("\\u{{{:04x}}}", static_cast<std::uint32_t>(j.cp));
+    else if (j.shown == Shown::kCodePoint)
+      columns += fmt::formatted_size("\\u{{{:04x}}}", static_cast<std::uint32_t>(j.cp));
     else columns += 1;
     i += j.len;
   }

@@ -26,10 +26,11 @@ struct TextStyle {
 // text and on standard error), it shows every byte that is not text as \xNN, whoever wrote it:
 // C0 controls other than line feed and tab, DEL, C1 controls (U+0080..U+009F) and invalid UTF-8;
 // and every character that changes what a reader sees without being seen (bidi overrides and
-// isolates, zero-width characters: hidden_characters.h) as \u{XXXX} (escape_text()). Only the tool's own controls pass (colours, a progress line's carriage
-// return): written through own_controls(), they carry a secret chosen per process, which no
-// input can know. Line feeds pass: a value from input that must stay on one line is escaped
-// where it is rendered (escape_line()).
+// isolates, zero-width characters: hidden_characters.h) as \u{XXXX} (escape_text()). Only the
+// tool's own controls pass (colours, a progress line's carriage return): written through
+// own_controls(), they carry a secret chosen per process, which no input can know. Line feeds
+// pass: a value from input that must stay on one line is escaped where it is rendered
+// (escape_line()).
 class TextGate {
  public:
   explicit TextGate(std::ostream& stream);
