@@ -126,6 +126,50 @@ TEST(IommuMode, CommandLineLastWordWins) {
   }
 }
 
+// The command line as the kernel reads it (kernel_cmdline.h): nothing after "--" (init's), no
+// parameter inside another's quoted value, names with '-' for '_', the last option winning.
+TEST(IommuMode, CommandLineIsReadAsTheKernelReadsIt) {
+  struct Case {
+    std::string cmdline, mode, source;
+  } cases[] = {
+      {"iommu=pt -- iommu=nopt", "passthrough", "command line iommu=pt"},
+      {"iommu=nopt dyndbg=\"module x +p iommu=pt\"", "translated", "command line iommu=nopt"},
+      {"iommu.passthrough=0 -- iommu.passthrough=1", "translated", "command line iommu.passthrough=0"},
+      {"iommu=pt \"--\" iommu=nopt", "passthrough", "command line iommu=pt"},
+      {"iommu=\"soft,pt\"", "passthrough", "command line iommu=pt"},
+      {"-- iommu=pt", "passthrough", "kernel config: CONFIG_IOMMU_DEFAULT_PASSTHROUGH=y"},
+  };
+  for (const auto& c : cases) {
+    Machine m("5.10.0-28-amd64", c.cmdline, kPassthroughConfig);
+    m.cpu("AuthenticAMD").iommu_unit("ivhd0");
+    EXPECT_EQ(m.platform().iommu_mode, c.mode) << c.cmdline;
+    EXPECT_EQ(m.platform().iommu_mode_source, c.source) << c.cmdline;
+  }
+  // No groups: what the command line said, with intel-iommu= spelt as the kernel accepts it.
+  Machine dashed("6.8.0-31-generic", "quiet intel-iommu=off", kTranslatedConfig, "", 0);
+  EXPECT_EQ(dashed.platform().iommu_mode_source, "no IOMMU groups (command line intel_iommu=off)");
+  Machine after("6.8.0-31-generic", "quiet -- intel_iommu=off", kTranslatedConfig, "", 0);
+  EXPECT_EQ(after.platform().iommu_mode_source,  // what the config says: the intel_iommu=off is init's
+            "no IOMMU groups (kernel built without CONFIG_INTEL_IOMMU and CONFIG_AMD_IOMMU)");
+  Machine last("6.8.0-31-generic", "amd_iommu=off amd_iommu=fullflush,on", "", "", 0);
+  EXPECT_EQ(last.platform().iommu_mode_source, "no IOMMU groups (command line amd_iommu=on)");
+}
+
+// NVIDIA's module option on the command line: modprobe applies it, reading /proc/cmdline with
+// libkmod's parser; one after "--" may or may not reach the module, so the setting is unknown.
+TEST(IommuMode, NvidiaOptionOnTheCommandLineIsTheKernelsWordsOnly) {
+  const std::string key = "nvidia.NVreg_GrdmaPciTopoCheckOverride";
+  auto read = [&](const std::string& cmdline) {
+    Platform p = Machine("6.8.0-31-generic", cmdline, kTranslatedConfig).platform();
+    return std::make_pair(p.nvidia_grdma_override, p.nvidia_grdma_override_source);
+  };
+  EXPECT_EQ(read("quiet " + key + "=1 " + key + "=2"), std::make_pair(std::optional<int64_t>(2), std::string("the kernel command line")));
+  EXPECT_EQ(read("quiet nvidia.NVreg-GrdmaPciTopoCheckOverride=1").first, 1);
+  EXPECT_FALSE(read("quiet -- " + key + "=1").first);
+  EXPECT_FALSE(read(key + "=2 -- " + key + "=1").first);
+  EXPECT_FALSE(read("dyndbg=\"x " + key + "=1\"").first);  // part of another parameter's value
+}
+
 TEST(IommuMode, HostileCommandLineWordIsEscapedInTheSource) {
   Machine m("6.8.0-31-generic", "iommu.passthrough=1\x1b[2J", kTranslatedConfig);
   Platform p = m.platform();

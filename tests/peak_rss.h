@@ -36,6 +36,43 @@ inline long peak_rss_kib(const std::vector<std::string>& args) {
   return usage.ru_maxrss;
 }
 
+// The tool's exit status (-1 when it did not exit) and peak RSS in KiB for `args`, its standard
+// error kept in `err_file`, its address space capped at `cap_bytes` so that a regression that would
+// take the machine's memory runs out of it instead (not under a sanitizer: it reserves terabytes of
+// address space and keeps its own limit, ASAN_OPTIONS=hard_rss_limit_mb).
+struct MeasuredRun {
+  int status = -1;
+  long peak_rss_kib = -1;
+};
+inline MeasuredRun run_measured(const std::vector<std::string>& args, const std::string& err_file, rlim_t cap_bytes) {
+  std::string tool = tool_file();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_WRONLY);
+    int err = ::open(err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (null < 0 || err < 0) ::_exit(126);
+    ::dup2(null, 1), ::dup2(err, 2);
+    if (!kSanitized) {
+      struct rlimit cap {cap_bytes, cap_bytes};
+      ::setrlimit(RLIMIT_AS, &cap);
+    } else {
+      ::setenv("ASAN_OPTIONS", "hard_rss_limit_mb=2000", 1);
+    }
+    std::vector<char*> argv{tool.data()};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(tool.c_str(), argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  MeasuredRun run;
+  if (pid < 0 || ::wait4(pid, &status, 0, &usage) != pid) return run;
+  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.peak_rss_kib = usage.ru_maxrss;
+  return run;
+}
+
 // Switches of 16 x 4 endpoints under each of `root_ports` root ports of one Intel host bridge,
 // under 5.4.0, whose whitelist lacks it: every pair across two root ports is a candidate's pair.
 inline void write_candidate_machine(const std::filesystem::path& dir, int root_ports) {

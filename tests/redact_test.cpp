@@ -234,6 +234,17 @@ TEST(Redact, KeepsEveryCommandLineParameterTheAnalysisReads) {
   EXPECT_FALSE(cmdline_param(redacted, "BOOT_IMAGE"));
 }
 
+// docs/security.md: a word written with a double quote goes whole, and so does everything after a
+// bare "--" (init's arguments, which may name anything), the words being the kernel's own.
+TEST(Redact, CommandLineDropsQuotedWordsAndInitsArguments) {
+  EXPECT_EQ(redact_cmdline("iommu=pt \"pci=noaer " + kHost + "\" -- pci=noaer " + kHost + "\n"), "iommu=pt\n");
+  EXPECT_EQ(redact_cmdline("iommu=pt pci=\"noaer\" dyndbg=\"x pci=noaer\" intel-iommu=on\n"), "iommu=pt intel-iommu=on\n");
+  EXPECT_EQ(redact_cmdline("pci=noaer \"--\" iommu=pt " + kHost), "pci=noaer\n");  // a quoted "--" ends them too
+  EXPECT_EQ(redact_cmdline("pci=noaer --=x iommu=pt"), "pci=noaer iommu=pt\n");   // "--=x" is a parameter
+  EXPECT_EQ(redact_cmdline("root=/dev/sda\xa0pci=noaer"), "pci=noaer\n");          // the kernel's 0xa0 blank
+  EXPECT_EQ(redact_cmdline(std::string("pci=noaer\0iommu=pt", 18)), "pci=noaer\n");  // its string ends at a NUL
+}
+
 // The builder group of proc/version whatever KBUILD_BUILD_HOST holds.
 TEST(Redact, KernelVersionBuilderGoesWhole) {
   for (const std::string& builder : {"kbuild@" + kHost, "kbuild@" + kHost + " (lab rack 3)", "@" + kHost, kHost + "@",

@@ -35,7 +35,10 @@ using test::SysrootDir;
 const std::string kHostile = "\x1b[31mRED\xc2\x9b" "2J\x07" "BEL\rCR\xff\tTAB";
 // JSON documents without the invalid byte: the one JSON reader refuses ill-formed UTF-8 whole.
 std::string raw_json(const nlohmann::json& j) { return j.dump(-1, ' ', false, json::error_handler_t::ignore); }
-const std::string kLines = "\nSigned-off-by: Mallory <m@evil>\nReviewed-by: Mallory\nLink: https://evil/";
+// The last three are what git am reads as structure (a patch break, an mbox From line, a diff),
+// with spaces so that a wrap can put each at a line's start.
+const std::string kLines = "\nSigned-off-by: Mallory <m@evil>\nReviewed-by: Mallory\nLink: https://evil/"
+                           " --- Mallory cut\nFrom Mallory Mon Sep 17 00:00:00 2001 diff --git a/Mallory b/Mallory";
 
 std::string tool() { return test::tool_file(); }
 
@@ -91,8 +94,8 @@ void build_machine(SysrootDir& s, const std::string& vendor_id, const std::strin
   s.write("p2paudit-probe.json", raw_json(probe));
 }
 
-// Where the text breaks the gate, or "" when it holds. `own_lines` are the lines starting with
-// Signed-off-by:, Reviewed-by: or Link: that the tool writes itself.
+// Where the text breaks the gate, or "" when it holds: a line from input (naming Mallory) may not
+// start with a trailer or with what git am reads as structure.
 std::string gate_breach(const std::string& out) {
   for (size_t i = 0; i < out.size();) {
     unsigned char c = static_cast<unsigned char>(out[i]);
@@ -107,7 +110,7 @@ std::string gate_breach(const std::string& out) {
   }
   std::istringstream lines(out);
   for (std::string line; std::getline(lines, line);)
-    for (const char* start : {"Signed-off-by:", "Reviewed-by:", "Link:"})
+    for (const char* start : {"Signed-off-by:", "Reviewed-by:", "Link:", "---", "From ", "diff -"})
       if (line.starts_with(start) && line.find("Mallory") != std::string::npos) return "a line from input: " + line;
   return "";
 }

@@ -14,6 +14,7 @@
 
 #include "p2paudit/assumptions.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/kernel_cmdline.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/sysroot.h"
@@ -99,17 +100,9 @@ std::vector<std::string> oracle_cases() {
   return out;
 }
 
-// The value of `pci=disable_acs_redir=` on a command line, "" when absent (pci_setup() splits the
-// pci= options on ',').
+// The value of `pci=disable_acs_redir=` on a command line as the kernel reads it, "" when absent.
 std::string disable_acs_redir_value(const std::string& cmdline) {
-  std::istringstream words(cmdline);
-  for (std::string word; words >> word;) {
-    if (!word.starts_with("pci=")) continue;
-    std::istringstream options(word.substr(4));
-    for (std::string option; std::getline(options, option, ',');)
-      if (option.starts_with("disable_acs_redir=")) return option.substr(18);
-  }
-  return "";
+  return kernel_pci_option(read_kernel_cmdline(cmdline), "disable_acs_redir").value_or("");
 }
 
 // The case booted with the same command line minus `pci=disable_acs_redir=VALUE`, on the same machine.
@@ -364,6 +357,75 @@ TEST(WhatIf, TheKernelParameterIsTakenAsPasted) {
       << bare.second[0];
 }
 
+// The kernel reads its parameters up to a bare "--" (parse_args() hands the rest to init) and keeps
+// a double-quoted stretch inside one parameter (next_arg()): a pci=disable_acs_redir= there names
+// nothing, and the note says why.
+TEST(WhatIf, OnlyTheKernelsOwnParametersNameDevices) {
+  auto read = [](const std::string& spec) {
+    test::Tree tree = switch_with_redirect();
+    AcsRedirectOff off = assume_acs_redirect_off(tree.t, {spec});
+    std::vector<std::string> out;
+    for (const auto& c : off.cleared) out.push_back(tree.t.functions[c.function].bdf.str());
+    return std::make_pair(out, off.notes(tree.t));
+  };
+  const std::vector<std::string> first{"0000:02:00.0"}, both{"0000:02:00.0", "0000:02:01.0"};
+  auto dashes = read("pci=disable_acs_redir=0000:02:00.0 quiet -- pci=disable_acs_redir=0000:02:01.0");
+  EXPECT_EQ(dashes.first, first);
+  ASSERT_FALSE(dashes.second.empty());
+  EXPECT_EQ(dashes.second[0], "'pci=disable_acs_redir=0000:02:01.0' stands after \"--\": the kernel stops reading its "
+                              "parameters there and hands the rest to init; ignored");
+  auto quoted = read("pci=disable_acs_redir=0000:02:00.0 dyndbg=\"file x.c +p pci=disable_acs_redir=0000:02:01.0\"");
+  EXPECT_EQ(quoted.first, first);
+  ASSERT_FALSE(quoted.second.empty());
+  EXPECT_EQ(quoted.second[0], "'dyndbg=\"file x.c +p pci=disable_acs_redir=0000:02:01.0\"' is one kernel parameter, "
+                              "dyndbg (the kernel keeps a double-quoted stretch inside one word): the "
+                              "disable_acs_redir= in it is part of that parameter's value, not a pci= option; ignored");
+  // Quotes the kernel removes: around the value, around the whole word; '-' for '_' in the name.
+  EXPECT_EQ(read("quiet pci=\"disable_acs_redir=0000:02:00.0;0000:02:01.0\"").first, both);
+  EXPECT_EQ(read("quiet \"pci=noaer,disable_acs_redir=0000:02:00.0\" ro").first, first);
+  // Nothing the kernel would apply: the error says why each one is not.
+  for (const std::string spec : {"quiet -- pci=disable_acs_redir=0000:02:00.0",
+                                 "quiet x=\"pci=disable_acs_redir=0000:02:00.0\"",
+                                 "quiet \"--\" pci=disable_acs_redir=0000:02:00.0"}) {
+    test::Tree tree = switch_with_redirect();
+    try {
+      assume_acs_redirect_off(tree.t, {spec});
+      ADD_FAILURE() << "accepted: " << spec;
+    } catch (const InputError& e) {
+      std::string message = e.what();
+      EXPECT_NE(message.find("no pci=disable_acs_redir= in this kernel command line"), std::string::npos) << message;
+      EXPECT_NE(message.find("; ignored"), std::string::npos) << message;
+    }
+    EXPECT_EQ(tree.t.functions[tree.index("02:00.0")].acs.ctrl, 0x001d) << spec;
+  }
+}
+
+// /etc/default/grub's line: the shell's quotes first, then GRUB's words, which reach the kernel
+// with a word holding a blank in double quotes.
+TEST(WhatIf, GrubLineIsReadThroughTheShellAndGrub) {
+  auto cleared = [](const std::string& spec) {
+    test::Tree tree = switch_with_redirect();
+    std::vector<std::string> out;
+    for (const auto& c : assume_acs_redirect_off(tree.t, {spec}).cleared) out.push_back(tree.t.functions[c.function].bdf.str());
+    return out;
+  };
+  const std::vector<std::string> first{"0000:02:00.0"}, both{"0000:02:00.0", "0000:02:01.0"};
+  EXPECT_EQ(cleared("GRUB_CMDLINE_LINUX='quiet pci=disable_acs_redir=0000:02:00.0\\;0000:02:01.0'"), both);
+  EXPECT_EQ(cleared("GRUB_CMDLINE_LINUX=\"pci=disable_acs_redir='0000:02:00.0;0000:02:01.0'\""), both);
+  EXPECT_EQ(cleared("GRUB_CMDLINE_LINUX_DEFAULT=\"pci=disable_acs_redir=0000:02:00.0 -- "
+                    "pci=disable_acs_redir=0000:02:01.0\""),
+            first);
+  // A GRUB word with a blank is one kernel word: what it holds names nothing.
+  EXPECT_EQ(cleared("GRUB_CMDLINE_LINUX=\"pci=disable_acs_redir=0000:02:00.0 "
+                    "dyndbg='x pci=disable_acs_redir=0000:02:01.0'\""),
+            first);
+  for (const std::string spec : {"GRUB_CMDLINE_LINUX=\"quiet", "GRUB_CMDLINE_LINUX=\"a='b\"",
+                                 "GRUB_CMDLINE_LINUX='pci=disable_acs_redir=0000:02:00.0 x=\\\"y'"}) {
+    test::Tree tree = switch_with_redirect();
+    EXPECT_THROW(assume_acs_redirect_off(tree.t, {spec}), InputError) << spec;
+  }
+}
+
 TEST(WhatIf, OracleCommandLinesAsPastedNameTheSameDevices) {
   // Each case booted with the parameter: its whole /proc/cmdline, pasted, clears what the value does.
   for (const auto& name : cases_booted_with_disable_acs_redir()) {
@@ -469,6 +531,28 @@ TEST(WhatIfCli, AcsOffChangesTheAnswerOfEveryCommand) {
   EXPECT_EQ(json::parse(after.output)["decision"], "peer");
   auto explain = json::parse(tool(off + "--format json explain nvme0 nvme1").output);
   EXPECT_EQ(explain["pairs"][0]["map_type"], "BUS_ADDR");
+}
+
+// A whole command line pasted into --assume-acs-off: a pci=disable_acs_redir= after "--" or inside
+// another parameter's quoted value is not the kernel's, so the pair the kernel refuses stays refused
+// (01:00.0, the one the kernel would apply, changes nothing here).
+TEST(WhatIfCli, PastedCommandLineIsReadAsTheKernelReadsIt) {
+  EXPECT_EQ(tool(kD4 + " --assume-acs-off 00:01.0 check nvme0 nvme1 --no-probe").status, 0);  // the parameter works
+  for (const std::string line : {"pci=disable_acs_redir=0000:01:00.0 quiet -- pci=disable_acs_redir=0000:00:01.0",
+                                 "pci=disable_acs_redir=0000:01:00.0 dyndbg=\"file x.c +p "
+                                 "pci=disable_acs_redir=0000:00:01.0\""}) {
+    auto run = test::run_command(std::string(P2PAUDIT_TOOL) + " " + kD4 + " --assume-acs-off " + test::shell_quote(line) +
+                                 " --format json check nvme0 nvme1 --no-probe 2>&1");
+    EXPECT_EQ(run.status, 1) << line << ": " << run.output;
+    EXPECT_NE(run.output.find("ignored"), std::string::npos) << line << ": " << run.output;
+    auto j = json::parse(run.output.substr(run.output.find('{')));
+    EXPECT_EQ(j["decision"], "host_staged") << line;
+  }
+  auto none = test::run_command(std::string(P2PAUDIT_TOOL) + " " + kD4 + " --assume-acs-off " +
+                                test::shell_quote("quiet -- pci=disable_acs_redir=0000:00:01.0") +
+                                " check nvme0 nvme1 --no-probe 2>&1 >/dev/null; echo \"rc=$?\"");
+  EXPECT_TRUE(none.output.ends_with("rc=2\n")) << none.output;
+  EXPECT_NE(none.output.find("stands after"), std::string::npos) << none.output;
 }
 
 TEST(WhatIfCli, CheckDiffShowsThePairBeforeAndAfter) {

@@ -9,7 +9,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
+#include <optional>
+#include <random>
 #include <regex>
 #include <sstream>
 
@@ -17,7 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/dump_topology.h"
+#include "p2paudit/fleet/git_text.h"
 #include "p2paudit/fleet/whitelist.h"
+#include "p2paudit/input_file.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
@@ -85,7 +90,7 @@ std::string booted_release() {
 }
 
 TEST(WhitelistPatch, GitAmAppliesItAndTheDiffAddsExactlyTheTableLine) {
-  if (!have_git()) GTEST_SKIP() << "git is not installed";
+  if (!have_git()) GTEST_SKIP() << "git is not installed (scripts/install-deps --test installs it)";
   Sandbox box;
   std::string repo = kernel_repo(box);
   std::string before = slurp(repo + "/drivers/pci/p2pdma.c");
@@ -374,6 +379,285 @@ TEST(WhitelistPatch, DoNotSubmitNeedsForce) {
   EXPECT_NE(forced.output.find("status do not submit: do not send it"), std::string::npos) << forced.output;
   ASSERT_TRUE(fs::exists(patch));
   EXPECT_NE(slurp(patch).find("0x4c43"), std::string::npos);
+}
+
+// ---- Patch text is git's text (docs/security.md): whatever a snapshot or an evidence file holds,
+// `git am` records the whole message the tool wrote, evidence and Signed-off-by included.
+
+// What git am, git mailsplit and git mailinfo read as structure, as input could hold it.
+const std::vector<std::string> kGitStructure = {
+    "---",
+    "--- cut here",
+    "---\t",  // a tab: escape_line shows it as \x09, and the line still starts with ---
+    "--- a/drivers/pci/p2pdma.c",
+    "diff --git a/drivers/pci/p2pdma.c b/drivers/pci/p2pdma.c",
+    "diff -u a b",
+    "Index: drivers/pci/p2pdma.c",
+    "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001",
+    "From mallory@evil Sat Jan 1 00:00:00 2000",
+    ">From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001",
+    ">>From mallory@evil Sat Jan 1 00:00:00 2000",
+    "From: Mallory <m@evil>",
+    "subject: [PATCH] something else",
+    "Date: Sat, 1 Jan 2000 00:00:00 +0000",
+    "[PATCH] something else",
+    "Signed-off-by: Mallory <m@evil>",
+    "Link : https://evil.example/",
+    "-- >8 --",
+    "--8<-- cut here --8<--",
+    "%<%<%<%<%<%<%<%<",
+    "=?UTF-8?q?Evil=0ASigned-off-by:=20Mallory?=",
+};
+
+// The same check as git_line_form(), written out again for the forms whose miss costs the message.
+std::string direct_structure(const std::string& line) {
+  std::string unquoted = line.substr(std::min(line.find_first_not_of('>'), line.size()));
+  for (const char* start : {"---", "diff -", "Index: "})
+    if (line.rfind(start, 0) == 0) return "patch break";
+  if (unquoted.rfind("From ", 0) == 0) return "mbox From line";
+  return "";
+}
+
+// Every line of the message git would read as text: the body's lines (all but the last paragraph,
+// the trailer block) are text, and the trailer block only trailers.
+void expect_git_text(const std::string& message, const std::string& label) {
+  auto lines = lines_of(message);
+  ASSERT_GT(lines.size(), 3u) << label;
+  size_t trailers = lines.size();
+  while (trailers > 0 && !lines[trailers - 1].empty()) --trailers;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(direct_structure(lines[i]), "") << label << ", line " << i + 1 << ": " << lines[i];
+    GitLineForm form = git_line_form(lines[i]);
+    if (i < trailers || i == 0)
+      EXPECT_EQ(form, GitLineForm::kText) << label << ", line " << i + 1 << " is " << to_string(form) << ": " << lines[i];
+    else
+      EXPECT_EQ(form, GitLineForm::kTrailer) << label << ", line " << i + 1 << ": " << lines[i];
+  }
+  EXPECT_EQ(lines.back().rfind("Signed-off-by: ", 0), 0u) << label;
+}
+
+std::string without_space(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (c != ' ' && c != '\n') out += c;
+  return out;
+}
+
+// A machine with an unlisted Intel host bridge, two Root Ports and a GPU under each, and the
+// candidate with a verified copy: every text field of it is set by the caller.
+struct PatchCase {
+  test::Tree tree;
+  KernelRules rules;
+  WhitelistCandidate candidate;
+  GitIdentity id;
+
+  PatchCase() {
+    tree.t.functions[tree.host_dev(0x8086, 0x1234)].class_code = 0x060000;
+    for (const char* port : {"00:01.0", "00:06.0"}) {
+      Function& rp = tree.t.functions[tree.rp(port)];
+      rp.secondary_bus = rp.subordinate_bus = port[4] == '1' ? 1 : 2;
+    }
+    tree.describe(tree.add("01:00.0", "00:01.0", 0x10de, 0x2330, PcieType::kEndpoint), 0x030200, "nvidia");
+    tree.describe(tree.add("02:00.0", "00:06.0", 0x10de, 0x2330, PcieType::kEndpoint), 0x030200, "nvidia");
+    Platform platform = tree.t.platform;
+    platform.kernel_release = "7.0.0";
+    rules = load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", platform, {});
+    auto candidates = whitelist_candidates(tree.t, rules, nullptr);
+    EXPECT_EQ(candidates.size(), 1u);
+    if (!candidates.empty()) candidate = candidates[0];
+    EXPECT_FALSE(candidate.pairs.empty());
+    tree.t.platform.kernel_release = "6.1.0";
+    tree.t.platform.cpu_model_name = "Intel Xeon Gold 6430";
+    for (auto& p : candidate.pairs) p.copy_result = "verified", p.copy_gbps = 21.5, p.copy_runtime = "cuda";
+    id.name = "Jane Developer", id.email = "jane@example.org";
+  }
+  PatchInput input() { return PatchInput{tree.t, rules, candidate_context(tree.t, rules), nullptr, id}; }
+};
+
+// A kernel repository to apply patches to, reset to its base commit after each.
+struct AmRepo {
+  const Sandbox& box;
+  std::string repo;
+  explicit AmRepo(const Sandbox& b) : box(b), repo(kernel_repo(b)) {}
+  // The message git recorded after `git am` of the mbox (with --scissors, and as format), or why not.
+  std::string apply(const std::string& mbox, const std::string& format, bool& applied) {
+    std::string file = box.dir + "/case.patch";
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << mbox;
+    std::string cd = "cd " + test::shell_quote(repo) + " && ";
+    auto r = test::run_command(cd + "git -c user.name=t -c user.email=t@example.org am -q --scissors --patch-format=" + format +
+                               " " + test::shell_quote(file) + " 2>&1");
+    applied = r.status == 0;
+    if (!applied) {
+      test::run_command(cd + "git am --abort 2>&1");
+      return r.output;
+    }
+    auto log = test::run_command(cd + "git log -1 --format=%B");
+    test::run_command(cd + "git reset -q --hard HEAD~1 2>&1");
+    std::string message = log.output;
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    return message + "\n";
+  }
+};
+
+// Each structure form in each text field that reaches the message, at a wrap point (after a word
+// longer than the line, so the greedy wrap must break before it), after random words (wherever
+// the wrap puts it), in the first paragraph through the host bridge's name, and in the indented
+// evidence and tree lines; then git am of the mbox records exactly the message the tool meant.
+TEST(WhitelistPatch, GitAmRecordsTheWholeMessageWhateverTheSnapshotHolds) {
+  const bool git = have_git();
+  Sandbox box;
+  std::optional<AmRepo> repo;
+  if (git) repo.emplace(box);
+  const std::string wide(80, 'w');
+  std::mt19937 random(30);
+  size_t cases = 0, applied_cases = 0;
+  for (const auto& form : kGitStructure) {
+    std::vector<std::pair<std::string, std::function<void(PatchCase&)>>> placements = {
+        {"model name at a wrap point", [&](PatchCase& p) { p.tree.t.platform.cpu_model_name = "Xeon " + wide + " " + form + " tail"; }},
+        {"host bridge name at a wrap point", [&](PatchCase& p) { p.candidate.name = "Host " + wide + " " + form + " Host Bridge"; }},
+        {"kernel release at a wrap point",
+         [&](PatchCase& p) { p.tree.t.platform.kernel_release = "6.1.0-" + wide + " " + form; }},
+        {"evidence and tree lines", [&](PatchCase& p) {
+           for (auto& pair : p.candidate.pairs) pair.copy_result = form, pair.copy_runtime = form + " " + form;
+           p.candidate.copy_run = form;
+           p.tree.t.functions.back().device_name = form;
+           p.tree.t.functions.back().vendor_name = form;
+         }},
+    };
+    for (int k = 0; k < 2; ++k) {
+      std::string words;
+      for (size_t n = random() % 12 + 1; n > 0; --n) words += std::string(random() % 9 + 1, static_cast<char>('a' + random() % 26)) + " ";
+      placements.push_back({"model name after random words", [words, &form](PatchCase& p) {
+                              p.tree.t.platform.cpu_model_name = words + form + " " + words;
+                            }});
+    }
+    for (auto& [where, set] : placements) {
+      PatchCase p;
+      set(p);
+      std::string label = "'" + form + "' in the " + where;
+      PatchInput in = p.input();
+      std::string meant = commit_message(in, p.candidate);
+      ++cases;
+      expect_git_text(meant, label);
+      EXPECT_NE(without_space(meant).find(without_space(escape_line(form))), std::string::npos) << label << ": the words are kept\n" << meant;
+      for (const char* evidence : {"\nTested on: Linux", "\nPeer copies (random data, compared in full):\n", "\nSigned-off-by: Jane"})
+        EXPECT_NE(meant.find(evidence), std::string::npos) << label << "\n" << meant;
+      // A form read at a line's start stays on the wide word's line, where git reads it as text.
+      if (where.find("at a wrap point") != std::string::npos && !may_start_git_line(form)) {
+        EXPECT_NE(meant.find(wide + " "), std::string::npos) << label << "\n" << meant;
+      }
+      if (!git) continue;
+      KernelPatch patch = kernel_patch(in, p.candidate, repo->repo);
+      ASSERT_TRUE(patch.applies);
+      // mboxrd unquotes ">From " lines (git mailsplit --mboxrd): tried where a form holds "From ".
+      for (std::string format : {"mbox", "mboxrd"}) {
+        if (format == "mboxrd" && form.find("From ") == std::string::npos) continue;
+        bool applied = false;
+        std::string recorded = repo->apply(patch.mbox, format, applied);
+        EXPECT_TRUE(applied) << label << " (" << format << "): git am refused it:\n" << recorded << "\n" << patch.mbox;
+        if (!applied) continue;
+        ++applied_cases;
+        EXPECT_EQ(recorded, meant) << label << " (" << format << ")\n" << patch.mbox;
+      }
+    }
+  }
+  EXPECT_EQ(cases, kGitStructure.size() * 6);
+  if (!git) GTEST_SKIP() << "git is not installed (scripts/install-deps --test installs it): the messages were checked, git am was not run";
+  EXPECT_GT(applied_cases, cases);
+}
+
+// The trailers: a public report's URL and the sender's name are input too; neither makes a
+// scissors line, and an encoded word in the name stays text in the From: header.
+TEST(WhitelistPatch, TrailersFromInputAreNoScissorsLine) {
+  PatchCase p;
+  std::string marks;
+  for (int i = 0; i < 20; ++i) marks += ">8";
+  p.candidate.reports = {"https://evil.example/" + marks};
+  p.id.name = "Jane " + marks + " =?UTF-8?q?M=0Ab?=";
+  PatchInput in = p.input();
+  std::string meant = commit_message(in, p.candidate);
+  expect_git_text(meant, "marks in the trailers");
+  EXPECT_NE(meant.find("\nLink: https://evil.example/> 8> 8"), std::string::npos) << meant;
+  KernelPatch patch = kernel_patch(in, p.candidate, "");
+  EXPECT_NE(patch.mbox.find("\nFrom: Jane "), std::string::npos);
+  std::smatch from;
+  ASSERT_TRUE(std::regex_search(patch.mbox, from, std::regex("\nFrom: ([^\n]*)\n"))) << patch.mbox;
+  EXPECT_EQ(from[1].str().find("=?"), std::string::npos) << from[1];
+  EXPECT_NE(from[1].str().find("= ?UTF-8?q?M=0Ab?="), std::string::npos) << from[1];
+}
+
+// The rule itself: each form is named, and the text it makes keeps the words and is no form.
+TEST(GitText, EachFormIsNamedAndItsTextIsNone) {
+  EXPECT_EQ(git_line_form("--- a/x"), GitLineForm::kPatchBreak);
+  EXPECT_EQ(git_line_form("---"), GitLineForm::kPatchBreak);
+  EXPECT_EQ(git_line_form("diff --git a/x b/x"), GitLineForm::kPatchBreak);
+  EXPECT_EQ(git_line_form("Index: x"), GitLineForm::kPatchBreak);
+  EXPECT_EQ(git_line_form("From x Mon Sep 17 00:00:00 2001"), GitLineForm::kMboxFrom);
+  EXPECT_EQ(git_line_form(">>From x"), GitLineForm::kMboxFrom);
+  EXPECT_EQ(git_line_form("-- >8 --"), GitLineForm::kScissors);
+  EXPECT_EQ(git_line_form("  8<------8<---- cut"), GitLineForm::kScissors);
+  EXPECT_EQ(git_line_form("[PATCH] x"), GitLineForm::kInBodyHeader);
+  EXPECT_EQ(git_line_form("Subject: x"), GitLineForm::kTrailer);
+  EXPECT_EQ(git_line_form("Bug-Id : 1"), GitLineForm::kTrailer);
+  // Text: what git keeps as written.
+  for (const char* text : {"The host bridge", "  --- indented", "From", "Fromage", "--", "-- ", "a -- >8", "x y: z",
+                           "Tested on: Linux", "  Signed-off-by: quoted", "diff", "[PATCH]x", "1 >8 2"})
+    EXPECT_EQ(git_line_form(text), GitLineForm::kText) << text;
+  for (const auto& form : kGitStructure) {
+    std::string line = git_text_line(form);
+    EXPECT_EQ(git_line_form(line), GitLineForm::kText) << form << " -> " << line;
+    EXPECT_EQ(direct_structure(line), "") << line;
+    EXPECT_EQ(without_space(line), without_space(form));
+  }
+  EXPECT_EQ(git_text_line("--- x"), "  --- x");
+  EXPECT_EQ(git_text_line("-- >8 --"), "-- > 8 --");
+  EXPECT_EQ(git_text_line("plain"), "plain");
+  // As git am records a body: no trailing blanks, one blank line between paragraphs.
+  EXPECT_EQ(git_text_body("\na  \n\n\n  \nb\n---\n\n"), "a\n\nb\n  ---\n");
+  EXPECT_EQ(git_header_text("a =?utf-8?q?b?= c"), "a = ?utf-8?q?b?= c");
+}
+
+// The same through the command line, from a snapshot: a CPU model name that puts "--- cut here" at
+// the start of the "Tested on:" paragraph's second line (56 columns before the name, a 16-letter
+// word, then the 72-column break). The tool says git am applies the patch; git am records the
+// message --commit-message drafts, whole.
+TEST(WhitelistPatch, FromASnapshotGitAmRecordsTheDraftedMessage) {
+  if (!have_git()) GTEST_SKIP() << "git is not installed (scripts/install-deps --test installs it)";
+  Sandbox box;
+  std::string repo = kernel_repo(box);
+  test::SysrootDir s;
+  s.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\n"
+                          "model name\t: Xeon-Gold-6430-v --- cut here\n");
+  s.write("proc/sys/kernel/osrelease", "6.1.0\n");
+  s.write("boot/config-6.1.0", "CONFIG_PCI_P2PDMA=y\n");
+  s.function("pci0000:00/0000:00:00.0", test::ConfigBytes(0x8086, 0x29c0, 0x060000, 0).bytes(256));
+  for (int port : {1, 6}) {
+    std::string rp = fmt::format("pci0000:00/0000:00:{:02x}.0", port);
+    s.function(rp, test::ConfigBytes(0x8086, 0x4c01, 0x060400, 4, true).buses(0, port, port).bytes());
+    s.function(fmt::format("{}/0000:{:02x}:00.0", rp, port), test::ConfigBytes(0x10de, 0x2330, 0x030200, 0).bytes());
+  }
+  const std::string tool = box.tool("GIT_AUTHOR_NAME='Jane Developer' GIT_AUTHOR_EMAIL=jane@example.org") + " --sysroot " +
+                           test::shell_quote(s.str()) + " whitelist --no-probe";
+  auto draft = test::run_command(tool + " --commit-message 2>&1");
+  ASSERT_EQ(draft.status, 0) << draft.output;
+  const std::string start = "draft commit message:\n\n", sign = "\nSigned-off-by: Jane Developer <jane@example.org>\n";
+  size_t from = draft.output.find(start), to = draft.output.find(sign);
+  ASSERT_NE(from, std::string::npos) << draft.output;
+  ASSERT_NE(to, std::string::npos) << draft.output;
+  std::string meant = draft.output.substr(from + start.size(), to + sign.size() - from - start.size());
+  // The name is kept whole, and "---" does not start a line.
+  EXPECT_NE(meant.find("(Xeon-Gold-6430-v ---\ncut here)"), std::string::npos) << meant;
+  std::string patch = box.dir + "/snapshot.patch";
+  auto r = test::run_command(tool + " --candidate 8086:29c0 --kernel-source " + test::shell_quote(repo) + " --patch " +
+                             test::shell_quote(patch) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("git am applies it"), std::string::npos) << r.output;
+  r = test::run_command("cd " + test::shell_quote(repo) + " && git -c user.name=t -c user.email=t@example.org am -q --scissors " +
+                        test::shell_quote(patch) + " 2>&1 && git log -1 --format=%B");
+  ASSERT_EQ(r.status, 0) << r.output << slurp(patch);
+  std::string recorded = r.output;
+  while (recorded.size() > 1 && recorded.substr(recorded.size() - 2) == "\n\n") recorded.pop_back();
+  EXPECT_EQ(recorded, meant) << slurp(patch);
 }
 
 }  // namespace

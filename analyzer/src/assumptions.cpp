@@ -7,6 +7,7 @@
 
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/kernel_cmdline.h"
 #include "p2paudit/p2pdma.h"
 
 namespace p2paudit {
@@ -124,42 +125,135 @@ std::string names(const Topology& t, const std::vector<size_t>& devices, size_t 
 }
 
 // A spec that holds '=' or blanks is kernel command line text as people paste it: the parameter
-// "pci=disable_acs_redir=A;B", its option "disable_acs_redir=A;B", or a whole command line (from
-// /proc/cmdline or GRUB_CMDLINE_LINUX="..."). The devices are found as the kernel finds them:
-// pci_setup() splits pci= at ',' into options and keeps the last disable_acs_redir= it sees; an
-// option outside pci= is no kernel parameter (the kernel hands it to init).
+// "pci=disable_acs_redir=A;B", its option "disable_acs_redir=A;B", a whole command line (from
+// /proc/cmdline), or a GRUB_CMDLINE_LINUX="..." line of /etc/default/grub.
 bool is_command_line(std::string_view spec) { return spec.find_first_of("= \t\n") != std::string_view::npos; }
+
+// "GRUB_CMDLINE_LINUX[_DEFAULT]=VALUE", the whole spec: VALUE with the shell's quoting undone
+// ('...' literal; "..." where \" \\ \$ \` stand for the character), else nullopt. The result is
+// GRUB script text, not yet the kernel's.
+std::optional<std::string> grub_assignment_value(std::string_view spec, const std::string& whole) {
+  auto trimmed = [](std::string_view s) {
+    size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+    return b == std::string_view::npos ? std::string_view() : s.substr(b, e - b + 1);
+  };
+  spec = trimmed(spec);
+  if (spec.starts_with("export ")) spec = trimmed(spec.substr(7));
+  std::string_view value;
+  for (std::string_view name : {"GRUB_CMDLINE_LINUX_DEFAULT=", "GRUB_CMDLINE_LINUX="})
+    if (spec.starts_with(name)) {
+      value = spec.substr(name.size());
+      break;
+    }
+  if (value.data() == nullptr) return std::nullopt;
+  auto unterminated = [&] {
+    return InputError(fmt::format("--assume-acs-off '{}': the shell quote of the GRUB line is not closed", escape_text(whole)));
+  };
+  std::string out;
+  for (size_t i = 0; i < value.size(); ++i) {
+    char c = value[i];
+    if (c == '\'') {
+      size_t close = value.find('\'', i + 1);
+      if (close == std::string_view::npos) throw unterminated();
+      out += value.substr(i + 1, close - i - 1);
+      i = close;
+    } else if (c == '"') {
+      for (++i;; ++i) {
+        if (i >= value.size()) throw unterminated();
+        if (value[i] == '"') break;
+        if (value[i] == '\\' && i + 1 < value.size() && std::string_view("\"\\$`").find(value[i + 1]) != std::string_view::npos)
+          ++i;
+        out += value[i];
+      }
+    } else if (c == '\\' && i + 1 < value.size()) {
+      out += value[++i];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// GRUB script words as grub.cfg's `linux` line takes them (grub-core/script): split at blanks
+// outside quotes, '...' literal, "..." and a bare backslash escaping the next character (`\;` is
+// how a ';' survives, GRUB's command separator). GRUB then joins the words for the kernel and puts
+// a word holding a space in double quotes (grub-core/lib/cmdline.c grub_create_loader_cmdline()).
+// A word that still holds a quote or backslash is passed differently by different GRUB releases
+// (some escape it, some do not), so it is refused rather than guessed.
+std::string kernel_text_of_grub_value(const std::string& value, const std::string& whole) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  auto end_word = [&] {
+    if (in_word) words.push_back(word);
+    word.clear();
+    in_word = false;
+  };
+  for (size_t i = 0; i < value.size(); ++i) {
+    char c = value[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      end_word();
+    } else if (c == '\'' || c == '"') {
+      in_word = true;
+      size_t close = value.find(c, i + 1);
+      if (close == std::string::npos)
+        throw InputError(fmt::format("--assume-acs-off '{}': a {} quote in the GRUB line is not closed", escape_text(whole),
+                                     c == '"' ? "double" : "single"));
+      for (size_t k = i + 1; k < close; ++k) {
+        if (c == '"' && value[k] == '\\' && k + 1 < close) ++k;
+        word += value[k];
+      }
+      i = close;
+    } else if (c == '\\' && i + 1 < value.size()) {
+      in_word = true;
+      word += value[++i];
+    } else {
+      in_word = true;
+      word += c;
+    }
+  }
+  end_word();
+  std::string out;
+  for (const auto& w : words) {
+    if (w.find_first_of("\"'\\") != std::string::npos)
+      throw InputError(fmt::format("--assume-acs-off '{}': GRUB passes the word '{}' (a quote or backslash left in it) "
+                                   "to the kernel differently from release to release; give the kernel command line "
+                                   "itself (/proc/cmdline after booting) instead",
+                                   escape_text(whole), escape_text(w)));
+    if (!out.empty()) out += ' ';
+    out += w.find_first_of(" \t") != std::string::npos ? "\"" + w + "\"" : w;
+  }
+  return out;
+}
 
 std::string devices_in_command_line(std::string_view spec, std::vector<std::string>& notes) {
   constexpr std::string_view kOption = "disable_acs_redir=";
-  std::vector<std::string> words;
-  for (size_t at = 0; at < spec.size();) {
-    size_t end = spec.find_first_of(" \t\n", at);
-    if (end == std::string_view::npos) end = spec.size();
-    std::string word;
-    for (char c : spec.substr(at, end - at))
-      if (c != '"' && c != '\'' && c != '\\') word += c;  // shell and GRUB quoting around ';'
-    if (!word.empty()) words.push_back(std::move(word));
-    at = end + 1;
-  }
+  const std::string whole(spec);
+  std::string text = whole;
+  if (auto grub = grub_assignment_value(spec, whole)) text = kernel_text_of_grub_value(*grub, whole);
+  // The kernel's reading (kernel_cmdline.h): words split and quotes removed as next_arg() does,
+  // nothing after a bare "--".
+  const KernelCmdline line = read_kernel_cmdline(text);
+  auto word_of = [&](const KernelArg& a) { return escape_text(std::string_view(text).substr(a.begin, a.end - a.begin)); };
   std::optional<std::string> value;
-  for (const auto& word : words) {
-    if (word.starts_with(kOption) && words.size() == 1) {
-      value = word.substr(kOption.size());  // the option alone, as pasted from a pci= parameter
-    } else if (word.starts_with(kOption)) {
-      notes.push_back(fmt::format("'{}' is not a kernel parameter on its own (the kernel passes it to init): only "
-                                  "pci=disable_acs_redir= names devices; ignored",
-                                  escape_text(word)));
-    } else if (word.starts_with("pci=")) {
-      std::string_view options = std::string_view(word).substr(4);
+  std::vector<std::string> ignored;  // why a disable_acs_redir= in the text is not the kernel's
+  const bool alone = line.params.size() == 1 && line.init_args.empty();
+  for (const auto& param : line.params) {
+    if (param.value && param.name + "=" == kOption) {
+      if (alone) value = *param.value;  // the option alone, as pasted from a pci= parameter
+      else
+        ignored.push_back(fmt::format("'{}' is not a kernel parameter on its own (the kernel passes it to init): "
+                                      "only pci=disable_acs_redir= names devices; ignored",
+                                      word_of(param)));
+    } else if (param.value && kernel_param_name_is(param.name, "pci")) {
+      // pci_setup() in drivers/pci/pci.c: options split at ',', the last disable_acs_redir= kept;
+      // each pci= word is its own call, so a later word's option wins too.
       bool in_redir = false;
-      for (size_t at = 0; at <= options.size();) {
-        size_t comma = std::min(options.find(',', at), options.size());
-        std::string_view option = options.substr(at, comma - at);
+      for (const auto& option : kernel_param_options(KernelCmdline{{param}, {}, {}}, "pci")) {
         if (option.starts_with(kOption)) {
-          value = std::string(option.substr(kOption.size()));
+          value = option.substr(kOption.size());
           in_redir = true;
-        } else if (in_redir && Bdf::parse(option.substr(0, option.find('/')))) {
+        } else if (in_redir && Bdf::parse(std::string_view(option).substr(0, option.find('/')))) {
           notes.push_back(fmt::format("pci= options are separated by ',': the kernel ends disable_acs_redir= at the "
                                       "',' before {} and reports \"PCI: Unknown option `{}'\"; separate the "
                                       "devices with ';'",
@@ -167,14 +261,27 @@ std::string devices_in_command_line(std::string_view spec, std::vector<std::stri
         } else {
           in_redir = false;
         }
-        at = comma + 1;
       }
+    } else if (std::string_view(text).substr(param.begin, param.end - param.begin).find(kOption) != std::string_view::npos) {
+      ignored.push_back(fmt::format("'{}' is one kernel parameter, {}{}: the disable_acs_redir= in it is part of "
+                                    "that parameter's value, not a pci= option; ignored",
+                                    word_of(param), escape_text(param.name),
+                                    param.has_quote ? " (the kernel keeps a double-quoted stretch inside one word)" : ""));
     }
   }
-  if (!value)
+  for (const auto& arg : line.init_args)
+    if (std::string_view(text).substr(arg.begin, arg.end - arg.begin).find(kOption) != std::string_view::npos)
+      ignored.push_back(fmt::format("'{}' stands after \"--\": the kernel stops reading its parameters there and "
+                                    "hands the rest to init; ignored",
+                                    word_of(arg)));
+  if (!value) {
+    std::string why;
+    for (const auto& note : ignored) why += "; " + note;
     throw InputError(fmt::format("--assume-acs-off '{}': no pci=disable_acs_redir= in this kernel command line "
-                                 "(expected pci=disable_acs_redir=DDDD:BB:DD.F[;DDDD:BB:DD.F...])",
-                                 escape_text(spec)));
+                                 "(expected pci=disable_acs_redir=DDDD:BB:DD.F[;DDDD:BB:DD.F...]){}",
+                                 escape_text(spec), why));
+  }
+  notes.insert(notes.begin(), ignored.begin(), ignored.end());
   return *value;
 }
 

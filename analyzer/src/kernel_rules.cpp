@@ -47,14 +47,14 @@ class YamlFile : public YamlFields {
   uint16_t hex_id(const YamlNode& map, const char* key) const {
     auto text = scalar(map, key, true);
     auto v = parse_hex16(text);
-    if (!v) fail(map[key], fmt::format("'{}' must be a 16-bit hex ID, got {}", key, shown_value(text)));
+    if (!v) fail(map[key], fmt::format("'{}' must be a 16-bit hex ID, got {}", key, quoted_input(text)));
     return *v;
   }
   std::optional<KernelRelease> release(const YamlNode& map, const char* key, bool required) const {
     auto text = scalar(map, key, required);
     if (text.empty()) return std::nullopt;
     auto r = KernelRelease::parse(text);
-    if (!r) fail(map[key], fmt::format("'{}' is not a kernel release: {}", key, shown_value(text)));
+    if (!r) fail(map[key], fmt::format("'{}' is not a kernel release: {}", key, quoted_input(text)));
     return r;
   }
   ReleaseRange releases(const YamlNode& map, bool required) const {
@@ -76,7 +76,7 @@ class YamlFile : public YamlFields {
 
 void check_schema(const YamlFile& f) {
   auto v = f.scalar(f.root(), "schema", true);
-  if (v != "1") f.fail(f.root()["schema"], fmt::format("unsupported schema {} (expected 1)", shown_value(v)));
+  if (v != "1") f.fail(f.root()["schema"], fmt::format("unsupported schema {} (expected 1)", quoted_input(v)));
 }
 
 std::vector<WhitelistEntry> read_entries(const YamlFile& f, bool releases_required) {
@@ -209,7 +209,7 @@ UpstreamData parse_upstream_file(std::string_view text, const std::string& origi
   auto https = [&](const YamlNode& item, const char* key) {
     auto v = f.scalar(item, key, true);
     if (!v.starts_with("https://") || v.size() > 512 || v.find_first_of(" <>\"") != std::string::npos)
-      f.fail(item[key], fmt::format("'{}' must be one https:// URL, got {}", key, shown_value(v)));
+      f.fail(item[key], fmt::format("'{}' must be one https:// URL, got {}", key, quoted_input(v)));
     return v;
   };
   auto bounded = [&](const YamlNode& item, const char* key, size_t max) {
@@ -225,13 +225,13 @@ UpstreamData parse_upstream_file(std::string_view text, const std::string& origi
     e.vendor = f.hex_id(item, "vendor"), e.device = f.hex_id(item, "device");
     e.state = f.scalar(item, "state", true);
     if (e.state != "queued" && e.state != "proposed")
-      f.fail(item["state"], fmt::format("'state' must be queued or proposed, got {}", shown_value(e.state)));
+      f.fail(item["state"], fmt::format("'state' must be queued or proposed, got {}", quoted_input(e.state)));
     e.id = bounded(item, "id", 128);
     e.date = f.scalar(item, "date", true);
     bool date_ok = e.date.size() == 10 && e.date[4] == '-' && e.date[7] == '-';
     for (size_t i = 0; date_ok && i < e.date.size(); ++i)
       date_ok = i == 4 || i == 7 || (e.date[i] >= '0' && e.date[i] <= '9');
-    if (!date_ok) f.fail(item["date"], fmt::format("'date' must be YYYY-MM-DD, got {}", shown_value(e.date)));
+    if (!date_ok) f.fail(item["date"], fmt::format("'date' must be YYYY-MM-DD, got {}", quoted_input(e.date)));
     e.subject = bounded(item, "subject", 200);
     e.where = bounded(item, "where", 200);
     e.link = https(item, "link");
@@ -246,7 +246,7 @@ UpstreamData parse_upstream_file(std::string_view text, const std::string& origi
     r.vendor = f.hex_id(item, "vendor"), r.device = f.hex_id(item, "device");
     r.verdict = f.scalar(item, "verdict", true);
     if (r.verdict != "wrong_data")
-      f.fail(item["verdict"], fmt::format("'verdict' must be wrong_data, got {}", shown_value(r.verdict)));
+      f.fail(item["verdict"], fmt::format("'verdict' must be wrong_data, got {}", quoted_input(r.verdict)));
     r.link = https(item, "link");
     r.summary = bounded(item, "summary", 400);
     r.origin = f.where(item);
@@ -287,7 +287,7 @@ KernelRuleData parse_kernel_rule_data(std::string_view whitelist_text, const std
                        f.scalar(item, "commit", false), f.releases(item, true)};
     bool known = false;
     for (auto k : kKnownFeatures) known = known || feat.id == k;
-    if (!known) f.fail(item["id"], fmt::format("unknown feature {}", shown_value(feat.id)));
+    if (!known) f.fail(item["id"], fmt::format("unknown feature {}", quoted_input(feat.id)));
     if (data.find_feature(feat.id)) f.fail(item, fmt::format("duplicate feature '{}'", feat.id));
     data.features.push_back(std::move(feat));
   }
@@ -309,8 +309,8 @@ KernelRuleData load_kernel_rule_data(const std::filesystem::path& dir) {
 WhitelistEntry parse_assumed_whitelisted(std::string_view spec) {
   auto bad = [&]() -> InputError {
     return InputError(fmt::format(
-        "--assume-whitelisted '{}': expected VVVV:DDDD[:same-host-bridge] (hex IDs, DDDD may be 'any')",
-        spec));
+        "--assume-whitelisted {}: expected VVVV:DDDD[:same-host-bridge] (hex IDs, DDDD may be 'any')",
+        quoted_input(spec)));
   };
   WhitelistEntry e;
   e.origin = fmt::format("--assume-whitelisted {}", spec);

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "p2paudit/input_file.h"
+#include "p2paudit/kernel_cmdline.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/runtime_versions.h"
 
@@ -148,41 +149,41 @@ std::optional<bool> kstrtobool(std::string_view s) {
 // in order: iommu=pt / iommu=nopt (arch/x86/kernel/pci-dma.c iommu_setup(), each comma-separated
 // option compared by prefix; nopt from 5.5) and iommu.passthrough= (drivers/iommu/iommu.c).
 // Intel VT-d before 5.3 had no default domains: only iommu=pt (IDENTMAP_ALL) changed it.
+// The words are the kernel's (kernel_cmdline.h): none after "--", quotes as next_arg() takes them.
 struct CmdlineDefault {
   std::string mode, word;
 };
 std::optional<CmdlineDefault> cmdline_default_domain(const std::string& cmdline, const KernelRelease* era, bool intel_vtd) {
   auto at_least = [&](int major, int minor) { return era && std::tie(era->major, era->minor) >= std::tie(major, minor); };
   std::optional<CmdlineDefault> out;
-  for (const auto& word : split_words(cmdline)) {
-    if (word.starts_with("iommu=")) {
-      std::istringstream opts(word.substr(6));
+  for (const auto& param : read_kernel_cmdline(cmdline).params) {
+    if (!param.value) continue;
+    if (kernel_param_name_is(param.name, "iommu")) {
+      std::istringstream opts(*param.value);
       for (std::string opt; std::getline(opts, opt, ',');) {
         if (opt.starts_with("pt")) out = CmdlineDefault{"passthrough", "iommu=pt"};
         else if (opt.starts_with("nopt") && at_least(5, 5)) out = CmdlineDefault{"translated", "iommu=nopt"};
       }
-    } else if (word.starts_with("iommu.passthrough=")) {
-      auto v = kstrtobool(std::string_view(word).substr(18));
+    } else if (kernel_param_name_is(param.name, "iommu.passthrough")) {
+      auto v = kstrtobool(*param.value);
       if (!v) continue;
       if (intel_vtd && !at_least(5, 3)) continue;  // VT-d before 5.3 ignored the default domain type
-      out = CmdlineDefault{*v ? "passthrough" : "translated", escape_text(word)};  // shown: a hostile word is escaped
+      // shown: a hostile word is escaped
+      out = CmdlineDefault{*v ? "passthrough" : "translated", escape_text("iommu.passthrough=" + *param.value)};
     }
   }
   return out;
 }
 
 // The last of `choices` the comma-separated options of name= select, compared by prefix as
-// iommu_setup(), intel_iommu_setup() and parse_amd_iommu_options() compare them.
+// iommu_setup(), intel_iommu_setup() and parse_amd_iommu_options() compare them; every name=
+// word in order, so the last option wins across words too.
 std::optional<std::string> last_option(const std::string& cmdline, const std::string& name,
                                        std::initializer_list<const char*> choices) {
   std::optional<std::string> out;
-  for (const auto& word : split_words(cmdline)) {
-    if (!word.starts_with(name + "=")) continue;
-    std::istringstream opts(word.substr(name.size() + 1));
-    for (std::string opt; std::getline(opts, opt, ',');)
-      for (const char* c : choices)
-        if (opt.starts_with(c)) out = c;
-  }
+  for (const auto& opt : kernel_param_options(read_kernel_cmdline(cmdline), name))
+    for (const char* c : choices)
+      if (opt.starts_with(c)) out = c;
   return out;
 }
 
@@ -275,24 +276,11 @@ bool is_safe_kernel_release(const std::string& r) {
 }
 
 std::optional<std::string> cmdline_param(const std::string& cmdline, const std::string& name) {
-  std::optional<std::string> value;
-  for (const auto& word : split_words(cmdline)) {
-    if (word == name) value = "";
-    else if (word.size() > name.size() && word.compare(0, name.size() + 1, name + "=") == 0)
-      value = word.substr(name.size() + 1);
-  }
-  return value;
+  return kernel_param_last(read_kernel_cmdline(cmdline), name);
 }
 
 std::optional<std::string> cmdline_pci_option(const std::string& cmdline, const std::string& key) {
-  std::optional<std::string> value;
-  for (const auto& word : split_words(cmdline)) {
-    if (word.rfind("pci=", 0) != 0) continue;
-    std::istringstream opts(word.substr(4));
-    for (std::string opt; std::getline(opts, opt, ',');)
-      if (opt.rfind(key + "=", 0) == 0) value = opt.substr(key.size() + 1);
-  }
-  return value;
+  return kernel_pci_option(read_kernel_cmdline(cmdline), key);
 }
 
 // What NVIDIA's third-party peer paths depend on and the sysroot shows: SMBIOS's virtual-machine
@@ -332,7 +320,13 @@ static void read_nvidia_third_party(const Sysroot& root, Platform& p) {
     set(*v, "/sys/module/nvidia/parameters/NVreg_" + key);
     return;
   }
-  if (auto v = cmdline_param(p.cmdline, "nvidia.NVreg_" + key)) {
+  // A loadable module's parameter on the command line is applied by modprobe, which reads
+  // /proc/cmdline with libkmod's own parser (kmod_config_parse_kcmdline()), not the kernel's: one
+  // standing after "--" may or may not reach the module, so the setting is then unknown.
+  const KernelCmdline line = read_kernel_cmdline(p.cmdline);
+  for (const auto& arg : line.init_args)
+    if (kernel_param_name_is(arg.name, "nvidia.NVreg_" + key)) return;
+  if (auto v = kernel_param_last(line, "nvidia.NVreg_" + key)) {
     set(*v, "the kernel command line");
     return;
   }

@@ -25,6 +25,7 @@
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_input.h"
+#include "p2paudit/kernel_cmdline.h"
 #include "p2paudit/output_file.h"
 #include "p2paudit/vendor_memory.h"
 
@@ -184,8 +185,8 @@ const char* const kCmdlineKeep[] = {"pci", "pcie_acs_override", "pcie_aspm", "pc
                                     "nvidia.NVreg_GrdmaPciTopoCheckOverride"};
 const char* const kCmdlineKeepPrefixes[] = {"iommu.", "vfio_pci.", "vfio_iommu_type1."};
 
-bool keep_cmdline_param(std::string_view word) {
-  std::string name(word.substr(0, word.find('=')));
+bool keep_cmdline_param(std::string_view param_name) {
+  std::string name(param_name);
   for (char& c : name)
     if (c == '-') c = '_';
   for (const char* keep : kCmdlineKeep)
@@ -200,21 +201,14 @@ bool cmdline_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '
 }  // namespace
 
 std::string redact_cmdline(std::string_view cmdline) {
+  // The kernel's own words (kernel_cmdline.h): init's arguments after "--" are never among them,
+  // and a word written with a double quote goes whole, whatever its name (its value may hold
+  // spaces and anything a stranger should not read).
   std::string out;
-  size_t i = 0;
-  while (i < cmdline.size()) {
-    while (i < cmdline.size() && cmdline_space(cmdline[i])) ++i;
-    if (i >= cmdline.size()) break;
-    // One word as the kernel's next_arg() takes it: up to whitespace outside double quotes.
-    size_t start = i;
-    bool quoted = false;
-    for (; i < cmdline.size() && (quoted || !cmdline_space(cmdline[i])); ++i)
-      if (cmdline[i] == '"') quoted = !quoted;
-    std::string_view word = cmdline.substr(start, i - start);
-    if (word == "--") break;  // the rest is init's
-    if (word.find('"') != std::string_view::npos || !keep_cmdline_param(word)) continue;
+  for (const auto& param : read_kernel_cmdline(cmdline).params) {
+    if (param.has_quote || !keep_cmdline_param(param.name)) continue;
     if (!out.empty()) out += ' ';
-    out += word;
+    out += cmdline.substr(param.begin, param.end - param.begin);
   }
   return out + "\n";
 }

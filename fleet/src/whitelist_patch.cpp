@@ -2,7 +2,9 @@
 // Whitelist patches in upstream shape (docs/whitelist.md, "The patch"): the table line, the commit
 // message, the sender's git identity and the mbox a kernel tree takes with `git am`. Every value
 // that comes from a snapshot, an evidence file, a git config file or a kernel tree is one escaped
-// line here (escape_line): input can neither start a trailer line nor end a C comment.
+// line here (escape_line), and every line of the message passes one rule (git_text.h): input can
+// start no line that git am reads as structure (an mbox From line, a patch break, a scissors line,
+// an in-body header, a trailer), and cannot end a C comment.
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/fleet/git_text.h"
 #include "p2paudit/fleet/whitelist.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/p2pdma.h"
@@ -43,21 +46,17 @@ const char* vendor_macro(uint16_t vendor) {
   }
 }
 
-// A word git would read as a trailer key when it starts a line ("Signed-off-by:", "Link:").
-bool trailer_key(const std::string& word) {
-  if (word.size() < 2 || word.back() != ':' || !std::isalpha(static_cast<unsigned char>(word.front()))) return false;
-  return std::all_of(word.begin(), word.end() - 1, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; });
-}
-
-// Paragraphs wrapped at 72 columns. A word from input that looks like a trailer key ("Link:") is
-// never put at the start of a line: it stays on the line before, however long that makes it.
+// Paragraphs wrapped at 72 columns. A break is made only where the next line would not start
+// with what git reads as structure (git_text.h: "---", "From ", "diff -", "Link:"...): such a
+// word from input stays on the line before, however long that makes it.
 std::string wrapped(const std::string& text) {
   std::string out, line;
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find(' ', start);
     std::string word = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!line.empty() && line.size() + 1 + word.size() > 72 && !trailer_key(word)) out += line + "\n", line.clear();
+    if (!line.empty() && line.size() + 1 + word.size() > 72 && may_start_git_line(std::string_view(text).substr(start)))
+      out += line + "\n", line.clear();
     line += (line.empty() ? "" : " ") + word;
     if (end == std::string::npos) break;
     start = end + 1;
@@ -458,7 +457,10 @@ std::string kernel_table_line(const WhitelistCandidate& c, const std::string& pl
 std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
   const Topology& topo = in.topo;
   std::string platform = platform_name(topo, in.context, c);
-  std::string out = fmt::format("PCI/P2PDMA: Add {} host bridge to allowlist\n\n", platform);
+  // The subject is a mail header in the patch (git_header_text); the body is built in `out` and
+  // made git's text as a whole at the end, before the trailers.
+  const std::string subject = git_header_text(fmt::format("PCI/P2PDMA: Add {} host bridge to allowlist", platform));
+  std::string out;
 
   // The pairs again, with the kernel's verdict before and after the entry.
   KernelRules after_rules = with_entry(in.kernel, c.vendor, c.device);
@@ -552,10 +554,12 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
     std::string url = escape_line(r.substr(at, end == std::string::npos ? std::string::npos : end - at));
     if (std::find(links.begin(), links.end(), url) == links.end()) links.push_back(url);
   }
-  out += "\n";
-  for (const auto& l : links) out += "Link: " + l + "\n";
-  out += in.identity.signed_off_by() + "\n";
-  return out;
+  std::vector<std::string> trailers;
+  for (const auto& l : links) trailers.push_back("Link: " + l);
+  trailers.push_back(in.identity.signed_off_by());
+  // One rule for every line git is handed (git_text.h): whatever a field from input holds, no
+  // line of the body is structure to git am, and the message git records is this one.
+  return subject + "\n\n" + git_text_body(out) + "\n" + git_trailer_block(trailers);
 }
 
 std::string commit_message(const Topology& topo, const KernelRules& kernel, const CandidateContext& context,
@@ -623,7 +627,7 @@ KernelPatch kernel_patch(const PatchInput& in, const WhitelistCandidate& c, cons
     patch.applies = true;
   }
 
-  std::string from = in.identity.known() ? fmt::format("{} <{}>", in.identity.name, in.identity.email)
+  std::string from = in.identity.known() ? fmt::format("{} <{}>", git_header_text(in.identity.name), in.identity.email)
                                          : "FIXME Your Name <fixme@example.invalid>";
   std::string& out = patch.mbox;
   out += "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n";

@@ -9,6 +9,7 @@
 
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/quoted_input.h"
 
 namespace p2paudit {
 
@@ -39,8 +40,8 @@ class BoundedBuilder {
   bool key(json::string_t& k) {
     Open& top = stack_.back();
     if (top.value->contains(k))
-      throw InputError(fmt::format("{}: {}: duplicate key \"{}\" in one object: which one is meant?", origin_, place(),
-                                   shown(k)));
+      throw InputError(fmt::format("{}: {}: duplicate key {} in one object: which one is meant?", origin_, place(),
+                                   quoted_input(k, '"')));
     top.key = std::move(k);
     return true;
   }
@@ -70,7 +71,7 @@ class BoundedBuilder {
     return escape_text(what.substr(0, kShown)) + (what.size() > kShown ? "..." : "");
   }
 
-  // A key as a message shows it: escaped, and cut (a key may be as long as the file).
+  // A key of the path place() names: escaped, and cut (a key may be as long as the file).
   static std::string shown(std::string_view key) {
     constexpr std::size_t kShown = 64;
     return escape_text(key.substr(0, kShown)) + (key.size() > kShown ? "..." : "");

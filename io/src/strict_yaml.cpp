@@ -14,6 +14,7 @@
 
 #include "p2paudit/byte_words.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/quoted_input.h"
 
 namespace p2paudit {
 struct YamlTreeRoot;
@@ -93,6 +94,10 @@ std::optional<BadCharacter> find_bad_character(std::string_view text, bool yaml)
       return BadCharacter{i, fmt::format("invalid UTF-8 byte 0x{:02x}", static_cast<unsigned char>(text[i]))};
     if (yaml && !yaml_printable(d.code_point))
       return BadCharacter{i, fmt::format("control character U+{:04X}", d.code_point)};
+    // Invisible in an editor, and libyaml reads one past the start as neither text nor a blank.
+    if (yaml && d.code_point == 0xfeff && i != 0)
+      return BadCharacter{i, "byte order mark U+FEFF: only the file's first character may be one (write \\uFEFF in a "
+                             "double-quoted string for the character itself)"};
     i += d.length;
   }
   return std::nullopt;
@@ -125,12 +130,6 @@ std::optional<BadCharacter> find_ambiguous_line_break(std::string_view text) {
   return std::nullopt;
 }
 
-// Long keys are cut where they are quoted in messages: the message is for a person.
-std::string shown_key(std::string_view key) {
-  constexpr size_t kShown = 40;
-  std::string shown = escape_text(key.substr(0, kShown));
-  return key.size() > kShown ? shown + "..." : shown;
-}
 
 // Thrown from inside the parser to stop at the first problem that makes reading on pointless.
 struct Refused {
@@ -153,12 +152,13 @@ class StrictEvents {
     if (document_starts.size() > 1) throw Refused{mark, "a rule file holds one YAML document; this is a second"};
   }
   void on_null(const YAML::Mark& mark, YAML::anchor_t anchor) {
-    count(mark, 1);
-    finish_node(mark, anchor, 1, 0, KeyText{true, "null"});
+    count(mark, 1, 0);
+    finish_node(mark, anchor, 1, 0, 0, KeyText{true, "null"});
   }
-  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view value) {
-    count(mark, 1);
-    finish_node(mark, anchor, 1, 0, KeyText{false, value});
+  void on_scalar(const YAML::Mark& mark, YAML::anchor_t anchor, std::string_view value, size_t tag_bytes) {
+    const size_t bytes = value.size() + tag_bytes;
+    count(mark, 1, bytes);
+    finish_node(mark, anchor, 1, bytes, 0, KeyText{false, value});
   }
   void on_alias(const YAML::Mark& mark, YAML::anchor_t anchor) {
     auto it = anchors_.find(anchor);
@@ -169,12 +169,14 @@ class StrictEvents {
     if (a.alias_depth + 1 > limits_.max_alias_depth)
       throw Refused{mark, fmt::format("aliases nested deeper than {} (an alias to a node holding aliases to nodes "
                                       "holding aliases...)", limits_.max_alias_depth)};
-    count(mark, a.nodes);
+    count(mark, a.nodes, a.bytes);
     std::optional<KeyText> scalar;
     if (a.scalar) scalar = KeyText{a.scalar->is_null, a.scalar->text};
-    finish_node(mark, 0, a.nodes, a.alias_depth + 1, scalar);
+    finish_node(mark, 0, a.nodes, a.bytes, a.alias_depth + 1, scalar);
   }
-  void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map) { open(mark, anchor, is_map); }
+  void on_collection_start(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map, size_t tag_bytes) {
+    open(mark, anchor, is_map, tag_bytes);
+  }
   void on_collection_end() { close(); }
 
  private:
@@ -187,6 +189,7 @@ class StrictEvents {
   };
   struct Anchored {
     size_t nodes = 0;
+    size_t bytes = 0;  // of its scalars, keys and tags, its aliases counted as what they name
     int alias_depth = 0;
     bool complete = false;     // false while the anchored collection is still being read
     std::optional<Key> scalar;  // for an alias used as a mapping key
@@ -196,6 +199,7 @@ class StrictEvents {
     YAML::Mark mark;
     YAML::anchor_t anchor = 0;
     size_t nodes = 1;
+    size_t bytes = 0;
     int alias_depth = 0;
     size_t children = 0;              // a mapping's keys and values alternate
     std::optional<std::string> current_key;  // a mapping's scalar key whose value is being read
@@ -206,19 +210,29 @@ class StrictEvents {
 
   const YamlLimits& limits_;
   size_t total_nodes_ = 0;
+  size_t total_bytes_ = 0;
   std::map<YAML::anchor_t, Anchored> anchors_;
   std::vector<Frame> open_;
   // The scalar keys of the open mappings, each mapping's after its parent's, with the line each
   // first appears on: most mappings have a few keys, and this costs them no allocation of their own.
   std::vector<std::pair<Key, int>> keys_;
 
-  void count(const YAML::Mark& mark, size_t nodes) {
-    total_nodes_ += nodes;  // each term is at most the limit, so this cannot overflow
+  // Each term is at most its limit (an anchored node was counted whole before), so neither sum
+  // can overflow before it is refused.
+  void count(const YAML::Mark& mark, size_t nodes, size_t bytes) {
+    total_nodes_ += nodes;
     if (total_nodes_ > limits_.max_nodes)
       throw Refused{mark, fmt::format("more than {} nodes once aliases are expanded", limits_.max_nodes)};
+    total_bytes_ += bytes;
+    if (total_bytes_ > limits_.max_bytes)
+      throw Refused{mark, fmt::format("more than {} bytes of values, keys and tags once aliases are expanded (the "
+                                      "limit; each alias counts the bytes of the node it names)", limits_.max_bytes)};
   }
 
-  static std::string shown_current_key(const Frame& frame) { return frame.current_key ? shown_key(*frame.current_key) : "?"; }
+  // The key whose value is being read, as a message quotes it (`quote`), or as a path names it ('\0').
+  static std::string shown_current_key(const Frame& frame, char quote) {
+    return frame.current_key ? quoted_input(*frame.current_key, quote) : "?";
+  }
 
   // Where the collection open_[depth] stands, for messages: "rules[0].when". Built only for a
   // message, from the frames above it, which have not changed since it was opened.
@@ -228,13 +242,13 @@ class StrictEvents {
       const Frame& parent = open_[k - 1];
       if (!parent.is_map) path = fmt::format("{}[{}]", path, parent.children);
       else if (parent.children % 2 == 0) path = path.empty() ? "a key" : path + " (a key)";
-      else path = path.empty() ? shown_current_key(parent) : path + "." + shown_current_key(parent);
+      else path = path.empty() ? shown_current_key(parent, '\0') : path + "." + shown_current_key(parent, '\0');
     }
     return path;
   }
 
-  void open(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map) {
-    count(mark, 1);
+  void open(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map, size_t tag_bytes) {
+    count(mark, 1, tag_bytes);
     if (static_cast<int>(open_.size()) >= limits_.max_depth)
       throw Refused{mark, fmt::format("collections nested deeper than {} levels", limits_.max_depth)};
     if (anchor) anchors_[anchor] = Anchored{};
@@ -242,6 +256,7 @@ class StrictEvents {
     f.is_map = is_map;
     f.mark = mark;
     f.anchor = anchor;
+    f.bytes = tag_bytes;
     f.first_key = keys_.size();
   }
 
@@ -249,7 +264,7 @@ class StrictEvents {
     Frame f = std::move(open_.back());
     open_.pop_back();
     keys_.erase(keys_.begin() + static_cast<std::ptrdiff_t>(f.first_key), keys_.end());
-    finish_node(f.mark, f.anchor, f.nodes, f.alias_depth, std::nullopt);
+    finish_node(f.mark, f.anchor, f.nodes, f.bytes, f.alias_depth, std::nullopt);
   }
 
   // A scalar's key, before it is known to be a key (and copied as one).
@@ -259,12 +274,14 @@ class StrictEvents {
     Key key() const { return Key{is_null, std::string(text)}; }
   };
 
-  void finish_node(const YAML::Mark& mark, YAML::anchor_t anchor, size_t nodes, int alias_depth,
+  void finish_node(const YAML::Mark& mark, YAML::anchor_t anchor, size_t nodes, size_t bytes, int alias_depth,
                    const std::optional<KeyText>& scalar) {
-    if (anchor) anchors_[anchor] = Anchored{nodes, alias_depth, true, scalar ? std::optional(scalar->key()) : std::nullopt};
+    if (anchor)
+      anchors_[anchor] = Anchored{nodes, bytes, alias_depth, true, scalar ? std::optional(scalar->key()) : std::nullopt};
     if (open_.empty()) return;
     Frame& parent = open_.back();
     parent.nodes += nodes;
+    parent.bytes += bytes;
     parent.alias_depth = std::max(parent.alias_depth, alias_depth);
     bool is_key = parent.is_map && parent.children % 2 == 0;
     ++parent.children;
@@ -283,7 +300,7 @@ class StrictEvents {
     }
     if (first_line) {
       std::string path = path_of(open_.size() - 1);
-      duplicate_keys.push_back({here, fmt::format("duplicate key '{}' {} (first at line {})", shown_current_key(parent),
+      duplicate_keys.push_back({here, fmt::format("duplicate key {} {} (first at line {})", shown_current_key(parent, '\''),
                                                   path.empty() ? "at the top level" : "in " + path, *first_line)});
     } else if (!parent.many_keys.empty()) {
       parent.many_keys.emplace(std::move(key), here.line);
@@ -371,15 +388,12 @@ namespace {
 
 // Turns libyaml's character indexes into yaml-cpp's marks: a byte offset, the number of line feeds
 // before it and the bytes since the last one (libyaml also counts CR, NEL, LS and PS as line ends and
-// counts characters, not bytes). yaml-cpp leaves a byte order mark out; libyaml counts it as one
-// character. The events' marks come in order (differential fuzzing: only an error's marks go back,
+// counts characters, not bytes). The text has no byte order mark: read_strict_yaml() reads after
+// one. The events' marks come in order (differential fuzzing: only an error's marks go back,
 // once), so a cursor makes the walk linear.
 class MarkCounter {
  public:
-  explicit MarkCounter(std::string_view text)
-      : skipped_(text.starts_with(kByteOrderMark) ? 1 : 0), text_(skipped_ ? text.substr(kByteOrderMark.size()) : text) {
-    if (!skipped_) find_lines();
-  }
+  explicit MarkCounter(std::string_view text) : text_(text) { find_lines(); }
 
   // An event's mark. Where only ASCII comes before it on its line, libyaml's own line and column
   // give yaml-cpp's mark: a character is a byte there, and the line ends libyaml counts besides a
@@ -394,7 +408,6 @@ class MarkCounter {
     return this->mark();
   }
   YAML::Mark at_character(size_t index) {
-    index -= std::min(index, skipped_);
     if (index < characters_) rewind();
     while (characters_ < index && byte_ < text_.size()) {
       if (index - characters_ >= 8 && skip_eight()) continue;
@@ -427,13 +440,10 @@ class MarkCounter {
     return m;
   }
   bool at_end(const YAML::Mark& m) const { return static_cast<size_t>(m.pos) >= text_.size(); }
-  size_t size() const { return text_.size(); }  // without a byte order mark
 
  private:
-  static constexpr std::string_view kByteOrderMark = "\xef\xbb\xbf";
-  size_t skipped_;  // characters before text_
   std::string_view text_;
-  // Each line's first byte, and the end of the ASCII bytes it starts with (empty with a byte order mark).
+  // Each line's first byte, and the end of the ASCII bytes it starts with.
   struct Line {
     size_t start = 0, ascii_end = 0;
   };
@@ -518,7 +528,7 @@ Refused parse_error(const yaml_parser_t& parser, MarkCounter& marks, std::string
                                       flow->closer == ']' ? "sequence" : "mapping", flow->mark.line + 1, flow->mark.column + 1)};
   std::string message = parser.problem ? parser.problem : "not YAML";
   if (context) message += fmt::format(" {} that starts at line {}", parser.context, context->line + 1);
-  std::string_view rest = at_end ? "" : text.substr(static_cast<size_t>(where.pos) + (text.size() - marks.size()));
+  std::string_view rest = at_end ? "" : text.substr(static_cast<size_t>(where.pos));
   if (rest.starts_with('\t') && message.find("tab") == std::string::npos) {
     // libyaml takes a tab on an otherwise blank line for indentation, where YAML 1.2 lets it be.
     bool blank_line = rest.find_first_not_of(" \t") == std::string_view::npos || rest[rest.find_first_not_of(" \t")] == '\n' ||
@@ -551,7 +561,10 @@ void read_events(std::string_view text, StrictEvents& strict, YamlDocumentBuilde
   };
   for (;;) {
     LibyamlEvent e;
-    if (!yaml_parser_parse(&reader.parser, &e.event)) throw parse_error(reader.parser, marks, text, open);
+    if (!yaml_parser_parse(&reader.parser, &e.event)) {
+      if (reader.parser.error == YAML_MEMORY_ERROR) throw std::bad_alloc();  // not the text's fault: no position
+      throw parse_error(reader.parser, marks, text, open);
+    }
     const yaml_event_t& ev = e.event;
     YAML::Mark mark = marks.at(ev.start_mark);
     switch (ev.type) {
@@ -572,8 +585,9 @@ void read_events(std::string_view text, StrictEvents& strict, YamlDocumentBuilde
           tree.on_null(mark, anchor);
         } else {
           YAML::anchor_t anchor = define_anchor(s.anchor);
-          strict.on_scalar(mark, anchor, value);
-          tree.on_scalar(mark, anchor, tag_of(s.tag, plain), value);
+          std::string_view tag = tag_of(s.tag, plain);
+          strict.on_scalar(mark, anchor, value, tag.size());
+          tree.on_scalar(mark, anchor, tag, value);
         }
         break;
       }
@@ -591,9 +605,10 @@ void read_events(std::string_view text, StrictEvents& strict, YamlDocumentBuilde
         bool flow = is_map ? ev.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE
                            : ev.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE;
         YAML::anchor_t anchor = define_anchor(anchor_name);
-        strict.on_collection_start(mark, anchor, is_map);
+        std::string_view tag_text = tag_of(tag, true);
+        strict.on_collection_start(mark, anchor, is_map, tag_text.size());
         open.push_back({flow ? (is_map ? '}' : ']') : '\0', mark});
-        tree.on_collection_start(mark, anchor, tag_of(tag, true), is_map,
+        tree.on_collection_start(mark, anchor, tag_text, is_map,
                                  flow ? YAML::EmitterStyle::Flow : YAML::EmitterStyle::Block);
         break;
       }
@@ -634,6 +649,11 @@ std::string format_position(std::string_view file, TextPosition position) {
 std::string format_position(std::string_view file, const YAML::Mark& mark) { return format_position(file, yaml_position(mark)); }
 
 std::optional<BadCharacter> find_bad_yaml_character(std::string_view text) { return find_bad_character(text, true); }
+
+std::string_view without_byte_order_mark(std::string_view text) {
+  constexpr std::string_view kByteOrderMark = "\xef\xbb\xbf";
+  return text.starts_with(kByteOrderMark) ? text.substr(kByteOrderMark.size()) : text;
+}
 std::optional<BadCharacter> find_invalid_utf8(std::string_view text) { return find_bad_character(text, false); }
 
 std::optional<BadCharacter> find_control_character(std::string_view value) {
@@ -719,12 +739,14 @@ class YamlCppTreeBuilder {
   }
 };
 
-YamlDocument read_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits) {
+YamlDocument read_strict_yaml(std::string_view whole, const std::string& file, const YamlLimits& limits) {
+  // Positions count from the character after a byte order mark, as an editor that hides it shows them.
+  const std::string_view text = without_byte_order_mark(whole);
   auto refuse = [&](TextPosition position, std::string message) {
     return YamlError(file, {YamlProblem{position, std::move(message)}});
   };
-  if (auto bad = find_bad_yaml_character(text))
-    throw refuse(text_position(text, bad->offset), bad->description + " (a YAML file is UTF-8 text)");
+  if (auto bad = find_bad_yaml_character(whole))
+    throw refuse(text_position(text, bad->offset - (whole.size() - text.size())), bad->description + " (a YAML file is UTF-8 text)");
   if (auto ambiguous = find_ambiguous_line_break(text)) throw refuse(text_position(text, ambiguous->offset), ambiguous->description);
 
   StrictEvents events(limits);

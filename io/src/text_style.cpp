@@ -135,8 +135,18 @@ TextGate::TextGate(std::ostream& stream)
 }
 
 TextGate::~TextGate() {
-  stream_.flush();
-  buffer_->release();
+  // Escaping what is held allocates, and an exception leaving a destructor ends the process without
+  // a word: out of memory here drops what is held (never written unescaped) and says so.
+  try {
+    stream_.flush();
+    buffer_->release();
+  } catch (...) {
+    static constexpr std::string_view kLost = "\n(the rest of this output was lost: out of memory)\n";
+    try {
+      original_->sputn(kLost.data(), static_cast<std::streamsize>(kLost.size()));
+    } catch (...) {  // a stream that allocates to write (a string's) may fail once more
+    }
+  }
   stream_.rdbuf(original_);
   original_->pubsync();
   g_gates.fetch_sub(1);

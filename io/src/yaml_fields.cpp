@@ -8,11 +8,6 @@
 
 namespace p2paudit {
 
-std::string shown_value(std::string_view text) {
-  constexpr size_t kShown = 60;
-  return fmt::format("'{}{}'", escape_text(text.substr(0, kShown)), text.size() > kShown ? "..." : "");
-}
-
 YamlFields::YamlFields(std::string_view text, std::string origin)
     : origin_(std::move(origin)), document_(read_strict_yaml(text, origin_)), root_(document_.root()) {
   if (!root_.IsMap()) fail(root_, "expected a mapping at the top level");
@@ -33,7 +28,7 @@ void YamlFields::check_keys(const YamlNode& map, std::initializer_list<std::stri
       ok = false;
       for (auto a : allowed) ok = ok || key.Scalar() == a;
     }
-    if (!ok) fail(key, fmt::format("unknown key {}", shown_value(key.Scalar())));
+    if (!ok) fail(key, fmt::format("unknown key {}", quoted_input(key.Scalar())));
   }
 }
 

@@ -38,7 +38,7 @@ class RowReader : YamlFields {
   std::vector<DeviceRow> read() {
     check_keys(root(), {"schema", "sources", "devices"});
     const std::string schema = scalar(root(), "schema", true);
-    if (schema != "1") fail(root()["schema"], fmt::format("unsupported schema {} (expected 1)", shown_value(schema)));
+    if (schema != "1") fail(root()["schema"], fmt::format("unsupported schema {} (expected 1)", quoted_input(schema)));
     read_sources();
     const YamlNode list = root()["devices"];
     if (!list || !list.IsSequence()) fail(root(), "'devices' must be a list");
@@ -54,7 +54,7 @@ class RowReader : YamlFields {
     if (!v.empty() && std::find(values.begin(), values.end(), v) == values.end()) {
       std::string list;
       for (auto a : values) list += (list.empty() ? "" : ", ") + std::string(a);
-      fail(map[key], fmt::format("'{}' must be one of {}, got {}", key, list, shown_value(v)));
+      fail(map[key], fmt::format("'{}' must be one of {}, got {}", key, list, quoted_input(v)));
     }
     return v;
   }
@@ -62,7 +62,7 @@ class RowReader : YamlFields {
     std::string_view v = n.IsScalar() ? n.Scalar() : std::string_view();
     if (!v.starts_with("https://") || v.size() > kMaxUrl || v.find_first_of(" <>\"\t\n") != std::string_view::npos ||
         find_control_character(v))
-      fail(n, fmt::format("a source must be one https:// URL of at most {} bytes, got {}", kMaxUrl, shown_value(v)));
+      fail(n, fmt::format("a source must be one https:// URL of at most {} bytes, got {}", kMaxUrl, quoted_input(v)));
     return std::string(v);
   }
 
@@ -86,7 +86,7 @@ class RowReader : YamlFields {
     const std::string vendor = scalar(item, "vendor", true);
     auto v = hex16(vendor);
     if (!v || *v == 0xffff || *v == 0)
-      fail(item["vendor"], fmt::format("'vendor' must be a PCI vendor ID of 4 hex digits, got {}", shown_value(vendor)));
+      fail(item["vendor"], fmt::format("'vendor' must be a PCI vendor ID of 4 hex digits, got {}", quoted_input(vendor)));
     r.vendor = *v;
     const std::string device = scalar(item, "device", true);
     const size_t dash = device.find('-');
@@ -94,7 +94,7 @@ class RowReader : YamlFields {
     auto last = dash == std::string::npos ? first : hex16(std::string_view(device).substr(dash + 1));
     if (!first || !last || *first > *last)
       fail(item["device"], fmt::format("'device' must be a device ID of 4 hex digits or a range FIRST-LAST, got {}",
-                                       shown_value(device)));
+                                       quoted_input(device)));
     r.first = *first, r.last = *last;
     r.product = scalar(item, "product", true);
     if (r.product.size() > kMaxProduct) fail(item["product"], fmt::format("'product' is longer than {} bytes", kMaxProduct));
@@ -103,7 +103,7 @@ class RowReader : YamlFields {
     if (r.chip.size() > kMaxChip ||
         !std::all_of(r.chip.begin(), r.chip.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == ' ' || c == '-' || c == '_'; }))
       fail(item["chip"], fmt::format("'chip' must be at most {} letters, digits, spaces, '-' or '_', got {}", kMaxChip,
-                                     shown_value(r.chip)));
+                                     quoted_input(r.chip)));
     r.fabric = one_of(item, "fabric", {"none", "nvlink", "xgmi", "xelink"});
     r.driver_pcie_peer = one_of(item, "driver_pcie_peer", {"allowed", "refused"});
     if (std::string b = one_of(item, "vm_clique_documented", {"true", "false"}); !b.empty())
@@ -113,7 +113,7 @@ class RowReader : YamlFields {
       auto [end, ec] = std::from_chars(m.data(), m.data() + m.size(), gib);
       if (ec != std::errc() || end != m.data() + m.size() || gib < 1 || gib > kMaxMemoryGib)
         fail(item["memory_gib"], fmt::format("'memory_gib' must be a whole number from 1 to {}, got {}", kMaxMemoryGib,
-                                             shown_value(m)));
+                                             quoted_input(m)));
       r.memory_size = gib << 30;
     }
     const YamlNode source = item["source"];
@@ -122,7 +122,7 @@ class RowReader : YamlFields {
       fail(source, fmt::format("'source' must be a list of 1 to {} source names", kMaxSourcesARow));
     for (const YamlNode& name : source) {
       auto it = name.IsScalar() ? sources_.find(std::string(name.Scalar())) : sources_.end();
-      if (it == sources_.end()) fail(name, fmt::format("unknown source {} (name it under 'sources')", shown_value(name.Scalar())));
+      if (it == sources_.end()) fail(name, fmt::format("unknown source {} (name it under 'sources')", quoted_input(name.Scalar())));
       r.sources.push_back(it->second);
     }
     return r;

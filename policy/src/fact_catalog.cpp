@@ -324,6 +324,10 @@ const FactSpec* find_fact(std::string_view name) {
 }
 
 std::string closest_fact_name(std::string_view name) {
+  // A name far longer than any fact's is no typo, and its edit distance would cost its length
+  // times each name's (a stranger's rule file may hold megabytes).
+  constexpr size_t kLongestTypo = 128;
+  if (name.size() > kLongestTypo) return {};
   std::string best;
   size_t best_distance = std::max<size_t>(2, name.size() / 4) + 1;  // beyond that it is not a typo
   for (const auto& f : fact_catalog())

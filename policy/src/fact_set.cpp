@@ -11,6 +11,7 @@
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_input.h"
 #include "p2paudit/policy/facts.h"
+#include "p2paudit/quoted_input.h"
 #include "p2paudit/strict_yaml.h"
 
 namespace p2paudit::policy {
@@ -29,7 +30,8 @@ const char* value_kind(const FactValue& v) {
 
 std::string unknown_fact_message(std::string_view name) {
   std::string hint = closest_fact_name(name);
-  return hint.empty() ? fmt::format("unknown fact '{}'", name) : fmt::format("unknown fact '{}' (did you mean '{}'?)", name, hint);
+  return hint.empty() ? fmt::format("unknown fact {}", quoted_input(name))
+                      : fmt::format("unknown fact {} (did you mean '{}'?)", quoted_input(name), hint);
 }
 
 }  // namespace
@@ -59,7 +61,7 @@ std::string fact_value_error(const FactSpec& spec, const FactValue& value) {
       auto* s = std::get_if<std::string>(&value);
       if (!s) return wrong("an enum");
       if (std::find(spec.allowed.begin(), spec.allowed.end(), *s) == spec.allowed.end())
-        return fmt::format("'{}' is not a value of {} (one of: {})", *s, spec.name, fmt::join(spec.allowed, ", "));
+        return fmt::format("{} is not a value of {} (one of: {})", quoted_input(*s), spec.name, fmt::join(spec.allowed, ", "));
       break;
     }
     case FactType::kStringList:
@@ -247,9 +249,7 @@ std::string json_kind(const nlohmann::json& v) {
     case nlohmann::json::value_t::number_unsigned: return "the integer " + v.dump();
     case nlohmann::json::value_t::number_float: return "the number " + v.dump();
     case nlohmann::json::value_t::string: {
-      const auto& text = v.get_ref<const std::string&>();
-      constexpr size_t kShown = 40;
-      return fmt::format("the string \"{}{}\"", escape_text(text.substr(0, kShown)), text.size() > kShown ? "..." : "");
+      return "the string " + quoted_input(v.get_ref<const std::string&>(), '"');
     }
     case nlohmann::json::value_t::array: return "a list";
     case nlohmann::json::value_t::object: return "an object";
@@ -285,7 +285,7 @@ class VendorFactsReader {
     if (!j.is_object()) refuse("the document", fmt::format("expected an object with \"schema_version\": 1, got {}", json_kind(j)));
     for (const auto& [key, value] : j.items())
       if (key != "schema_version" && key != "all" && key != "devices" && key != "pairs")
-        refuse(fmt::format("\"{}\"", escape_text(key)), "unknown key (expected schema_version, all, devices, pairs)");
+        refuse(quoted_input(key, '"'), "unknown key (expected schema_version, all, devices, pairs)");
     if (!j.contains("schema_version")) refuse("schema_version", "missing (expected \"schema_version\": 1)");
     const auto& version = j["schema_version"];
     if (!version.is_number_integer() || version != 1)
@@ -302,7 +302,7 @@ class VendorFactsReader {
       if (!entry.is_object()) refuse(where, fmt::format("expected an object with provider, client and facts, got {}", json_kind(entry)));
       for (const auto& [key, value] : entry.items())
         if (key != "provider" && key != "client" && key != "facts" && key != "symmetric")
-          refuse(where, fmt::format("unknown key \"{}\" (expected provider, client, facts, symmetric)", escape_text(key)));
+          refuse(where, fmt::format("unknown key {} (expected provider, client, facts, symmetric)", quoted_input(key, '"')));
       for (const char* key : {"provider", "client", "facts"})
         if (!entry.contains(key)) refuse(where, fmt::format("needs provider, client and facts; \"{}\" is missing", key));
       Bdf provider = bdf(entry["provider"], where + ".provider");
@@ -336,8 +336,8 @@ class VendorFactsReader {
       nlohmann::json as_provider = nlohmann::json::object();
       for (const auto& [name, value] : entry["facts"].items()) {
         if (name.find('.') != std::string::npos)
-          refuse(where + ".facts", fmt::format("'{}': a device fact is named without a prefix (memory_size, not "
-                                               "provider.memory_size)", escape_text(name)));
+          refuse(where + ".facts", fmt::format("{}: a device fact is named without a prefix (memory_size, not "
+                                               "provider.memory_size)", quoted_input(name)));
         as_provider["provider." + name] = value;
       }
       FactSet set = facts(as_provider, where + ".facts");

@@ -10,6 +10,7 @@
 
 #include "p2paudit/input_file.h"
 #include "p2paudit/policy/rules.h"
+#include "p2paudit/quoted_input.h"
 #include "p2paudit/strict_yaml.h"
 
 namespace p2paudit::policy {
@@ -90,12 +91,6 @@ std::optional<double> parse_number(std::string_view s) {
   return v;
 }
 
-// A long value quoted in a message, cut to what a person reads.
-std::string shortened(std::string_view text) {
-  constexpr size_t kShown = 60;
-  return text.size() > kShown ? std::string(text.substr(0, kShown)) + "..." : std::string(text);
-}
-
 // libstdc++'s std::regex compiles and matches by recursion and backtracking: a deeply nested
 // pattern overflows the stack while compiling (a crash, not an error), and a repeated group that
 // itself repeats or alternates ("(a+)+", "(a|a)*") can take exponential time on a short fact.
@@ -153,7 +148,7 @@ Template::Piece literal_piece(std::string text) {
 
 class Loader {
  public:
-  Loader(std::string_view text, std::string file) : text_(text), file_(std::move(file)) {}
+  Loader(std::string_view text, std::string file) : whole_(text), text_(without_byte_order_mark(text)), file_(std::move(file)) {}
 
   RuleFile load() {
     RuleFile out;
@@ -161,7 +156,7 @@ class Loader {
     try {
       // One shared strict reader (strict_yaml.h): one document, no duplicate keys, bounded aliases
       // and nesting, UTF-8 only. Duplicate keys come all at once, like the rest of the findings.
-      YamlDocument document = read_strict_yaml(text_, file_);
+      YamlDocument document = read_strict_yaml(whole_, file_);
       YamlNode doc = document.root();
       if (doc.IsNull()) error(YAML::Mark(), "empty rule file: expected 'version: 1' and 'rules:'");
       else read_file(doc, out);
@@ -173,6 +168,8 @@ class Loader {
   }
 
  private:
+  std::string_view whole_;
+  // The reader skips a leading byte order mark, and its marks count from after it: so do place_in()'s.
   std::string_view text_;
   std::string file_;
   std::vector<Diagnostic> errors_;
@@ -180,7 +177,8 @@ class Loader {
   // A pattern that several tests use is compiled once (compiling costs far more than matching).
   std::map<std::string, std::shared_ptr<const FactRegex>, std::less<>> regexes_;
 
-  // Messages quote the file's own scalars, which YAML escapes can fill with control characters.
+  // Messages quote the file's own scalars through quoted_input() (escaped, cut); this escapes the
+  // rest once more, since YAML escapes can fill any scalar with control characters.
   Diagnostic at(TextPosition position, std::string_view message) const {
     return Diagnostic{file_, position.line, position.column, escape_text(message)};
   }
@@ -204,7 +202,7 @@ class Loader {
       }
       std::string_view name = key.Scalar();
       if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-        error(key.Mark(), fmt::format("unknown key '{}' in {} (expected one of: {})", name, what, fmt::join(allowed, ", ")));
+        error(key.Mark(), fmt::format("unknown key {} in {} (expected one of: {})", quoted_input(name), what, fmt::join(allowed, ", ")));
         continue;
       }
       visit(key, value);
@@ -229,7 +227,7 @@ class Loader {
     auto text = scalar(key, value);
     if (!text) return std::nullopt;
     if (auto it = choices.find(*text); it != choices.end()) return it->second;
-    error(value.Mark(), fmt::format("'{}' is not a valid {} (one of: {})", *text, key.Scalar(), keys_of(choices)));
+    error(value.Mark(), fmt::format("{} is not a valid {} (one of: {})", quoted_input(*text), key.Scalar(), keys_of(choices)));
     return std::nullopt;
   }
 
@@ -237,7 +235,8 @@ class Loader {
     auto text = scalar(key, value);
     if (!text) return std::nullopt;
     if (auto b = parse_bool(value)) return b;
-    error(value.Mark(), fmt::format("'{}' must be true or false, not {}'{}'", key.Scalar(), is_plain(value) ? "" : "the string ", *text));
+    error(value.Mark(), fmt::format("'{}' must be true or false, not {}{}", key.Scalar(), is_plain(value) ? "" : "the string ",
+                                    quoted_input(*text)));
     return std::nullopt;
   }
 
@@ -252,7 +251,8 @@ class Loader {
       if (name == "version") {
         has_version = true;
         if (auto v = scalar(key, value); v && (*v != "1" || !is_plain(value)))
-          error(value.Mark(), fmt::format("unsupported version {}'{}': this p2paudit reads version 1", is_plain(value) ? "" : "the string ", *v));
+          error(value.Mark(), fmt::format("unsupported version {}{}: this p2paudit reads version 1", is_plain(value) ? "" : "the string ",
+                                          quoted_input(*v)));
       } else if (name == "description") {
         if (auto v = scalar(key, value)) out.description = *v;
       } else if (name == "kind") {
@@ -314,7 +314,7 @@ class Loader {
         if (auto v = scalar(key, value)) rule.source = *v;
       }
     });
-    std::string who = rule.id.empty() ? "rule" : fmt::format("rule '{}'", rule.id);
+    std::string who = rule.id.empty() ? "rule" : fmt::format("rule {}", quoted_input(rule.id));
     const std::pair<bool, const char*> required[] = {{has_id, "id"}, {has_when, "when"}, {has_action, "action"}, {has_reason, "reason"}};
     for (auto [present, key] : required)
       if (!present) error(node.Mark(), fmt::format("{} has no '{}'", who, key));
@@ -330,11 +330,11 @@ class Loader {
     // A loop, not std::regex: that recurses once per character and a stranger's id can be long.
     auto id_char = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; };
     if (id->empty() || !std::all_of(id->begin(), id->end(), id_char)) {
-      error(value.Mark(), fmt::format("rule id '{}' may only use a-z, 0-9 and '-'", shortened(*id)));
+      error(value.Mark(), fmt::format("rule id {} may only use a-z, 0-9 and '-'", quoted_input(*id)));
       return;
     }
     if (auto [first, inserted] = rule_ids_.emplace(*id, value.Mark()); !inserted)
-      error(value.Mark(), fmt::format("duplicate rule id '{}' (first at line {})", *id, first->second.line + 1));
+      error(value.Mark(), fmt::format("duplicate rule id {} (first at line {})", quoted_input(*id), first->second.line + 1));
     rule.id = *id;
   }
 
@@ -345,7 +345,8 @@ class Loader {
       if (rule.action == Action::kWarn) continue;
       if (always) {
         auto mark = rule_ids_.at(rule.id);
-        error(mark, fmt::format("rule '{}' is never reached: rule '{}' ({}) always decides first", rule.id, always->id, always->origin));
+        error(mark, fmt::format("rule {} is never reached: rule {} ({}) always decides first", quoted_input(rule.id),
+                               quoted_input(always->id), always->origin));
       } else if (rule.when.kind == Condition::Kind::kAlways) {
         always = &rule;
       }
@@ -405,7 +406,7 @@ class Loader {
       std::string hint = closest_fact_name(name);
       if (kOperators.contains(name)) hint = fmt::format("; an operator goes under a fact: FACT: {{{}: ...}}", name);
       else if (!hint.empty()) hint = fmt::format(" (did you mean '{}'?)", hint);
-      error(key.Mark(), fmt::format("unknown fact '{}'{}", name, hint));
+      error(key.Mark(), fmt::format("unknown fact {}{}", quoted_input(name), hint));
       return std::nullopt;
     }
     if (!value.IsMap()) return read_test(*spec, Operator::kEq, key, value);
@@ -419,7 +420,7 @@ class Loader {
     for_each_entry(value, {}, fmt::format("the tests of {}", name), [&](const YamlNode& op_key, const YamlNode& operand) {
       auto op = kOperators.find(op_key.Scalar());
       if (op == kOperators.end()) {
-        error(op_key.Mark(), fmt::format("unknown operator '{}' (one of: {})", op_key.Scalar(), keys_of(kOperators)));
+        error(op_key.Mark(), fmt::format("unknown operator {} (one of: {})", quoted_input(op_key.Scalar()), keys_of(kOperators)));
         ok = false;
         return;
       }
@@ -489,7 +490,7 @@ class Loader {
     if (!v) return std::nullopt;
     if (op == Operator::kRegex) {
       if (auto hazard = regex_hazard(std::get<std::string>(*v)))
-        return fail(fmt::format("regex '{}': {}", shortened(std::get<std::string>(*v)), *hazard));
+        return fail(fmt::format("regex {}: {}", quoted_input(std::get<std::string>(*v)), *hazard));
       const std::string& pattern = std::get<std::string>(*v);
       auto [compiled, first_use] = regexes_.try_emplace(pattern);
       if (first_use) {
@@ -497,7 +498,7 @@ class Loader {
           compiled->second = std::make_shared<const FactRegex>(pattern, FactRegex::ECMAScript);
         } catch (const std::regex_error& e) {
           regexes_.erase(compiled);
-          return fail(fmt::format("bad regex '{}': {}", pattern, e.what()));
+          return fail(fmt::format("bad regex {}: {}", quoted_input(pattern), e.what()));
         }
       }
       c.regex = compiled->second;
@@ -530,17 +531,17 @@ class Loader {
     switch (spec.type) {
       case FactType::kBool:
         if (auto b = parse_bool(node)) value = *b;
-        else return fail(fmt::format("{} is a bool fact: expected true or false, got {}'{}'", spec.name, quoted, text));
+        else return fail(fmt::format("{} is a bool fact: expected true or false, got {}{}", spec.name, quoted, quoted_input(text)));
         break;
       case FactType::kInteger: {
         auto i = is_plain(node) ? parse_integer(text) : std::nullopt;
-        if (!i) return fail(fmt::format("{} is an integer fact: expected an integer (suffixes KiB MiB GiB TiB allowed), got {}'{}'", spec.name, quoted, text));
+        if (!i) return fail(fmt::format("{} is an integer fact: expected an integer (suffixes KiB MiB GiB TiB allowed), got {}{}", spec.name, quoted, quoted_input(text)));
         value = *i;
         break;
       }
       case FactType::kNumber: {
         auto d = is_plain(node) ? parse_number(text) : std::nullopt;
-        if (!d) return fail(fmt::format("{} is a number fact: expected a number, got {}'{}'", spec.name, quoted, text));
+        if (!d) return fail(fmt::format("{} is a number fact: expected a number, got {}{}", spec.name, quoted, quoted_input(text)));
         value = *d;
         break;
       }
@@ -612,11 +613,13 @@ class Loader {
     if (!spec) {
       std::string hint = closest_fact_name(inner);
       error(place_in(value, placeholder),
-            fmt::format("unknown fact '{}' in {}{}", inner, placeholder, hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+            fmt::format("unknown fact {} in {}{}", quoted_input(inner), quoted_input(placeholder, '\0'),
+                        hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
       return std::nullopt;
     }
     if (!format.empty() && (format != "size" || spec->type != FactType::kInteger)) {
-      error(place_in(value, placeholder), fmt::format("unknown format ':{}' for {} (only ':size', for integer facts)", format, spec->name));
+      error(place_in(value, placeholder),
+            fmt::format("unknown format {} for {} (only ':size', for integer facts)", quoted_input(":" + format), spec->name));
       return std::nullopt;
     }
     Template::Piece piece;

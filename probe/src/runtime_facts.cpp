@@ -11,6 +11,7 @@
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_input.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/quoted_input.h"
 #include "p2paudit/runtime_versions.h"
 
 namespace p2paudit::probe {
@@ -272,8 +273,8 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
           set_if(out.facts.all, "runtime.cuda_driver_version", version);
         }
       } else if (!version.empty()) {
-        out.findings.push_back({escape_text(origin), fmt::format("{}.driver_version: '{}' is not a version: not used", where,
-                                                                 escape_text(version.substr(0, kMaxVersionText)))});
+        out.findings.push_back({escape_text(origin), fmt::format("{}.driver_version: {} is not a version: not used", where,
+                                                                 quoted_input(version))});
       }
     }
     const auto& devices = in.array(rt, "devices", where);
@@ -287,8 +288,8 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
       if (bdf && topo)
         if (auto problem = binding_problem(*topo, *bdf, recorded_ids(in, runtime, dev, dw)); !problem.empty()) {
           if (++out.unbound <= kMaxUnboundFindings)
-            out.findings.push_back({escape_text(origin), fmt::format("{} ({} \"{}\" at {}): {}: its answers are not used", dw,
-                                                                     escape_text(runtime), escape_text(in.text(dev, "name", dw)),
+            out.findings.push_back({escape_text(origin), fmt::format("{} ({} {} at {}): {}: its answers are not used", dw,
+                                                                     escape_text(runtime), quoted_input(in.text(dev, "name", dw), '"'),
                                                                      bdf->str(), problem)});
           bdf.reset();
         }

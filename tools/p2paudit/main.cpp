@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // p2paudit: will these two PCIe devices do peer-to-peer DMA, and if not, why and what to do.
+#include <unistd.h>
+
 #include <iostream>
+#include <new>
 #include <optional>
+#include <string_view>
 
 #include "commands.h"
 #include "p2paudit/dump_topology.h"
@@ -11,6 +15,18 @@
 #include "usage.h"
 
 using namespace p2paudit::cli;
+
+namespace {
+
+// Out of memory (an input larger than this machine can hold): one line and exit 2, never an abort.
+// Written straight to the descriptor: printing through the streams allocates.
+int out_of_memory() {
+  static constexpr std::string_view kMessage = "p2paudit: out of memory: an input needs more memory than this machine gives\n";
+  [[maybe_unused]] ssize_t written = ::write(STDERR_FILENO, kMessage.data(), kMessage.size());
+  return kExitError;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // The text gate (text_style.h) on what a command prints: installed once parsing is done, before
@@ -118,24 +134,32 @@ int main(int argc, char** argv) {
     if (!global.dump_cpu.empty()) p2paudit::DumpCpu::parse(global.dump_cpu);  // a bad value fails before any work
   });
 
+  // Each handler below prints, which allocates: out of memory there, too, must end in a message and
+  // exit 2, not leave main (std::terminate).
   try {
-    app.parse(argc, argv);
-    if (app.get_subcommands().empty()) status = run_audit(global);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    print_error(usage_error_message(app, e));
-    return kExitError;
-  } catch (const p2paudit::InputError& e) {
-    print_error(e.what());
-    return kExitError;
-  } catch (const std::exception& e) {
-    print_error(std::string("internal error: ") + e.what());
-    return kExitError;
+    try {
+      app.parse(argc, argv);
+      if (app.get_subcommands().empty()) status = run_audit(global);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      print_error(usage_error_message(app, e));
+      return kExitError;
+    } catch (const p2paudit::InputError& e) {
+      print_error(e.what());
+      return kExitError;
+    } catch (const std::bad_alloc&) {
+      return out_of_memory();
+    } catch (const std::exception& e) {
+      print_error(std::string("internal error: ") + e.what());
+      return kExitError;
+    }
+  } catch (const std::bad_alloc&) {
+    return out_of_memory();
   }
   return status;
 }

@@ -19,10 +19,12 @@ Platform read_platform(const Sysroot& root, std::vector<Finding>& findings);
 bool is_safe_kernel_release(const std::string& release);
 
 // The value of a kernel command-line parameter ("iommu", "pci", ...), last one wins as in the
-// kernel; nullopt when absent. A bare flag yields "".
+// kernel; nullopt when absent. A bare flag yields "". The line is read as the kernel reads it
+// (kernel_cmdline.h): nothing after "--", quotes as next_arg() takes them, '-' and '_' alike.
 std::optional<std::string> cmdline_param(const std::string& cmdline, const std::string& name);
 
-// Values given through pci=KEY=VALUE (pci= options are split on ',').
+// Values given through pci=KEY=VALUE (pci= options are split on ','; the last wins, across
+// pci= words too).
 std::optional<std::string> cmdline_pci_option(const std::string& cmdline, const std::string& key);
 
 }  // namespace p2paudit

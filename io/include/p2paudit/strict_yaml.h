@@ -37,13 +37,17 @@ std::string format_position(std::string_view file, TextPosition position);
 std::string format_position(std::string_view file, const YAML::Mark& mark);
 
 // The first byte of `text` that is not valid UTF-8, or that is a character YAML does not allow in a
-// stream (C0 and C1 controls other than tab, line feed, carriage return and NEL; U+FFFE, U+FFFF).
+// stream (C0 and C1 controls other than tab, line feed, carriage return and NEL; U+FFFE, U+FFFF),
+// or a byte order mark (U+FEFF) anywhere but at the start.
 // yaml-cpp takes 0x04 for the end of input and reads on past invalid bytes, so both are refused.
 struct BadCharacter {
   size_t offset = 0;
   std::string description;  // "invalid UTF-8 byte 0xff", "control character U+0004"
 };
 std::optional<BadCharacter> find_bad_yaml_character(std::string_view text);
+// `text` after its leading UTF-8 byte order mark, if it has one (editors on some systems write one):
+// what read_strict_yaml() reads, and what the positions of its nodes and messages count from.
+std::string_view without_byte_order_mark(std::string_view text);
 // The same for JSON text: invalid UTF-8 only (JSON itself refuses control characters in strings).
 std::optional<BadCharacter> find_invalid_utf8(std::string_view text);
 
@@ -69,8 +73,14 @@ class YamlError : public InputError {
 };
 
 // What one rule file may make the reader build. The rule files shipped are far below these.
+// Nodes and bytes are counted as a loader that copies what it reads materialises them: an alias
+// counts as the whole node it names, its scalars' bytes included, wherever it is used. Counting
+// nodes alone let a 1 MB scalar named by thousands of aliases in a 4 MiB file cost gigabytes.
 struct YamlLimits {
   size_t max_nodes = 100000;  // every node, an alias counting as the whole node it names
+  // The bytes of every scalar (a value or a key) and tag, an alias counting those of the node it
+  // names: four times the largest rule file (kMaxRuleFileBytes), so a text may be reused a few times.
+  size_t max_bytes = 16u << 20;
   int max_depth = 64;         // collections nested in collections
   int max_alias_depth = 8;    // aliases to nodes that hold aliases to nodes that hold aliases...
 };
@@ -177,7 +187,7 @@ inline YamlNode YamlNode::value(size_t entry) const {
 YamlDocument read_strict_yaml(std::string_view text, const std::string& file, const YamlLimits& limits = {});
 
 // Parses `text`, the content of `file`, into its one document (a null node when the text holds
-// none). Throws YamlError when the text is not UTF-8 or not YAML, holds a line break that YAML 1.1
+// none). A leading byte order mark is skipped. Throws YamlError when the text is not UTF-8 or not YAML, holds a line break that YAML 1.1
 // and 1.2 read differently (NEL, LS, PS, a CR without LF), holds a second document, exceeds
 // `limits`, or has an alias to a node that contains it; and, after reading the whole document,
 // with every mapping key that repeats an earlier key of the same mapping.

@@ -1,19 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // The fields of a rule-data file read strictly (strict_yaml.h): rules/kernel/ and rules/devices/.
 // Every problem is "FILE:LINE:COLUMN: message", and a value a message quotes is escaped and cut
-// short, so that a stranger's file cannot rewrite the terminal it is shown on.
+// short (quoted_input()), so that a stranger's file cannot rewrite the terminal it is shown on.
 #pragma once
 
 #include <initializer_list>
 #include <string>
 #include <string_view>
 
+#include "p2paudit/quoted_input.h"
 #include "p2paudit/strict_yaml.h"
 
 namespace p2paudit {
-
-// A value of the file as a message quotes it: 'text', escaped, its first 60 bytes and "...".
-std::string shown_value(std::string_view text);
 
 class YamlFields {
  public:
