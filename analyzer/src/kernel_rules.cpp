@@ -435,7 +435,7 @@ KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& plat
   rules.rule_files = data.files;
   std::vector<WhitelistEntry> extra;
   for (const auto& file : options.kernel_rules) {
-    rules.rule_files.push_back(escape_text(file));  // shown and put in JSON: a name need not be UTF-8
+    rules.rule_files.push_back(escape_bytes(file));  // shown and put in JSON: a name need not be UTF-8
     for (auto& e : load_whitelist_file(file))
       if (e.releases.contains(r)) extra.push_back(std::move(e));
   }
@@ -457,7 +457,7 @@ KernelRules select_kernel_rules(const KernelRuleData& data, const Platform& plat
   }
 
   rules.config_p2pdma = platform.config_p2pdma;
-  rules.config_source = escape_text(platform.kernel_config_source);  // named after the sysroot's release
+  rules.config_source = escape_bytes(platform.kernel_config_source);  // named after the sysroot's release
   auto running = KernelRelease::parse(platform.kernel_release);
   if (!options.kernel.empty() && rules.config_p2pdma != Known::kUnknown &&
       (!running || !(*running == *release))) {

@@ -124,14 +124,14 @@ void read_sysfs_attributes(const Sysroot& root, Function& f, const TopologyReadS
     path.resize(dir_bytes);
     return path += name;
   };
-  if (auto drv = root.read_link(in_dir("driver"))) f.driver = escape_text(basename_of(*drv));
+  if (auto drv = root.read_link(in_dir("driver"))) f.driver = escape_bytes(basename_of(*drv));
   if (descriptive || f.driver.empty())  // a driverless function's module is looked up by its modalias
-    if (auto m = root.read_line(in_dir("modalias"))) f.modalias = escape_text(*m);
+    if (auto m = root.read_line(in_dir("modalias"))) f.modalias = escape_bytes(*m);
   if (auto n = read_int(root, in_dir("numa_node"), -1, 4095, findings)) f.numa_node = *n;
   if (descriptive)
-    if (auto c = root.read_line(in_dir("local_cpulist"))) f.local_cpulist = escape_text(*c);
-  if (auto s = root.read_line(in_dir("current_link_speed"))) f.link.current_speed = escape_text(*s);
-  if (auto s = root.read_line(in_dir("max_link_speed"))) f.link.max_speed = escape_text(*s);
+    if (auto c = root.read_line(in_dir("local_cpulist"))) f.local_cpulist = escape_bytes(*c);
+  if (auto s = root.read_line(in_dir("current_link_speed"))) f.link.current_speed = escape_bytes(*s);
+  if (auto s = root.read_line(in_dir("max_link_speed"))) f.link.max_speed = escape_bytes(*s);
   if (auto w = read_int(root, in_dir("current_link_width"), 0, 32, findings)) f.link.current_width = *w;
   if (auto w = read_int(root, in_dir("max_link_width"), 0, 32, findings)) f.link.max_width = *w;
   if (auto e = read_int(root, in_dir("enable"), 0, 65535, findings)) f.enabled = *e != 0;

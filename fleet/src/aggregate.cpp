@@ -200,7 +200,7 @@ class Walk {
     queue_.push(std::move(in));
   }
   void skip(const std::string& path, const std::string& reason) {
-    skipped_.push_back({escape_text(path), reason});
+    skipped_.push_back({escape_bytes(path), reason});
     progress_.skipped(skipped_.back());
   }
 
@@ -400,7 +400,7 @@ class OrderedMerge {
         progress_.read();
         continue;
       }
-      state_.skipped.push_back({escape_text(o.path), duplicate ? *duplicate : std::move(o.reason)});
+      state_.skipped.push_back({escape_bytes(o.path), duplicate ? *duplicate : std::move(o.reason)});
       progress_.skipped(state_.skipped.back());
     }
     if (next_ != before) caught_up_.notify_all();

@@ -98,11 +98,12 @@ class Checker {
     if (!o.is_object()) fail(where.empty() ? key : where + "." + key, "expected an object");
     return o;
   }
-  // Input text made safe to print (escape_text), at most max bytes once escaped: what is kept is
+  // Input text made valid UTF-8 without controls (escape_bytes: JSON keeps the rest literal, the
+  // text and CSV outputs pass the gate), at most max bytes once escaped: what is kept is
   // what a partial written from this state holds, so the tool's own partials always read back.
   std::string bounded(const std::string& s, const std::string& where, size_t max, std::string_view what = "") const {
     if (s.size() > max) fail(where, fmt::format("{}longer than {} bytes", what, max));
-    std::string out = escape_text(s);
+    std::string out = escape_bytes(s);
     if (out.size() > max) fail(where, fmt::format("{}longer than {} bytes once its control bytes are escaped", what, max));
     return out;
   }
@@ -455,9 +456,9 @@ void AggregateState::add_partial(const json& doc, const std::string& origin) {
 
   for (const auto& [release, j] : c.object(doc, "kernels", "").items()) {
     std::string where = "kernels." + escape_text(release.substr(0, kMaxReleaseBytes + 1));
-    if (release.empty() || release.size() > kMaxReleaseBytes || escape_text(release).size() > kMaxReleaseBytes)
+    if (release.empty() || release.size() > kMaxReleaseBytes || escape_bytes(release).size() > kMaxReleaseBytes)
       c.fail(where, fmt::format("expected a release of 1 to {} bytes (escaped) as the key", kMaxReleaseBytes));
-    auto& k = one.kernels[escape_text(release)];
+    auto& k = one.kernels[escape_bytes(release)];
     if (k.machines) c.fail(where, "a release given twice (once escaped)");
     k.machines = c.count(j, "machines", where, one.machines, of_machines);
     k.refused_pairs = c.count(j, "refused_pairs", where, pairs_of(k.machines), "its machines' pairs");

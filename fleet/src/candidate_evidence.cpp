@@ -229,9 +229,10 @@ nlohmann::ordered_json evidence_copies_json(const Topology& topo, const std::vec
     if (p.copy_provenance.empty()) continue;
     copies.push_back({{"provider", topo.functions[p.provider].bdf.str()},
                       {"client", topo.functions[p.client].bdf.str()},
-                      {"result", escape_line(p.seen_copy_result)},
+                      {"result", escape_bytes(p.seen_copy_result)},
                       {"provenance", p.copy_provenance},
-                      {"runtime", p.copy_runtime.empty() ? ordered_json(nullptr) : ordered_json(escape_line(p.copy_runtime))},
+                      {"runtime",
+                       p.copy_runtime.empty() ? ordered_json(nullptr) : ordered_json(escape_bytes(p.copy_runtime))},
                       {"counts", !p.copy_result.empty()},
                       {"note", p.copy_note}});
   }
@@ -246,7 +247,7 @@ void add_evidence_json(const Topology& topo, const WhitelistCandidate& c, nlohma
                      {"subject", c.upstream->subject}, {"where", c.upstream->where}, {"link", c.upstream->link}};
   else
     j["upstream"] = nullptr;
-  j["emulated_host_bridge"] = c.emulated.empty() ? ordered_json(nullptr) : ordered_json(escape_line(c.emulated));
+  j["emulated_host_bridge"] = c.emulated.empty() ? ordered_json(nullptr) : ordered_json(escape_bytes(c.emulated));
   // c.copies, gathered as the pairs are counted: c.pairs is empty when they were counted, not kept.
   ordered_json copies = evidence_copies_json(topo, c.copies);
   j["evidence"] = {{"measured_copies", c.measured_copies},

@@ -40,7 +40,7 @@ void append_json_string(std::string& out, std::string_view s) {
     return;
   }
   std::string text(s);
-  if (!is_clean_text(text)) text = escape_json_text(text);
+  if (!is_clean_bytes(text)) text = escape_json_text(text);
   out += nlohmann::json(std::move(text)).dump();
 }
 

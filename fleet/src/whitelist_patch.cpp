@@ -582,7 +582,8 @@ KernelPatch kernel_patch(const PatchInput& in, const WhitelistCandidate& c, cons
     std::string text = read_input_file(path, kMaxKernelSourceBytes);
     auto lines = split_lines(text);
     for (size_t i = 0; i < lines.size(); ++i)
-      if (!is_clean_text(lines[i]))  // control bytes or invalid UTF-8: not the kernel's source
+      if (!is_clean_text(lines[i]))  // control bytes, invalid UTF-8 or a hidden bidi or zero-width character
+                                     // (a Trojan Source line, CVE-2021-42574): not the kernel's source
         throw InputError(fmt::format("{}: line {} is not text", path, i + 1));
     auto table = find_table(lines);
     if (!table) throw InputError(fmt::format("{}: no pci_p2pdma_whitelist[] table (a kernel before 5.2?)", path));

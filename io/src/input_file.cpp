@@ -7,12 +7,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "p2paudit/archive_library.h"
+#include "p2paudit/byte_words.h"
 #include "p2paudit/errors.h"
+#include "p2paudit/hidden_characters.h"
+#include "p2paudit/text_style.h"
 
 namespace p2paudit {
 
@@ -26,28 +30,98 @@ const char* file_kind(mode_t mode) {
   return "not a regular file";
 }
 
-// Length of the UTF-8 sequence starting at s[i], 0 when it is not a valid one.
-size_t utf8_sequence(std::string_view s, size_t i) {
+// The UTF-8 sequence starting at s[i]: its length, 0 when it is not a valid one, and its code point.
+struct Sequence {
+  size_t len;
+  char32_t cp;
+};
+Sequence utf8_sequence(std::string_view s, size_t i) {
   auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   unsigned char c = byte(i);
-  if (c < 0x80) return 1;
+  if (c < 0x80) return {1, c};
   size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-  if (len == 0 || i + len > s.size()) return 0;
-  uint32_t cp = c & (0x7f >> len);
+  if (len == 0 || i + len > s.size()) return {0, 0};
+  char32_t cp = c & (0x7f >> len);
   for (size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    if ((byte(i + k) & 0xc0) != 0x80) return {0, 0};
     cp = (cp << 6) | (byte(i + k) & 0x3f);
   }
-  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;  // overlong, surrogate
-  return len;
+  static const char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return {0, 0};  // overlong, surrogate
+  return {len, cp};
 }
 
 bool is_control(unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; }
 
-// A C1 control (U+0080..U+009F, CSI U+009B among them) is valid UTF-8 that terminals obey as ESC.
-bool is_c1(std::string_view s, size_t i, size_t len) {
-  return len == 2 && static_cast<unsigned char>(s[i]) == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0;
+// The end of the run of printable ASCII and tabs that starts at i, eight bytes at a time while
+// they are all printable (byte_words.h): text is almost all such bytes, and no class below holds
+// one of them (every hidden character is above U+00AC, so a byte 0x80 or above leaves the run).
+size_t skip_plain_ascii(std::string_view s, size_t i) {
+  using namespace byte_words;
+  while (i < s.size()) {
+    if (i + 8 <= s.size()) {
+      const std::uint64_t v = load(s.data() + i);
+      if (!any_high(v) && !any_below(v, 0x20) && !any_equal(v, 0x7f)) {
+        i += 8;
+        continue;
+      }
+    }
+    for (size_t end = std::min(i + 8, s.size()); i < end; ++i) {
+      auto c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x7f || (c < 0x20 && c != '\t')) return i;
+    }
+  }
+  return i;
+}
+
+// How the text at s[i] is shown: kept, each of its `len` bytes as \xNN, or as its code point \u{XXXX}.
+enum class Shown { kKept, kBytes, kCodePoint };
+struct Judged {
+  Shown shown;
+  size_t len;
+  char32_t cp;
+};
+
+// The one judgement every escape and every clean-text test makes. Bytes: invalid UTF-8, C0
+// controls but tab, DEL, and C1 controls (U+0080..U+009F, CSI U+009B among them: valid UTF-8 that
+// terminals obey as ESC; both bytes, so the escaped text reads back as the same code point).
+// With `hidden`, also the characters that change what a reader sees (hidden_characters.h).
+Judged judge(std::string_view s, size_t i, bool hidden) {
+  auto [len, cp] = utf8_sequence(s, i);
+  if (len == 0) return {Shown::kBytes, 1, 0};
+  if (len == 1) return {is_control(static_cast<unsigned char>(s[i])) ? Shown::kBytes : Shown::kKept, 1, cp};
+  if (cp <= 0x9f) return {Shown::kBytes, len, cp};
+  if (hidden && is_hidden_character(cp)) return {Shown::kCodePoint, len, cp};
+  return {Shown::kKept, len, cp};
+}
+
+bool is_clean(std::string_view s, bool hidden) {
+  for (size_t i = skip_plain_ascii(s, 0); i < s.size(); i = skip_plain_ascii(s, i)) {
+    Judged j = judge(s, i, hidden);
+    if (j.shown != Shown::kKept) return false;
+    i += j.len;
+  }
+  return true;
+}
+
+std::string escape(std::string_view s, bool hidden) {
+  if (is_clean(s, hidden)) return std::string(s);
+  std::string out;
+  out.reserve(s.size() + 16);
+  for (size_t i = 0; i < s.size();) {
+    size_t plain = skip_plain_ascii(s, i);
+    out.append(s.substr(i, plain - i));
+    if ((i = plain) == s.size()) break;
+    Judged j = judge(s, i, hidden);
+    if (j.shown == Shown::kBytes)
+      for (size_t k = 0; k < j.len; ++k) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i + k]));
+    else if (j.shown == Shown::kCodePoint)
+      out += fmt::format("\\u{{{:04x}}}", static_cast<std::uint32_t>(j.cp));
+    else
+      out.append(s.substr(i, j.len));
+    i += j.len;
+  }
+  return out;
 }
 
 }  // namespace
@@ -118,33 +192,27 @@ std::string read_input_file(const std::string& path, size_t max_bytes) {
   return std::move(*data);
 }
 
-bool is_clean_text(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    size_t len = utf8_sequence(s, i);
-    if (len == 0 || (len == 1 && is_control(static_cast<unsigned char>(s[i]))) || is_c1(s, i, len)) return false;
-    i += len;
-  }
-  return true;
-}
+bool is_clean_text(std::string_view s) { return is_clean(s, true); }
+std::string escape_text(std::string_view s) { return escape(s, true); }
+bool is_clean_bytes(std::string_view s) { return is_clean(s, false); }
+std::string escape_bytes(std::string_view s) { return escape(s, false); }
 
-std::string escape_text(std::string_view s) {
-  if (is_clean_text(s)) return std::string(s);
-  std::string out;
-  out.reserve(s.size() + 16);
+// text_style.h: what the gate shows, since it escapes whatever is written through it.
+size_t text_columns(std::string_view s) {
+  size_t columns = 0;
   for (size_t i = 0; i < s.size();) {
-    size_t len = utf8_sequence(s, i);
-    if (is_c1(s, i, len)) {  // both bytes, so the escaped text reads back as the same code point
-      out += fmt::format("\\x{:02x}\\x{:02x}", static_cast<unsigned char>(s[i]), static_cast<unsigned char>(s[i + 1]));
-      i += 2;
-    } else if (len == 0 || (len == 1 && is_control(static_cast<unsigned char>(s[i])))) {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i]));
-      ++i;
-    } else {
-      out.append(s.substr(i, len));
-      i += len;
-    }
+    size_t plain = skip_plain_ascii(s, i);
+    columns += plain - i;
+    if ((i = plain) == s.size()) break;
+    Judged j = judge(s, i, true);
+    if (s[i] == '\n') columns += 1;  // a line feed ends the line the gate shows; it is not escaped there
+    else if (j.shown == Shown::kBytes) columns += 4 * j.len;
+    else if (j.shown == Shown::kCodePoint)
+      columns += fmt::formatted_size("\\u{{{:04x}}}", static_cast<std::uint32_t>(j.cp));
+    else columns += 1;
+    i += j.len;
   }
-  return out;
+  return columns;
 }
 
 std::string escape_line(std::string_view s) {

@@ -152,8 +152,4 @@ TextGate::~TextGate() {
   g_gates.fetch_sub(1);
 }
 
-size_t text_columns(std::string_view s) {
-  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xc0) != 0x80; }));
-}
-
 }  // namespace p2paudit

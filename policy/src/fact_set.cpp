@@ -384,7 +384,7 @@ class VendorFactsReader {
     auto text = [&](const nlohmann::json& s) {
       const auto& str = s.get_ref<const std::string&>();
       // Strings end up in terminals and reasons: no control characters, nothing very long.
-      if (!is_clean_text(str) || str.size() > kMaxVendorStringBytes)
+      if (!is_clean_bytes(str) || str.size() > kMaxVendorStringBytes)
         refuse(where, fmt::format("fact '{}': {} must be printable text of at most {} bytes", spec.name, json_kind(s),
                                   kMaxVendorStringBytes));
       return str;

@@ -98,7 +98,8 @@ class DocumentReader {
     if (!j.contains(key) || j[key].is_null()) return "";
     if (!j[key].is_string()) refuse(where + "." + key, "expected a string");
     const auto& s = j[key].get_ref<const std::string&>();
-    if (!is_clean_text(s) || s.size() > 4096) refuse(where + "." + key, "expected printable text of at most 4096 bytes");
+    if (!is_clean_bytes(s) || s.size() > 4096)
+      refuse(where + "." + key, "expected printable text of at most 4096 bytes");
     return s;
   }
   int index(const nlohmann::json& j, const std::string& key, const std::string& where, size_t limit) const {

@@ -7,6 +7,7 @@
 #include <climits>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -60,7 +61,13 @@ int run_aggregate(const GlobalOptions& global, const AggregateArgs& args) {
                      : format == "csv-wide" ? result.state.to_csv_wide()
                      : format == "json"     ? json_text(result.state.to_json(args.partial, P2PAUDIT_VERSION)) + "\n"
                                             : result.state.to_text();
-  write_output(args.target, [&](std::ostream& out) { out << text; });
+  write_output(args.target, [&](std::ostream& out) {
+    // Text and CSV are read by people (a pager, a spreadsheet) from a file as from a terminal: the
+    // same gate as standard output, for the names and models other machines' reports hold.
+    std::optional<TextGate> gate;
+    if (format != "json") gate.emplace(out);
+    out << text;
+  });
   if (result.inputs_read == 0) {
     print_error(fmt::format("no input could be read ({} skipped)", result.state.skipped.size()));
     return kExitError;

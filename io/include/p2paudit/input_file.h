@@ -51,11 +51,18 @@ std::optional<std::string> read_bounded(int fd, size_t max, const BoundedRead& h
 // (directory, FIFO, device, socket), unreadable, or larger than max_bytes.
 std::string read_input_file(const std::string& path, size_t max_bytes);
 
-// Text from hostile input made safe to print and to put in JSON: invalid UTF-8 bytes and
-// control characters (C0 other than tab, DEL, C1 U+0080..U+009F as its two bytes) are shown as
-// \xNN; other valid UTF-8 is kept.
+// Text from hostile input made safe for a reader, the one gate every text output uses
+// (TextGate, text_style.h): invalid UTF-8 bytes and control characters (C0 other than tab, DEL,
+// C1 U+0080..U+009F as its two bytes) are shown as \xNN, and the characters that change what a
+// reader sees without being seen (bidi controls, zero-width characters: hidden_characters.h) as
+// \u{XXXX}, at least four lowercase hex digits; other valid UTF-8 is kept.
 std::string escape_text(std::string_view bytes);
 bool is_clean_text(std::string_view bytes);  // true when escape_text() would change nothing
+// Only what breaks the encoding or a terminal: invalid UTF-8 and control characters as \xNN, the
+// hidden characters kept. For JSON (json_output.h), whose readers are programs that must get the
+// value, and for values the readers store, which reach text through the gate.
+std::string escape_bytes(std::string_view bytes);
+bool is_clean_bytes(std::string_view bytes);  // true when escape_bytes() would change nothing
 // The same for a value that is one line of the output (a field, a template value, a line of a
 // commit message): line feed and tab are shown as \x0a and \x09 too, so input never starts a line.
 std::string escape_line(std::string_view bytes);

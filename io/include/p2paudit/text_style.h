@@ -24,11 +24,13 @@ struct TextStyle {
 
 // The one gate for text output. Installed on a stream (the CLI installs it on standard output for
 // text and on standard error), it shows every byte that is not text as \xNN, whoever wrote it:
-// C0 controls other than line feed and tab, DEL, C1 controls (U+0080..U+009F) and invalid UTF-8
-// (escape_text()). Only the tool's own controls pass (colours, a progress line's carriage
-// return): written through own_controls(), they carry a secret chosen per process, which no
-// input can know. Line feeds pass: a value from input that must stay on one line is escaped
-// where it is rendered (escape_line()).
+// C0 controls other than line feed and tab, DEL, C1 controls (U+0080..U+009F) and invalid UTF-8;
+// and every character that changes what a reader sees without being seen (bidi overrides and
+// isolates, zero-width characters: hidden_characters.h) as \u{XXXX} (escape_text()). Only the
+// tool's own controls pass (colours, a progress line's carriage return): written through
+// own_controls(), they carry a secret chosen per process, which no input can know. Line feeds
+// pass: a value from input that must stay on one line is escaped where it is rendered
+// (escape_line()).
 class TextGate {
  public:
   explicit TextGate(std::ostream& stream);
@@ -44,7 +46,9 @@ class TextGate {
   std::unique_ptr<Buffer> buffer_;
 };
 
-// Terminal columns of UTF-8 text: every code point one column.
+// Terminal columns of text as the gate shows it: every code point of escape_text()'s output one
+// column (an ESC four, "\x1b"; a bidi override eight, "\u{202e}"), a line feed one. Measure
+// before painting, as for padding.
 size_t text_columns(std::string_view s);
 
 // The tool's own control bytes ("\033[31m", "\r") in the form an installed gate lets through;
