@@ -205,6 +205,11 @@ TEST(HiddenCharacters, ReachTextEscapedAndJsonLiteral) {
         {"whitelist --no-probe", ""},
         {"whitelist --all --commit-message --no-probe", ""},
         {"whitelist --no-probe --candidate 8086:29c0 --force --patch " + test::shell_quote(patch), patch},
+        // Pages and exports a person reads: escaped too (the HTML page's data shows its strings).
+        {"--format html --no-probe", ""},
+        {"--format dot topology", ""},
+        {"--format prom --no-probe", ""},
+        {"policy --format env --no-probe" + rules, ""},
         {"aggregate --format text " + test::shell_quote(archive), ""},
         {"aggregate --format csv " + test::shell_quote(archive), ""},
         {"aggregate --format csv-wide " + test::shell_quote(archive), ""},

@@ -83,7 +83,8 @@ Json policy_part(const policy::Decision& d) {
           {"unknown_facts", d.unknown_facts}};
 }
 
-// The page's data, compact JSON with hostile strings escaped (the JSON is UTF-8) and no '<' left
+// The page's data, compact JSON with hostile strings escaped as in text (the JSON is UTF-8; the
+// page shows them, so bidi and zero-width characters too: JsonReader::kPerson) and no '<' left
 // raw (inside <script> only "</script" or "<!--" could end the block early), written as it is
 // computed: one function, one grid row, one candidate pair at a time, flushed every 64 KiB, so
 // memory does not grow with the number of pairs.
@@ -102,7 +103,7 @@ class DataWriter {
     raw(":");
   }
   void value(Json j) {
-    escape_json_strings(j);
+    escape_json_strings(j, JsonReader::kPerson);
     raw(j.dump());
   }
   void member(std::string_view name, Json j, bool first = false) {
@@ -186,7 +187,7 @@ void write_machine_data(DataWriter& w, const Topology& topo, Pairs* pairs, const
       Json head = fleet::candidate_head(topo, c);
       // The page names no address (self-contained): upstream's state without its link.
       if (head.contains("upstream") && head["upstream"].is_object()) head["upstream"].erase("link");
-      escape_json_strings(head);
+      escape_json_strings(head, JsonReader::kPerson);
       std::string text = head.dump();
       text.pop_back();  // "}": its pairs follow
       w.raw(i ? "," : "");
@@ -223,7 +224,7 @@ void write_machine_data(DataWriter& w, const Topology& topo, Pairs* pairs, const
     for (const auto& s : fleet::candidate_sets(topo, rules, pairs->evidence, counted)) {
       Json head = fleet::candidate_set_json(topo, s);
       head.erase("pairs");
-      escape_json_strings(head);
+      escape_json_strings(head, JsonReader::kPerson);
       std::string text = head.dump();
       text.pop_back();  // "}": its pairs follow
       w.raw(first_set ? "" : ",");
