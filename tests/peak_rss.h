@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <cstdlib>
 #include <unistd.h>
 
 #include <filesystem>
@@ -17,34 +18,16 @@
 
 namespace p2paudit::test {
 
-// The tool's peak RSS in KiB for `args`, its output thrown away; -1 when it did not exit 0.
-inline long peak_rss_kib(const std::vector<std::string>& args) {
-  std::string tool = tool_file();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1), ::dup2(null, 2);
-    std::vector<char*> argv{tool.data()};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(tool.c_str(), argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  struct rusage usage {};
-  if (pid < 0 || ::wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
-  return usage.ru_maxrss;
-}
-
 // The tool's exit status (-1 when it did not exit) and peak RSS in KiB for `args`, its standard
 // error kept in `err_file`, its address space capped at `cap_bytes` so that a regression that would
 // take the machine's memory runs out of it instead (not under a sanitizer: it reserves terabytes of
-// address space and keeps its own limit, ASAN_OPTIONS=hard_rss_limit_mb).
+// address space and keeps its own limit, hard_rss_limit_mb, added to the suite's ASAN_OPTIONS).
 struct MeasuredRun {
   int status = -1;
   long peak_rss_kib = -1;
 };
-inline MeasuredRun run_measured(const std::vector<std::string>& args, const std::string& err_file, rlim_t cap_bytes) {
+inline MeasuredRun run_measured(const std::vector<std::string>& args, const std::string& err_file,
+                                rlim_t cap_bytes = RLIM_INFINITY) {
   std::string tool = tool_file();
   pid_t pid = ::fork();
   if (pid == 0) {
@@ -54,9 +37,12 @@ inline MeasuredRun run_measured(const std::vector<std::string>& args, const std:
     ::dup2(null, 1), ::dup2(err, 2);
     if (!kSanitized) {
       struct rlimit cap {cap_bytes, cap_bytes};
-      ::setrlimit(RLIMIT_AS, &cap);
-    } else {
-      ::setenv("ASAN_OPTIONS", "hard_rss_limit_mb=2000", 1);
+      if (cap_bytes != RLIM_INFINITY) ::setrlimit(RLIMIT_AS, &cap);
+    } else if (cap_bytes != RLIM_INFINITY) {
+      const char* given = std::getenv("ASAN_OPTIONS");
+      std::string options = std::string(given && *given ? given : "") + (given && *given ? ":" : "") +
+                            "hard_rss_limit_mb=2000";
+      ::setenv("ASAN_OPTIONS", options.c_str(), 1);
     }
     std::vector<char*> argv{tool.data()};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -71,6 +57,12 @@ inline MeasuredRun run_measured(const std::vector<std::string>& args, const std:
   run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   run.peak_rss_kib = usage.ru_maxrss;
   return run;
+}
+
+// The tool's peak RSS in KiB for `args`, its output thrown away; -1 when it did not exit 0.
+inline long peak_rss_kib(const std::vector<std::string>& args) {
+  MeasuredRun run = run_measured(args, "/dev/null");
+  return run.status == 0 ? run.peak_rss_kib : -1;
 }
 
 // Switches of 16 x 4 endpoints under each of `root_ports` root ports of one Intel host bridge,

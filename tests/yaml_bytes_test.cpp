@@ -27,6 +27,7 @@
 #include "p2paudit/strict_yaml.h"
 #include "p2paudit/text_style.h"
 #include "peak_rss.h"
+#include "temp_dir.h"
 #include "test_support.h"
 
 namespace {
@@ -97,20 +98,10 @@ std::string nested_bomb(const std::string& head) {
 
 class YamlBytes : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = ::testing::TempDir() + "/yaml-bytes-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  void SetUp() override { ASSERT_FALSE(tmp_.path().empty()); }
   std::string write(const std::string& name, const std::string& content) const {
-    fs::create_directories((dir_ / name).parent_path());
-    std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << content;
-    return path;
+    test::write_file(dir_ / name, content);
+    return (dir_ / name).string();
   }
   // A copy of the shipped rules with `relative` replaced by `content`.
   std::string rules_dir_with(const std::string& name, const std::string& relative, const std::string& content) const {
@@ -118,7 +109,8 @@ class YamlBytes : public ::testing::Test {
     write(name + "/" + relative, content);
     return (dir_ / name).string();
   }
-  fs::path dir_;
+  test::TempDir tmp_;
+  const fs::path& dir_ = tmp_.path();
 };
 
 // ---- the byte budget ----
