@@ -238,7 +238,10 @@ TEST_F(KmodConfined, TheContextHoldsNoHostConfiguration) {
     struct kmod_config_iter* it = get(resolver.context());
     ASSERT_NE(it, nullptr);
     std::string first;
-    if (kmod_config_iter_next(it)) first = std::string(kmod_config_iter_get_key(it)) + " " + (kmod_config_iter_get_value(it) ?: "");
+    if (kmod_config_iter_next(it)) {
+      const char* value = kmod_config_iter_get_value(it);
+      first = std::string(kmod_config_iter_get_key(it)) + " " + (value ? value : "");
+    }
     kmod_config_iter_free_iter(it);
     // /proc/cmdline is still read by libkmod 30 (no option to skip it): only its `modname.opt=`
     // options and `modprobe.blacklist=` can come from there, never aliases or commands.

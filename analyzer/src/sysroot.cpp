@@ -1168,7 +1168,7 @@ bool ArchiveBackend::load_by_tar_walk(LoadState& st, int fd) {
 
 void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits& limits, ArchiveReader reader) {
   if (reader == ArchiveReader::kTarWalk) {
-    LoadState st{origin, limits};
+    LoadState st{origin, limits, 0, 0, 0, {}};
     if (load_by_tar_walk(st, fd)) {
       sort_children();
       return;
@@ -1178,7 +1178,7 @@ void ArchiveBackend::load(const std::string& origin, int fd, const SysrootLimits
   reader_ = ArchiveReader::kLibarchive;
   clear();
   if (::lseek(fd, 0, SEEK_SET) != 0) throw InputError(fmt::format("{}: cannot seek: {}", origin, std::strerror(errno)));
-  LoadState st{origin, limits};
+  LoadState st{origin, limits, 0, 0, 0, {}};
   load_with_libarchive(st, fd);
   if (st.entries == 0) throw InputError(fmt::format("{}: archive is empty", origin));
   sort_children();
