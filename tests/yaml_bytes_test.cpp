@@ -187,7 +187,9 @@ TEST_F(YamlBytes, ALeadingByteOrderMarkIsSkippedByEveryLoaderWithPositionsUnchan
       {"{schema: 1, colour: red}\n", [](const std::string& t) { parse_upstream_file(t, "t.yaml"); }},
       {"{schema: 1, sources: {}, devices: [{vendor: 'zz'}]}\n", [](const std::string& t) { policy::parse_device_rows(t, "t.yaml"); }},
   };
-  for (const auto& [text, load] : cases) {
+  for (const auto& c : cases) {
+    const std::string& text = c.first;
+    const auto& load = c.second;  // not a structured binding: clang 14 cannot capture those
     std::string plain = what_of([&] { load(text); });
     ASSERT_TRUE(plain.starts_with("t.yaml:1:")) << plain;
     EXPECT_EQ(what_of([&] { load(kBom + text); }), plain);
