@@ -323,34 +323,37 @@ TEST(WhatIf, DevicesAreNamedAsTheKernelParameterNamesThem) {
   EXPECT_EQ(cleared({"pci:10b5:0"}), both);                    // 0 matches any device ID
 }
 
+// What --assume-acs-off makes of a pasted spec on the switch with redirect: the devices cleared and
+// the notes.
+std::pair<std::vector<std::string>, std::vector<std::string>> read_pasted(const std::string& spec) {
+  test::Tree tree = switch_with_redirect();
+  AcsRedirectOff off = assume_acs_redirect_off(tree.t, {spec});
+  std::vector<std::string> out;
+  for (const auto& c : off.cleared) out.push_back(tree.t.functions[c.function].bdf.str());
+  return {out, off.notes(tree.t)};
+}
+
 TEST(WhatIf, TheKernelParameterIsTakenAsPasted) {
-  auto read = [](const std::string& spec) {
-    test::Tree tree = switch_with_redirect();
-    AcsRedirectOff off = assume_acs_redirect_off(tree.t, {spec});
-    std::vector<std::string> out;
-    for (const auto& c : off.cleared) out.push_back(tree.t.functions[c.function].bdf.str());
-    return std::make_pair(out, off.notes(tree.t));
-  };
   const std::vector<std::string> first{"0000:02:00.0"}, second{"0000:02:01.0"}, both{"0000:02:00.0", "0000:02:01.0"};
-  EXPECT_EQ(read("pci=disable_acs_redir=0000:02:00.0;0000:02:01.0").first, both);
-  EXPECT_EQ(read("disable_acs_redir=0000:02:00.0;02:01.0").first, both);
-  EXPECT_EQ(read("BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=0b1c ro quiet splash "
+  EXPECT_EQ(read_pasted("pci=disable_acs_redir=0000:02:00.0;0000:02:01.0").first, both);
+  EXPECT_EQ(read_pasted("disable_acs_redir=0000:02:00.0;02:01.0").first, both);
+  EXPECT_EQ(read_pasted("BOOT_IMAGE=/boot/vmlinuz-6.8.0-45-generic root=UUID=0b1c ro quiet splash "
                  "pci=noaer,disable_acs_redir=0000:02:00.0;0000:02:01.0,realloc iommu=pt")
                 .first,
             both);
   // GRUB's default file quotes the line and may escape the ';'.
-  EXPECT_EQ(read("GRUB_CMDLINE_LINUX_DEFAULT=\"quiet pci=disable_acs_redir=0000:02:00.0\\;pci:10b5:8747\"").first, both);
+  EXPECT_EQ(read_pasted("GRUB_CMDLINE_LINUX_DEFAULT=\"quiet pci=disable_acs_redir=0000:02:00.0\\;pci:10b5:8747\"").first, both);
   // pci_setup() keeps the last disable_acs_redir= it sees.
-  EXPECT_EQ(read("pci=disable_acs_redir=0000:02:00.0 quiet pci=disable_acs_redir=0000:02:01.0").first, second);
+  EXPECT_EQ(read_pasted("pci=disable_acs_redir=0000:02:00.0 quiet pci=disable_acs_redir=0000:02:01.0").first, second);
   // ',' ends a pci= option: the kernel takes only the first device and says why.
-  auto comma = read("pci=disable_acs_redir=0000:02:00.0,0000:02:01.0");
+  auto comma = read_pasted("pci=disable_acs_redir=0000:02:00.0,0000:02:01.0");
   EXPECT_EQ(comma.first, first);
   ASSERT_FALSE(comma.second.empty());
   EXPECT_EQ(comma.second[0], "pci= options are separated by ',': the kernel ends disable_acs_redir= at the ',' before "
                              "0000:02:01.0 and reports \"PCI: Unknown option `0000:02:01.0'\"; separate the devices "
                              "with ';'");
   // The option alone in a longer command line is no kernel parameter.
-  auto bare = read("quiet disable_acs_redir=0000:02:01.0 pci=disable_acs_redir=0000:02:00.0");
+  auto bare = read_pasted("quiet disable_acs_redir=0000:02:01.0 pci=disable_acs_redir=0000:02:00.0");
   EXPECT_EQ(bare.first, first);
   EXPECT_NE(bare.second[0].find("'disable_acs_redir=0000:02:01.0' is not a kernel parameter on its own"),
             std::string::npos)
@@ -361,28 +364,21 @@ TEST(WhatIf, TheKernelParameterIsTakenAsPasted) {
 // a double-quoted stretch inside one parameter (next_arg()): a pci=disable_acs_redir= there names
 // nothing, and the note says why.
 TEST(WhatIf, OnlyTheKernelsOwnParametersNameDevices) {
-  auto read = [](const std::string& spec) {
-    test::Tree tree = switch_with_redirect();
-    AcsRedirectOff off = assume_acs_redirect_off(tree.t, {spec});
-    std::vector<std::string> out;
-    for (const auto& c : off.cleared) out.push_back(tree.t.functions[c.function].bdf.str());
-    return std::make_pair(out, off.notes(tree.t));
-  };
   const std::vector<std::string> first{"0000:02:00.0"}, both{"0000:02:00.0", "0000:02:01.0"};
-  auto dashes = read("pci=disable_acs_redir=0000:02:00.0 quiet -- pci=disable_acs_redir=0000:02:01.0");
+  auto dashes = read_pasted("pci=disable_acs_redir=0000:02:00.0 quiet -- pci=disable_acs_redir=0000:02:01.0");
   EXPECT_EQ(dashes.first, first);
   ASSERT_FALSE(dashes.second.empty());
   EXPECT_EQ(dashes.second[0], "'pci=disable_acs_redir=0000:02:01.0' stands after \"--\": the kernel stops reading its "
                               "parameters there and hands the rest to init; ignored");
-  auto quoted = read("pci=disable_acs_redir=0000:02:00.0 dyndbg=\"file x.c +p pci=disable_acs_redir=0000:02:01.0\"");
+  auto quoted = read_pasted("pci=disable_acs_redir=0000:02:00.0 dyndbg=\"file x.c +p pci=disable_acs_redir=0000:02:01.0\"");
   EXPECT_EQ(quoted.first, first);
   ASSERT_FALSE(quoted.second.empty());
   EXPECT_EQ(quoted.second[0], "'dyndbg=\"file x.c +p pci=disable_acs_redir=0000:02:01.0\"' is one kernel parameter, "
                               "dyndbg (the kernel keeps a double-quoted stretch inside one word): the "
                               "disable_acs_redir= in it is part of that parameter's value, not a pci= option; ignored");
   // Quotes the kernel removes: around the value, around the whole word; '-' for '_' in the name.
-  EXPECT_EQ(read("quiet pci=\"disable_acs_redir=0000:02:00.0;0000:02:01.0\"").first, both);
-  EXPECT_EQ(read("quiet \"pci=noaer,disable_acs_redir=0000:02:00.0\" ro").first, first);
+  EXPECT_EQ(read_pasted("quiet pci=\"disable_acs_redir=0000:02:00.0;0000:02:01.0\"").first, both);
+  EXPECT_EQ(read_pasted("quiet \"pci=noaer,disable_acs_redir=0000:02:00.0\" ro").first, first);
   // Nothing the kernel would apply: the error says why each one is not.
   for (const std::string spec : {"quiet -- pci=disable_acs_redir=0000:02:00.0",
                                  "quiet x=\"pci=disable_acs_redir=0000:02:00.0\"",
