@@ -515,6 +515,12 @@ TEST(WhitelistPatch, GitAmRecordsTheWholeMessageWhateverTheSnapshotHolds) {
     std::vector<std::pair<std::string, std::function<void(PatchCase&)>>> placements = {
         {"model name at a wrap point", [&](PatchCase& p) { p.tree.t.platform.cpu_model_name = "Xeon " + wide + " " + form + " tail"; }},
         {"host bridge name at a wrap point", [&](PatchCase& p) { p.candidate.name = "Host " + wide + " " + form + " Host Bridge"; }},
+        // The subject: the host bridge's name is the platform it names (a fuzzed case: six scissors
+        // marks made the subject itself a scissors line).
+        {"host bridge name six times, the subject", [&](PatchCase& p) {
+           p.candidate.name = form;
+           for (int i = 0; i < 5; ++i) p.candidate.name += " " + form;
+         }},
         {"kernel release at a wrap point",
          [&](PatchCase& p) { p.tree.t.platform.kernel_release = "6.1.0-" + wide + " " + form; }},
         {"evidence and tree lines", [&](PatchCase& p) {
@@ -561,7 +567,7 @@ TEST(WhitelistPatch, GitAmRecordsTheWholeMessageWhateverTheSnapshotHolds) {
       }
     }
   }
-  EXPECT_EQ(cases, kGitStructure.size() * 6);
+  EXPECT_EQ(cases, kGitStructure.size() * 7);
   if (!git) GTEST_SKIP() << "git is not installed (scripts/install-deps --test installs it): the messages were checked, git am was not run";
   EXPECT_GT(applied_cases, cases);
 }

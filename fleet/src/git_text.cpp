@@ -174,10 +174,11 @@ std::string git_trailer_block(const std::vector<std::string>& trailers) {
 }
 
 std::string git_header_text(std::string_view value) {
+  const std::string line = unscissored(value);
   std::string out;
-  for (size_t i = 0; i < value.size(); ++i) {
-    out += value[i];
-    if (value[i] == '=' && i + 1 < value.size() && value[i + 1] == '?') out += ' ';
+  for (size_t i = 0; i < line.size(); ++i) {
+    out += line[i];
+    if (line[i] == '=' && i + 1 < line.size() && line[i + 1] == '?') out += ' ';
   }
   return out;
 }

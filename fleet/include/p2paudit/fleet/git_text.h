@@ -44,7 +44,9 @@ std::string git_text_body(std::string_view body);
 std::string git_trailer_block(const std::vector<std::string>& trailers);
 // The value of a mail header the tool writes (Subject, the From name): git mailinfo decodes an RFC
 // 2047 encoded word ("=?charset?q?...?=") in a header, which could turn input into other text and
-// line feeds; "=?" becomes "= ?".
+// line feeds; "=?" becomes "= ?". A scissors line's marks are split as in the body: the subject
+// is the first line of the commit message, which is also handed to git as a whole (git commit -F,
+// a body pasted under another mail's scissors).
 std::string git_header_text(std::string_view value);
 
 }  // namespace p2paudit::fleet
