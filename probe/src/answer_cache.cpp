@@ -143,15 +143,25 @@ std::optional<nlohmann::json> read_answer_cache(const std::string& dir, const nl
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > kMaxAnswerCacheBytes) return refuse(path, fmt::format("more than {} bytes", kMaxAnswerCacheBytes));
   }
+  return parse_answer_cache(text, path, key, note);
+}
+
+std::optional<nlohmann::json> parse_answer_cache(std::string_view text, const std::string& origin,
+                                                 const nlohmann::ordered_json& key, std::string* note) {
+  auto refuse = [&](const std::string& why) -> std::optional<nlohmann::json> {
+    if (note) *note = fmt::format("the answer cache {} is not used: {}", origin, why);
+    return std::nullopt;
+  };
+  if (text.size() > kMaxAnswerCacheBytes) return refuse(fmt::format("more than {} bytes", kMaxAnswerCacheBytes));
   nlohmann::json j;
   try {
-    j = parse_input_json(text, path, {16, 1u << 20, "the answer cache's JSON"});
+    j = parse_input_json(text, origin, {16, 1u << 20, "the answer cache's JSON"});
   } catch (const InputError& e) {
-    return refuse(path, e.what());
+    return refuse(e.what());
   }
   if (!j.is_object() || !j.contains("schema_version") || j["schema_version"] != kAnswerCacheSchemaVersion ||
       !j.contains("key") || !j.contains("document") || !j["document"].is_object())
-    return refuse(path, fmt::format("not an answer cache of schema version {}", kAnswerCacheSchemaVersion));
+    return refuse(fmt::format("not an answer cache of schema version {}", kAnswerCacheSchemaVersion));
   // Compared as JSON values, exactly: one differing byte of any key is a miss.
   if (j["key"] != nlohmann::json::parse(key.dump())) {
     if (note) *note = "the answer cache is from another boot, driver load or set of devices: the runtimes were asked";

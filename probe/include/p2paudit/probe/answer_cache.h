@@ -14,6 +14,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -49,6 +50,11 @@ std::optional<nlohmann::ordered_json> answer_cache_key(const std::string& root, 
 // another key).
 std::optional<nlohmann::json> read_answer_cache(const std::string& dir, const nlohmann::ordered_json& key,
                                                 std::string* note);
+
+// The same for the file's text (`origin` names it): the strict JSON reader, the schema version and
+// the key; the document itself is checked by its user (runtime_facts()).
+std::optional<nlohmann::json> parse_answer_cache(std::string_view text, const std::string& origin,
+                                                 const nlohmann::ordered_json& key, std::string* note);
 
 // Stores `document` under `key` (a 0600 file in a 0700 directory, written beside and renamed into
 // place); "" when written, else why not.
