@@ -5,6 +5,7 @@
 // that nobody else can write, and never for a snapshot.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -269,6 +270,35 @@ TEST_F(CacheFixture, AFileOwnedByAnotherUserIsIgnoredWithANote) {
   EXPECT_FALSE(r.from_cache);
   EXPECT_EQ(used_, "again");
   EXPECT_NE(joined(r.notes).find("not cached"), std::string::npos) << joined(r.notes);
+}
+
+// An unprivileged user: no cache without XDG_RUNTIME_DIR, their own under it, and never root's.
+TEST_F(CacheFixture, AnUnprivilegedUserNeverReadsRootsCache) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user";
+  ask(probe::AnswerCacheMode::kUse);  // root's file, 0600 in a 0700 directory
+  ASSERT_EQ(::chmod(base_.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(cache_.c_str(), 0755), 0);  // even where the directory lets others look in
+  ASSERT_EQ(::chmod(file().c_str(), 0644), 0);
+  const auto key = probe::answer_cache_key(root_, topo_);
+  ASSERT_TRUE(key);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // In the child: 1 = no cache without XDG_RUNTIME_DIR failed, 2 = the XDG directory, 3 = root's file read.
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(9);
+    ::unsetenv("P2PAUDIT_ANSWER_CACHE_DIR");
+    ::unsetenv("XDG_RUNTIME_DIR");
+    if (probe::answer_cache_dir(nullptr)) ::_exit(1);
+    ::setenv("XDG_RUNTIME_DIR", "/run/user/65534", 1);
+    if (probe::answer_cache_dir(nullptr) != std::optional<std::string>("/run/user/65534/p2paudit")) ::_exit(2);
+    std::string note;
+    if (probe::read_answer_cache(cache_, *key, &note) || note.find("owned by uid 0") == std::string::npos) ::_exit(3);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: a cache without XDG_RUNTIME_DIR, 2: not under XDG_RUNTIME_DIR, 3: root's file was read";
 }
 
 TEST_F(CacheFixture, AFileOrDirectoryOthersCanWriteIsIgnored) {

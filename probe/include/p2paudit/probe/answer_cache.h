@@ -34,8 +34,9 @@ inline constexpr size_t kMaxAnswerCacheBytes = 4u << 20;
 inline constexpr const char* kAnswerCacheFile = "answers.json";
 
 // The directory the cache lives in: $P2PAUDIT_ANSWER_CACHE_DIR (tests), else /run/p2paudit for
-// root, else $XDG_RUNTIME_DIR/p2paudit (the user's own tmpfs, emptied at logout), else none (`why`
-// says so).
+// root, else $XDG_RUNTIME_DIR/p2paudit (the user's own tmpfs, emptied at logout), else none (no
+// note: a batch job without a login session is the ordinary case). `why` is kept for a reason
+// worth a note.
 std::optional<std::string> answer_cache_dir(std::string* why);
 
 // What the answers depend on, as `root` shows it ("/"; a fake tree in tests): the boot id, each GPU
