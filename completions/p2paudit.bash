@@ -5,7 +5,7 @@
 
 _p2paudit_commands='topology snapshot matrix explain policy check probe whitelist report aggregate rules'
 _p2paudit_global_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-host-bridge --format
-  --verbose -v --color --kernel --kernel-rules --assume-whitelisted --assume-acs-off --diff --rules-dir --no-probe
+  --verbose -v --color --kernel --kernel-rules --assume-whitelisted --assume-acs-off --diff --rules-dir --no-probe --no-cache --refresh
   --help -h --help-all --version'
 # Options whose value is the next word.
 _p2paudit_valued_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-host-bridge --format

@@ -32,12 +32,12 @@ bool have_strace() { return test::run_command("strace -V >/dev/null 2>&1").statu
 
 // Runs the tool under strace and returns the trace lines that break the promise. `output` is the
 // one file the command may create (empty: none).
-std::vector<std::string> violations(const std::string& args, const std::string& output = "") {
+std::vector<std::string> violations(const std::string& args, const std::string& output = "", const std::string& env = "") {
   std::string dir = ::testing::TempDir();
   static int calls = 0;  // ctest runs cases in parallel processes: one log per process and call
   std::string log = dir + "/guard-strace-" + std::to_string(getpid()) + "-" + std::to_string(++calls) + ".log";
   std::string out_file = log + ".out";
-  std::string cmd = "ASAN_OPTIONS=detect_leaks=0 timeout 60 strace -f -y -qq -o " + test::shell_quote(log) +
+  std::string cmd = env + "ASAN_OPTIONS=detect_leaks=0 timeout 60 strace -f -y -qq -o " + test::shell_quote(log) +
                     " -e trace=open,openat,openat2,creat,ioctl,rename,renameat,renameat2,unlink,unlinkat,mkdir,mkdirat,"
                     "link,linkat,symlink,symlinkat,truncate,chmod,fchmodat,chown,fchownat,mknod,mknodat " +
                     std::string(P2PAUDIT_TOOL) + " " + args + " >" + test::shell_quote(out_file) + " 2>&1";
@@ -105,9 +105,34 @@ INSTANTIATE_TEST_SUITE_P(
                       "--sysroot " + fixture() + " report", "aggregate " + fixture() + " " + oracle(),
                       "aggregate --format csv " + fixture(), "rules facts --format json",
                       // the live machine, whatever it has
-                      "topology", "", "matrix --all", "policy --no-probe --all", "whitelist --no-probe",
+                      // (the first screen with --no-cache: the answer cache is its one write, below)
+                      "topology", "--no-cache", "matrix --all", "policy --no-probe --all", "whitelist --no-probe",
                       "report --no-probe", "--format prom --no-probe"),
     [](const auto& info) { return "case" + std::to_string(info.index); });
+
+// The live first screen writes the per-boot answer cache (declared in docs/security.md) and nothing
+// else: the cache file and its temporary twin in the cache directory.
+TEST(ReadOnlyGuardOutput, TheAnswerCacheIsTheOnlyWrite) {
+  if (!have_strace()) GTEST_SKIP() << "strace is not installed";
+  std::string cache = ::testing::TempDir() + "/guard-cache-" + std::to_string(getpid());
+  fs::remove_all(cache);
+  std::string env = "P2PAUDIT_ANSWER_CACHE_DIR=" + test::shell_quote(cache) + " ";
+  // Without the directory declared the writes are caught (whenever the runtimes were asked at all).
+  auto bad = violations("", "", env);
+  const bool wrote = fs::exists(cache + "/answers.json");
+  if (wrote) EXPECT_FALSE(bad.empty()) << "an undeclared cache write must be caught";
+  fs::remove_all(cache);
+  // Declared: the directory, the file and its temporary twin are all it writes.
+  bad = violations("", cache + "/answers.json", env);
+  std::erase_if(bad, [&](const std::string& line) { return line.find("mkdir(\"" + cache + "\"") != std::string::npos; });
+  std::erase_if(bad, [&](const std::string& line) { return line.find("\".answers.json-") != std::string::npos; });
+  EXPECT_TRUE(bad.empty()) << joined(bad);
+  // --no-cache: nothing at all.
+  fs::remove_all(cache);
+  EXPECT_TRUE(violations("--no-cache", "", env).empty());
+  EXPECT_FALSE(fs::exists(cache));
+  fs::remove_all(cache);
+}
 
 TEST(ReadOnlyGuardSnapshot, WritesOnlyTheNamedOutput) {
   if (!have_strace()) GTEST_SKIP() << "strace is not installed";

@@ -58,6 +58,11 @@ void take_runtime_facts(RuntimeEvidence& e, const nlohmann::json& document, cons
   auto facts = probe::runtime_facts(document, origin, &topo);
   for (auto& finding : facts.findings) topo.findings.push_back(std::move(finding));
   e.asked = std::move(facts.asked);
+  e.answered_by.clear();
+  for (const auto& [pair, f] : facts.facts.pairs)
+    if (const auto* v = f.get("vendor.peer_runtime"); v && std::holds_alternative<std::string>(*v))
+      if (const auto& runtime = std::get<std::string>(*v); (runtime == "cuda" || runtime == "nvml") && e.answered_by != "cuda")
+        e.answered_by = runtime;
   e.facts = std::move(facts.facts);
 }
 
@@ -104,6 +109,10 @@ KernelRules read_source_kernel_rules(const MachineSource& source, const Topology
   return rules;
 }
 
+bool answer_cache_applies(const MachineSource& source) {
+  return source.answer_cache != probe::AnswerCacheMode::kOff && !source.from_dump() && source.sysroot == "/";
+}
+
 bool runtimes_describe(const MachineSource& source) {
   const char* allow = std::getenv("P2PAUDIT_PROBE_ALLOW_SYSROOT");
   return !source.from_dump() && (source.sysroot == "/" || (allow && std::string(allow) == "1"));
@@ -123,9 +132,28 @@ RuntimeEvidence read_runtime_evidence(const MachineSource& source, const std::op
     return e;
   }
   e.source = "live";
-  e.note = "the runtimes were asked (queries only; --no-probe skips them)";
-  take_runtime_facts(e, probe::probe_document(probe::probe_all({}), nullptr, source.origin(), "", {}),
-                     "the runtime probe", topo);
+  const auto ask = [&] { return probe::probe_document(probe::probe_for_decisions({}), nullptr, source.origin(), "", {}); };
+  if (!answer_cache_applies(source)) {
+    e.note = "the runtimes were asked (queries only; --no-probe skips them)";
+    take_runtime_facts(e, ask(), "the runtime probe", topo);
+  } else {
+    probe::CachedAsk how;
+    how.mode = source.answer_cache;
+    how.ask = ask;
+    // What a failed use of a cached document left in the tree is undone before the runtimes are asked.
+    const size_t findings = topo.findings.size();
+    auto answers = probe::ask_with_cache(how, topo, [&](const nlohmann::json& document) {
+      topo.findings.resize(findings);
+      take_runtime_facts(e, document, "the runtime probe", topo);
+    });
+    e.cached = answers.from_cache;
+    e.note = answers.from_cache ? "the runtimes' answers of this boot, from the answer cache (--refresh asks again, "
+                                  "--no-cache never keeps them; --no-probe skips them)"
+                                : "the runtimes were asked (queries only; --no-probe skips them)";
+    for (const auto& n : answers.notes) e.note += "; " + n;
+  }
+  if (e.answered_by == "nvml")
+    e.note += "; NVIDIA peer access as NVML reports the driver's P2P status (CUDA was not asked: `p2paudit probe` asks it)";
   return e;
 }
 
@@ -156,7 +184,11 @@ DecisionEvidence read_decision_evidence(const MachineSource& source, const std::
 }
 
 nlohmann::ordered_json runtime_evidence_json(const RuntimeEvidence& r) {
-  return {{"source", r.source}, {"note", r.note}, {"asked", r.asked}};
+  return {{"source", r.source},
+          {"note", r.note},
+          {"asked", r.asked},
+          {"answered_by", r.answered_by.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.answered_by)},
+          {"cached", r.cached}};
 }
 
 DecisionInputs read_decision_inputs(const MachineSource& source, const PolicyInputs& policy, AssumptionNotes where,

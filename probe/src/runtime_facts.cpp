@@ -31,6 +31,38 @@ std::vector<RuntimeReport> probe_all(const ProbeOptions& options) {
   return reports;
 }
 
+bool nvml_answers_every_pair(const RuntimeReport& nvml) {
+  if (nvml.runtime != "nvml" || nvml.status != "ok") return false;
+  const size_t n = nvml.devices.size();
+  for (const auto& d : nvml.devices)
+    if (!d.bdf) return false;  // CUDA cannot be matched to what NVML could not place either; ask it
+  if (nvml.pairs.size() != n * (n > 0 ? n - 1 : 0)) return false;
+  for (const auto& p : nvml.pairs) {
+    const auto yes_no = [&](const char* key) {
+      return p.answers.contains(key) && p.answers[key].is_string() && peer_yes_no(p.answers[key].get<std::string>());
+    };
+    if (!yes_no("read") || !yes_no("write")) return false;
+  }
+  return true;
+}
+
+std::vector<RuntimeReport> probe_for_decisions(const ProbeOptions& options) {
+  std::vector<RuntimeReport> reports;
+  options.report_progress("nvml");
+  reports.push_back(probe_nvml(options));
+  if (!nvml_answers_every_pair(reports.back())) {
+    options.report_progress("cuda");
+    reports.push_back(probe_cuda(options));
+  }
+#ifdef P2PAUDIT_HAVE_LEVEL_ZERO
+  options.report_progress("level_zero");
+  reports.push_back(probe_level_zero(options));
+#endif
+  options.report_progress("hip");
+  reports.push_back(probe_hip(options));
+  return reports;
+}
+
 std::map<Bdf, std::string> function_names(const Topology& topo) {
   std::map<Bdf, std::string> names;
   for (const auto& f : topo.functions) names[f.bdf] = "";

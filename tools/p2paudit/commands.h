@@ -35,6 +35,8 @@ struct GlobalOptions {
   std::vector<std::string> assume_acs_off;      // --assume-acs-off BDF...|all: as booted with pci=disable_acs_redir=
   bool diff = false;                            // --diff: only the pairs the what-if options above change
   bool no_probe = false;                        // --no-probe: the runtimes are not asked (the audit; any command)
+  bool no_cache = false;                        // --no-cache: the per-boot answer cache is neither read nor written
+  bool refresh = false;                         // --refresh: the runtimes are asked again, their answers cached
   std::string rules_dir;                        // --rules-dir DIR (default: installed or source rules/)
 
   // An lspci dump instead of a sysroot (--lspci-dump FILE), and what a dump cannot tell.

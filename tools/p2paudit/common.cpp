@@ -72,6 +72,9 @@ MachineSource machine_source(const GlobalOptions& global) {
   // Only a JSON tree (topology or the audit in --format json) prints what TopologyReadScope leaves out.
   s.descriptive_attributes = global.format == "json";
   s.pci_names = global.pci_names;
+  s.answer_cache = global.no_cache  ? probe::AnswerCacheMode::kOff
+                   : global.refresh ? probe::AnswerCacheMode::kRefresh
+                                    : probe::AnswerCacheMode::kUse;
   return s;
 }
 

@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
   app.add_flag("--no-probe", global.no_probe,
                "Do not ask the runtimes (NVML, CUDA, Level Zero, HIP) on the live machine (the audit; "
                "policy, check, whitelist and report take it too)");
+  app.add_flag("--no-cache", global.no_cache,
+               "Neither read nor keep the runtimes' answers of this boot (the per-boot answer cache, docs/probe.md)");
+  app.add_flag("--refresh", global.refresh, "Ask the runtimes again and keep their answers for this boot")
+      ->excludes(app.get_option("--no-cache"));
 
   int status = kExitOk;
   add_topology_command(app, global, &status);

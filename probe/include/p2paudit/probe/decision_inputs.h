@@ -20,6 +20,7 @@
 #include "p2paudit/policy/facts.h"
 #include "p2paudit/policy/rule_analysis.h"
 #include "p2paudit/policy/rules.h"
+#include "p2paudit/probe/answer_cache.h"
 #include "p2paudit/topology.h"
 
 namespace p2paudit {
@@ -38,6 +39,9 @@ struct MachineSource {
   std::string rules_dir;                         // the rules/ directory, already located
   bool descriptive_attributes = true;            // TopologyReadScope: false when no JSON tree is printed
   bool pci_names = true;                         // TopologyReadScope: false when no output prints a field's name
+  // The per-boot cache of the runtimes' answers (answer_cache.h): used only on the live "/"; the tool
+  // turns it on (--no-cache, --refresh), a library caller gets none unless it asks.
+  probe::AnswerCacheMode answer_cache = probe::AnswerCacheMode::kOff;
 
   bool from_dump() const { return !lspci_dump.empty(); }
   // What the tree is read from, for messages: the dump file or the sysroot.
@@ -63,6 +67,9 @@ KernelRules read_source_kernel_rules(const MachineSource& source, const Topology
 // Whether the runtimes describe the source: the live "/" (or any sysroot with
 // P2PAUDIT_PROBE_ALLOW_SYSROOT=1, for tests with fake runtimes); never a dump.
 bool runtimes_describe(const MachineSource& source);
+// Whether the answer cache may be read and written for the source: the live "/" only (never a
+// snapshot, a dump or another sysroot, whatever P2PAUDIT_PROBE_ALLOW_SYSROOT says), unless kOff.
+bool answer_cache_applies(const MachineSource& source);
 
 // The runtimes' answers as policy facts: read from a snapshot taken with --probe, else asked now on
 // the live machine (queries only, no copies) when ask_live and the runtimes describe the source,
@@ -71,6 +78,10 @@ struct RuntimeEvidence {
   std::string source = "none";                   // "live", "snapshot", "none"
   std::string note;                              // why none, or where from
   std::vector<std::string> asked;                // "nvml ok", "cuda absent"...
+  // Whose answer decides NVIDIA peer access: "cuda" when CUDA answered, "nvml" when NVML's answer
+  // stood for it (CUDA not asked, or it could not answer), "" when neither answered.
+  std::string answered_by;
+  bool cached = false;                           // live answers read from the per-boot answer cache
   std::optional<policy::VendorFactsDocument> facts;
 };
 // The answers are bound to `topo` (runtime_facts.h): what does not match its functions is dropped
@@ -95,7 +106,7 @@ struct DecisionEvidence {
 };
 DecisionEvidence read_decision_evidence(const MachineSource& source, const std::optional<std::string>& stored_probe,
                                         bool ask_live, const std::string& vendor_facts, Topology& topo);
-// {"source", "note", "asked"}: the JSON outputs' "runtime_probe".
+// {"source", "note", "asked", "answered_by" (null for ""), "cached"}: the JSON outputs' "runtime_probe".
 nlohmann::ordered_json runtime_evidence_json(const RuntimeEvidence& evidence);
 
 // The policy's inputs besides the machine (the options of `policy` and `check`).

@@ -21,6 +21,15 @@ inline constexpr int kProbeSchemaVersion = 1;
 // NVML, CUDA, Level Zero (when built in) and HIP, in that order.
 std::vector<RuntimeReport> probe_all(const ProbeOptions& options);
 
+// What a decision needs, at NVML's cost: NVML (milliseconds), then CUDA (a second: its cuInit)
+// only where NVML did not answer every ordered pair of its devices with a yes or a no for both
+// read and write, then Level Zero and HIP. NVML's P2P status is the NVIDIA driver's own answer,
+// the one CUDA's cuDeviceCanAccessPeer also asks for; vendor.peer_runtime says which runtime
+// answered (docs/probe.md). `probe` and `probe --copy` ask every runtime (probe_all).
+std::vector<RuntimeReport> probe_for_decisions(const ProbeOptions& options);
+// Whether NVML's report answers peer access for every ordered pair of its devices.
+bool nvml_answers_every_pair(const RuntimeReport& nvml);
+
 // What the probe calls the function a runtime device drives: the topology's short name ("gpu0"),
 // "" for a function the default view leaves out; a function missing here is not in the topology.
 std::map<Bdf, std::string> function_names(const Topology& topo);
