@@ -217,6 +217,14 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
               0);
     json grouped = keep("report", reports_.back(), "report of 320 devices");
     EXPECT_FALSE(grouped["pairs"]["listed"].get<bool>());
+    // The audit's JSON groups its matrix the same way: one element per kind, every pair counted.
+    json audit = run("audit", "--sysroot " + test::shell_quote(big.string()) + " --format json");
+    const size_t devices = audit["matrix"]["devices"].size();
+    size_t counted = 0;
+    for (const auto& kind : audit["matrix"]["pairs"]) counted += kind.value("pairs", size_t{0});
+    EXPECT_EQ(counted, devices * devices);
+    EXPECT_EQ(audit["matrix"]["grouped_pairs"]["count"], devices * devices);
+    EXPECT_LT(audit["matrix"]["pairs"].size(), 100u);
   }
 
   // Fleets: the reports written above, folded.

@@ -51,12 +51,9 @@ struct MachineAnalysis {
 };
 
 // A report lists each ordered pair (its kernel verdict, its decision, each whitelist candidate's
-// pairs) only while the machine has at most this many (256 devices have 65,280); past it the pairs
-// are grouped by what they share, one element per kind of pair with its exact "pairs" count, so
-// that 5,000 GPUs (25 million pairs) give a report of kilobytes, not gigabytes (docs/fleet.md,
-// "Grouped pairs"). `--format prom` writes one series per pair under the same bound.
-inline constexpr std::uint64_t kMostListedPairs = 65536;
-
+// pairs) only up to kMostListedPairs (p2pdma_report.h); past it the pairs are grouped by what they
+// share, one element per kind of pair with its exact "pairs" count. `--format prom` writes one
+// series per pair under the same bound.
 struct ReportOptions {
   std::string tool_version;
   bool redact = false;  // leave the host name out
