@@ -225,6 +225,13 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
     EXPECT_EQ(counted, devices * devices);
     EXPECT_EQ(audit["matrix"]["grouped_pairs"]["count"], devices * devices);
     EXPECT_LT(audit["matrix"]["pairs"].size(), 100u);
+    // policy: one element per decision group, counted.
+    json policy = run("policy", "--sysroot " + test::shell_quote(big.string()) + " policy --no-probe --format json");
+    counted = 0;
+    for (const auto& group : policy["pairs"]) counted += group.value("pairs", size_t{0});
+    EXPECT_EQ(counted, devices * devices);
+    EXPECT_EQ(policy["pairs"].size(), policy["groups"].size());
+    EXPECT_EQ(policy["grouped_pairs"]["count"], devices * devices);
   }
 
   // Fleets: the reports written above, folded.
