@@ -21,7 +21,7 @@ _p2paudit_command_options() {
     check) echo "--require $rule_options" ;;
     probe) echo '--copy --size --repeat --mirror --timeout' ;;
     whitelist) echo '--all --commit-message --vendor-facts --no-probe --patch --candidate --kernel-source --force' ;;
-    report) echo '-o --output --force --redact --no-probe' ;;
+    report) echo '-o --output --force --redact --no-probe --all-pairs' ;;
     aggregate) echo '--merge --partial --format --jobs -o --output --force' ;;
     'rules lint') echo '--no-default-rules --strict --werror' ;;
     'rules facts') echo '--markdown' ;;

@@ -6,13 +6,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <new>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "p2paudit/fleet/aggregate.h"
+#include "p2paudit/fleet/prometheus.h"
 #include "p2paudit/fleet/report.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/policy/evaluate.h"
@@ -186,6 +189,102 @@ TEST(StreamedOutputs, PeakRssDoesNotGrowWithPairs) {
   ASSERT_GT(agg_big, 0);
   EXPECT_LT(agg_big, agg_small * 13 / 10 + 16 * 1024) << "aggregate: " << agg_small << " KiB at 64 devices, " << agg_big
                                                       << " KiB at 192";
+}
+
+// Issue 31: past ReportOptions::most_listed_pairs a report and the prom text give the pairs by
+// kind, with exact counts, in output that does not grow with the pairs. The bound is lowered here
+// so that a machine of 192 devices (36,672 pairs) is past it; its listed report is the reference.
+TEST(GroupedPairs, PastTheBoundReportAndPromCountEveryPairInBoundedOutput) {
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  synth::Options o;
+  o.host_bridges = 2, o.root_ports = 3, o.depth = 1, o.fanout = 8, o.endpoints_per_port = 4, o.vfs = 0;
+  o.cpu = synth::CpuVendor::kIntel;
+  o.acs = synth::AcsMode::kMixed;
+  const fs::path machine = tmp.path() / "machine";
+  fs::create_directories(machine);
+  synth::Machine::plan(o).write_directory(machine.string());
+  auto kernel_data = load_kernel_rule_data(fs::path(test::rules_source()) / "kernel");
+  auto rules = policy::RuleSet::load(policy::default_rule_files(test::rules_source()));
+  const std::uint64_t bound = 1000;
+  std::string listed_text, grouped_text, listed_prom, grouped_prom;
+  fleet::with_sysroot_analysis(Sysroot::open(machine.string()), kernel_data, rules, [&](const fleet::MachineAnalysis& m) {
+    std::ostringstream listed, grouped;
+    fleet::write_machine_report(listed, m, {"test", true});
+    fleet::write_machine_report(grouped, m, {"test", true, bound});
+    listed_text = listed.str(), grouped_text = grouped.str();
+    fleet::PrometheusOptions p{"test", 0};
+    listed_prom = fleet::prometheus_text(m, p);
+    p.most_listed_pairs = bound;
+    grouped_prom = fleet::prometheus_text(m, p);
+  });
+  auto listed = nlohmann::json::parse(listed_text), grouped = nlohmann::json::parse(grouped_text);
+  const std::uint64_t devices = listed["devices"].size(), pairs = devices * (devices - 1);
+  ASSERT_GT(pairs, 30 * bound);
+  EXPECT_EQ(listed["pairs"]["count"], pairs);
+  EXPECT_TRUE(listed["pairs"]["listed"].get<bool>());
+  EXPECT_EQ(listed["decisions"].size(), pairs);
+
+  // Grouped: said so, counted exactly, and small: the listed report is about 20 MB here.
+  EXPECT_EQ(grouped["pairs"]["count"], pairs);
+  EXPECT_FALSE(grouped["pairs"]["listed"].get<bool>());
+  EXPECT_NE(grouped["pairs"]["note"].get<std::string>().find("--all-pairs"), std::string::npos);
+  EXPECT_LT(grouped_text.size(), 1u << 20) << "listed: " << listed_text.size() << " bytes";
+  EXPECT_GT(listed_text.size(), 10 * grouped_text.size());
+  auto sum = [](const nlohmann::json& elements) {
+    std::uint64_t n = 0;
+    for (const auto& e : elements) n += e.value("pairs", std::uint64_t{1});
+    return n;
+  };
+  EXPECT_EQ(sum(grouped["kernel_verdicts"]), pairs);
+  EXPECT_EQ(sum(grouped["decisions"]), pairs);
+  EXPECT_LT(grouped["decisions"].size(), 100u);
+  // The same pairs per decision, rule and copy result; per verdict and refusing host bridges.
+  std::map<std::string, std::uint64_t> by_decision_listed, by_decision_grouped, by_verdict_listed, by_verdict_grouped;
+  auto decision_key = [](const nlohmann::json& e) {
+    return e["decision"].dump() + e["certain"].dump() + e["rule"].dump() + e["authority"].dump() + e["copy_result"].dump();
+  };
+  auto verdict_key = [](const nlohmann::json& e) { return e["code"].dump() + e["p2pdma_distance"].dump() + e["refused_at"].dump(); };
+  for (const auto& e : listed["decisions"]) ++by_decision_listed[decision_key(e)];
+  for (const auto& e : grouped["decisions"]) by_decision_grouped[decision_key(e)] += e["pairs"].get<std::uint64_t>();
+  for (const auto& e : listed["kernel_verdicts"]) ++by_verdict_listed[verdict_key(e)];
+  for (const auto& e : grouped["kernel_verdicts"]) by_verdict_grouped[verdict_key(e)] += e["pairs"].get<std::uint64_t>();
+  EXPECT_EQ(by_decision_grouped, by_decision_listed);
+  EXPECT_EQ(by_verdict_grouped, by_verdict_listed);
+  EXPECT_EQ(grouped["probe"], listed["probe"]);
+  ASSERT_EQ(grouped["candidates"].size(), listed["candidates"].size());
+  for (size_t i = 0; i < listed["candidates"].size(); ++i)
+    EXPECT_EQ(sum(grouped["candidates"][i]["pairs"]), listed["candidates"][i]["pairs"].size());
+
+  // aggregate counts the grouped report as the listed one and as the machine itself.
+  const fs::path listed_file = tmp.path() / "listed.json", grouped_file = tmp.path() / "grouped.json";
+  write_file(listed_file, listed_text);
+  write_file(grouped_file, grouped_text);
+  auto from_listed = fleet::aggregate({listed_file.string()}, options());
+  auto from_grouped = fleet::aggregate({grouped_file.string()}, options());
+  auto from_machine = fleet::aggregate({machine.string()}, options());
+  ASSERT_EQ(from_grouped.inputs_read, 1u);
+  EXPECT_EQ(unnamed(from_grouped), unnamed(from_listed));
+  EXPECT_EQ(unnamed(from_grouped), unnamed(from_machine));
+
+  // prom: no series per pair, the counts by kind add up to every pair, and it says so.
+  auto lines_of = [](const std::string& text, const std::string& metric) {
+    std::uint64_t lines = 0, total = 0;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+      if (line.starts_with(metric + "{") || line.starts_with(metric + " "))
+        ++lines, total += std::stoull(line.substr(line.rfind(' ') + 1));
+    return std::pair{lines, total};
+  };
+  EXPECT_EQ(lines_of(listed_prom, "p2paudit_pair_decision").first, pairs);
+  EXPECT_EQ(lines_of(grouped_prom, "p2paudit_pair_decision").first, 0u);
+  EXPECT_EQ(lines_of(grouped_prom, "p2paudit_pair_kernel_verdict").first, 0u);
+  EXPECT_EQ(lines_of(grouped_prom, "p2paudit_pair_decisions").second, pairs);
+  EXPECT_EQ(lines_of(grouped_prom, "p2paudit_pair_kernel_verdicts").second, pairs);
+  EXPECT_EQ(lines_of(grouped_prom, "p2paudit_pairs").second, pairs);
+  EXPECT_NE(grouped_prom.find("\np2paudit_pairs_listed 0\n"), std::string::npos);
+  EXPECT_NE(listed_prom.find("\np2paudit_pairs_listed 1\n"), std::string::npos);
+  EXPECT_LT(grouped_prom.size(), 256u << 10) << "listed: " << listed_prom.size() << " bytes";
 }
 
 }  // namespace

@@ -163,6 +163,7 @@ std::string reference_report(const fleet::MachineAnalysis& m, const std::vector<
                                                               : ordered_json(nullptr)},
                            {"copy_result", copy.empty() ? ordered_json(nullptr) : ordered_json(copy)}});
     }
+  doc["pairs"] = fleet::pairs_summary(devices.size(), kMostListedPairs);
   doc["kernel_verdicts"] = std::move(verdicts);
   doc["decisions"] = std::move(decisions);
   ordered_json candidates = ordered_json::array();

@@ -13,6 +13,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "synth.h"
 #include "test_support.h"
 
 namespace p2paudit {
@@ -200,6 +201,38 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
   // Every command's JSON as the tool wrote it on the real machine (tests/data/SOURCE.md): KIND.json.
   for (const auto& e : fs::directory_iterator(test::data_path("machines/h200x2-firecracker-vm/live-2026-11-23/json")))
     keep(e.path().stem().string(), e.path(), "live 2x H200 " + e.path().filename().string());
+
+  // A machine past kMostListedPairs (320 devices, 102,080 pairs): its report and prom group the
+  // pairs by kind (issue 31), and aggregate folds that report with the others.
+  {
+    synth::Options o;
+    o.host_bridges = 1, o.root_ports = 5, o.depth = 1, o.fanout = 16, o.endpoints_per_port = 4, o.vfs = 0;
+    const fs::path big = dir_ / "machine-320";
+    fs::create_directories(big);
+    synth::Machine::plan(o).write_directory(big.string());
+    reports_.push_back(dir_ / "report-grouped.json");
+    ASSERT_EQ(test::run_command(tool() + " --sysroot " + test::shell_quote(big.string()) + " report --redact -o " +
+                                test::shell_quote(reports_.back().string()))
+                  .status,
+              0);
+    json grouped = keep("report", reports_.back(), "report of 320 devices");
+    EXPECT_FALSE(grouped["pairs"]["listed"].get<bool>());
+    // The audit's JSON groups its matrix the same way: one element per kind, every pair counted.
+    json audit = run("audit", "--sysroot " + test::shell_quote(big.string()) + " --format json");
+    const size_t devices = audit["matrix"]["devices"].size();
+    size_t counted = 0;
+    for (const auto& kind : audit["matrix"]["pairs"]) counted += kind.value("pairs", size_t{0});
+    EXPECT_EQ(counted, devices * devices);
+    EXPECT_EQ(audit["matrix"]["grouped_pairs"]["count"], devices * devices);
+    EXPECT_LT(audit["matrix"]["pairs"].size(), 100u);
+    // policy: one element per decision group, counted.
+    json policy = run("policy", "--sysroot " + test::shell_quote(big.string()) + " policy --no-probe --format json");
+    counted = 0;
+    for (const auto& group : policy["pairs"]) counted += group.value("pairs", size_t{0});
+    EXPECT_EQ(counted, devices * devices);
+    EXPECT_EQ(policy["pairs"].size(), policy["groups"].size());
+    EXPECT_EQ(policy["grouped_pairs"]["count"], devices * devices);
+  }
 
   // Fleets: the reports written above, folded.
   std::string reports;

@@ -7,6 +7,9 @@
 #include <array>
 #include <cctype>
 #include <iterator>
+#include <map>
+#include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -379,16 +382,52 @@ void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::v
 }
 
 void write_matrix_json(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
-                       bool details, int indent) {
+                       bool details, int indent, std::uint64_t most_listed_pairs) {
   const Topology& t = index.topology();
   const std::string pad(static_cast<size_t>(indent), ' ');
-  std::string head = json_text(ordered_json{{"schema_version", kMatrixSchemaVersion},
-                                            {"kernel", kernel_json(index.rules())},
-                                            {"devices", devices_json(t, devices)}});
+  const std::uint64_t pair_count = static_cast<std::uint64_t>(devices.size()) * devices.size();
+  const bool grouped = pair_count > most_listed_pairs;
+  ordered_json head_json{{"schema_version", kMatrixSchemaVersion},
+                         {"kernel", kernel_json(index.rules())},
+                         {"devices", devices_json(t, devices)}};
+  // One element per kind: what the element shows, counted. The kinds are bounded by the tree's
+  // depth (distances), not by the pairs.
+  std::map<std::tuple<MapType, int, std::optional<int>, bool>, std::uint64_t> kinds;
+  if (grouped) {
+    head_json["grouped_pairs"] = {
+        {"count", pair_count},
+        {"most_listed", most_listed_pairs},
+        {"note", fmt::format("{} ordered pairs, more than {}: \"pairs\" holds one element per kind of pair with its "
+                             "\"pairs\" count (every pair counted once); `p2paudit matrix --format json` lists each "
+                             "pair, `p2paudit explain` tells one",
+                             pair_count, most_listed_pairs)}};
+    for (const auto& p : devices)
+      for (const auto& c : devices) {
+        PairOutcome o = index.outcome(p.index, c.index);
+        ++kinds[{o.map_type, o.distance, o.p2pdma_distance, o.through_host_bridge}];
+      }
+  }
+  std::string head = json_text(head_json);
   head.resize(head.size() - 2);  // "\n}": the pairs follow
   std::string buf;
   for (char ch : head) buf += ch == '\n' ? "\n" + pad : std::string(1, ch);
   buf += ",\n" + pad + "  \"pairs\": [";
+  if (grouped) {
+    bool first = true;
+    for (const auto& [kind, n] : kinds) {
+      const auto& [map_type, distance, p2pdma_distance, through_host_bridge] = kind;
+      fmt::format_to(std::back_inserter(buf),
+                     "{}{}    {{\"pairs\": {}, \"map_type\": \"{}\", \"distance\": {}, \"p2pdma_distance\": {}, "
+                     "\"through_host_bridge\": {}}}",
+                     first ? "\n" : ",\n", pad, n, to_string(map_type), distance,
+                     p2pdma_distance ? std::to_string(*p2pdma_distance) : "null", through_host_bridge);
+      first = false;
+    }
+    buf += first ? "]\n" : "\n" + pad + "  ]\n";
+    buf += pad + "}";
+    out << buf;
+    return;
+  }
 
   auto names = short_names(t);
   std::vector<std::string> quoted(t.functions.size());

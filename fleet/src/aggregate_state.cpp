@@ -337,28 +337,45 @@ void AggregateState::add_report(const json& report, const std::string& origin, c
     auto& s = ids[c.pci_id(id, where + ".id")];
     keep_smallest_name(s.name, c.text(c.field(bridges[i], "device_name", where), where + ".device_name", kMaxNameBytes, true));
   }
+  // An element is one pair, or past kMostListedPairs one kind of pair with its "pairs" count: each
+  // section's pairs add up to at most the ordered pairs of the devices listed.
+  const std::uint64_t device_pairs = std::min(ordered_pairs(c.array(report, "devices", "").size()), kMaxPairsPerMachine);
+  auto pairs_in = [&](const json& element, const std::string& where, std::uint64_t& section_total,
+                      const std::string& section) {
+    std::uint64_t n = 1;
+    if (element.is_object() && element.contains("pairs"))
+      n = c.count(element, "pairs", where, device_pairs, "the ordered pairs of the report's devices");
+    add(section_total, n);
+    if (section_total > device_pairs)
+      c.fail(where, fmt::format("{} counts more than the {} ordered pairs of the report's devices", section, device_pairs));
+    return n;
+  };
   const json& verdicts = c.array(report, "kernel_verdicts", "");
+  std::uint64_t verdict_pairs = 0;
   for (size_t i = 0; i < verdicts.size(); ++i) {
     std::string where = at("kernel_verdicts", i);
+    std::uint64_t n = pairs_in(verdicts[i], where, verdict_pairs, "kernel_verdicts");
     if (c.one_of(c.field(verdicts[i], "verdict", where), where + ".verdict", {"allowed", "refused", "unknown"}) != "refused")
       continue;
-    add(k.refused_pairs, 1);
+    add(k.refused_pairs, n);
     const json& refused_at = c.array(verdicts[i], "refused_at", where);
     for (size_t r = 0; r < refused_at.size(); ++r) {
       auto& s = ids[c.pci_id(refused_at[r], fmt::format("{}.refused_at[{}]", where, r))];
-      add(s.refused_pairs, 1);
+      add(s.refused_pairs, n);
       s.refused_on.insert(key);
     }
   }
   const json& decisions_json = c.array(report, "decisions", "");
+  std::uint64_t decided_pairs = 0;
   for (size_t i = 0; i < decisions_json.size(); ++i) {
     std::string where = at("decisions", i);
+    std::uint64_t n = pairs_in(decisions_json[i], where, decided_pairs, "decisions");
     std::string rule = c.text(c.field(decisions_json[i], "rule", where), where + ".rule", kMaxRuleBytes, true);
     if (rule.empty()) rule = kNoRuleKey;
     else if (!is_rule_key(rule) || rule == kNoRuleKey) c.fail(where + ".rule", "expected a rule id ([a-z0-9-]+) or null");
     auto& d = one.decisions[rule];
     std::string action = c.one_of(c.field(decisions_json[i], "decision", where), where + ".decision", {"peer", "host_staged", "deny"});
-    add(action == "peer" ? d.peer : action == "deny" ? d.deny : d.host_staged, 1);
+    add(action == "peer" ? d.peer : action == "deny" ? d.deny : d.host_staged, n);
     d.on.insert(key);
   }
   // A machine lists each host-bridge ID once, with one status that agrees with its own evidence
@@ -383,15 +400,17 @@ void AggregateState::add_report(const json& report, const std::string& origin, c
       c.fail(where + ".fixed_in", "a release exactly when the status is \"fixed in\"");
     if (!fixed.empty()) s.fixed_in[fixed] = 1;
     const json& pairs = c.array(cand, "pairs", where);
-    add(s.unlockable_pairs, pairs.size());
+    std::uint64_t candidate_pairs = 0;
     for (size_t p = 0; p < pairs.size(); ++p) {
       std::string pw = fmt::format("{}.pairs[{}]", where, p);
+      std::uint64_t n = pairs_in(pairs[p], pw, candidate_pairs, where + ".pairs");
+      add(s.unlockable_pairs, n);
       const json& result = c.field(pairs[p], "copy_result", pw);
       if (result.is_null()) continue;
       std::string r = c.one_of(result, pw + ".copy_result", {"verified", "corrupt", "failed", "not_run"});
-      if (r == "verified") add(s.verified_copies, 1);
-      if (r == "corrupt") add(s.corrupt_copies, 1), s.corrupt_on.insert(key);
-      if (r == "failed") add(s.failed_copies, 1), s.failed_on.insert(key);
+      if (r == "verified") add(s.verified_copies, n);
+      if (r == "corrupt") add(s.corrupt_copies, n), s.corrupt_on.insert(key);
+      if (r == "failed") add(s.failed_copies, n), s.failed_on.insert(key);
     }
     if (status == "ready to submit" && s.verified_copies == 0)
       c.fail(where + ".status", "\"ready to submit\" with no verified copy among its pairs");

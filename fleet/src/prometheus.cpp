@@ -137,14 +137,22 @@ void write_prometheus(std::ostream& out, const MachineAnalysis& machine, const P
     line += tail;
     prom.sample_text(line);
   };
-  prom.gauge("p2paudit_pair_decision",
-             "The policy's decision for an ordered device pair (label decision: peer, host_staged, deny; label certain: "
-             "false where unknown facts leave it open and the safe side is given), always 1.");
-  std::map<std::string, int> per_decision{{"peer", 0}, {"host_staged", 0}, {"deny", 0}};
-  int uncertain = 0;
+  const bool listed = pairs_listed(pairs.devices().size(), options.most_listed_pairs);
+  prom.gauge("p2paudit_pairs_listed",
+             fmt::format("1: each ordered pair has its own p2paudit_pair_decision and p2paudit_pair_kernel_verdict "
+                         "series; 0: the machine has more than {} pairs and only their counts by kind are written.",
+                         options.most_listed_pairs));
+  prom.sample("p2paudit_pairs_listed", {}, listed ? 1 : 0);
+  if (listed)
+    prom.gauge("p2paudit_pair_decision",
+               "The policy's decision for an ordered device pair (label decision: peer, host_staged, deny; label "
+               "certain: false where unknown facts leave it open and the safe side is given), always 1.");
+  std::map<std::string, std::int64_t> per_decision{{"peer", 0}, {"host_staged", 0}, {"deny", 0}};
+  std::int64_t uncertain = 0;
   std::vector<std::string> group_tails;  // per decision group: ,decision="..",rule="..",authority=".."} 1
+  std::vector<std::int64_t> group_pairs;  // per decision group: its pairs
   pairs.each_group([&](size_t p, size_t c, size_t group, const policy::DecisionGroup& g, const std::string&) {
-    if (group >= group_tails.size()) group_tails.resize(group + 1);
+    if (group >= group_tails.size()) group_tails.resize(group + 1), group_pairs.resize(group + 1);
     std::string& tail = group_tails[group];
     if (tail.empty())
       tail = fmt::format(",decision=\"{}\",certain=\"{}\",rule=\"{}\",authority=\"{}\"}} 1\n",
@@ -152,26 +160,44 @@ void write_prometheus(std::ostream& out, const MachineAnalysis& machine, const P
                          prometheus_label_value(g.rule),
                          prometheus_label_value(g.authority ? policy::to_string(*g.authority) : ""));
     ++per_decision[policy::to_string(g.action)];
+    ++group_pairs[group];
     uncertain += g.certain() ? 0 : 1;
-    pair_line("p2paudit_pair_decision", p, c, tail);
+    if (listed) pair_line("p2paudit_pair_decision", p, c, tail);
   });
   prom.gauge("p2paudit_pairs", "Ordered device pairs per policy decision.");
   for (const auto& [decision, count] : per_decision) prom.sample("p2paudit_pairs", {{"decision", decision}}, count);
   prom.gauge("p2paudit_uncertain_pairs",
              "Ordered device pairs whose decision unknown facts leave open (acted on as the safe side).");
   prom.sample("p2paudit_uncertain_pairs", {}, uncertain);
+  // The counts by kind, written on every machine: one series per decision group, not per pair.
+  prom.gauge("p2paudit_pair_decisions",
+             "Ordered device pairs per kind of decision (labels decision, certain, rule, authority as "
+             "p2paudit_pair_decision's).");
+  // Decision groups differ in facts the labels do not show: groups with the same labels are one series.
+  std::map<std::string_view, std::int64_t> per_labels;
+  for (size_t g = 0; g < group_tails.size(); ++g)
+    if (!group_tails[g].empty()) per_labels[group_tails[g]] += group_pairs[g];
+  for (const auto& [tail, count] : per_labels)  // ",labels} 1\n": the count replaces the 1
+    prom.sample_text(fmt::format("p2paudit_pair_decisions{{{}}} {}\n", tail.substr(1, tail.size() - 5), count));
 
-  prom.gauge("p2paudit_pair_kernel_verdict",
-             "The kernel's pci_p2pdma_distance() verdict for an ordered device pair (label verdict: allowed, refused, "
-             "unknown), always 1.");
-  std::map<std::pair<std::string_view, MapType>, std::string> verdict_tails;
+  if (listed)
+    prom.gauge("p2paudit_pair_kernel_verdict",
+               "The kernel's pci_p2pdma_distance() verdict for an ordered device pair (label verdict: allowed, "
+               "refused, unknown), always 1.");
+  std::map<std::pair<std::string_view, MapType>, std::pair<std::string, std::int64_t>> verdict_tails;
   pairs.each_outcome([&](size_t p, size_t c, const PairOutcome& o) {
     auto [it, added] = verdict_tails.try_emplace({verdict_word(o), o.map_type});
     if (added)
-      it->second = fmt::format(",verdict=\"{}\",map_type=\"{}\"}} 1\n", prometheus_label_value(verdict_word(o)),
-                               prometheus_label_value(to_string(o.map_type)));
-    pair_line("p2paudit_pair_kernel_verdict", p, c, it->second);
+      it->second.first = fmt::format(",verdict=\"{}\",map_type=\"{}\"}} 1\n", prometheus_label_value(verdict_word(o)),
+                                     prometheus_label_value(to_string(o.map_type)));
+    ++it->second.second;
+    if (listed) pair_line("p2paudit_pair_kernel_verdict", p, c, it->second.first);
   });
+  prom.gauge("p2paudit_pair_kernel_verdicts",
+             "Ordered device pairs per kernel verdict and map type (labels as p2paudit_pair_kernel_verdict's).");
+  for (const auto& [key, tail] : verdict_tails)
+    prom.sample("p2paudit_pair_kernel_verdicts", {{"verdict", std::string(key.first)}, {"map_type", to_string(key.second)}},
+                tail.second);
 
   prom.gauge("p2paudit_acs_redirect",
              "A function whose ACS Control enables redirect (label bits: RR, CR, EC), which makes the kernel refuse "

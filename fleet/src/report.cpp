@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -212,12 +214,116 @@ ordered_json candidate_head(const Topology& topo, WhitelistCandidate& c) {
   return j;
 }
 
+ordered_json pairs_summary(size_t devices, std::uint64_t most_listed) {
+  const std::uint64_t count = ordered_pairs(devices);
+  const bool listed = count <= most_listed;
+  ordered_json j{{"count", count},
+                 {"listed", listed},
+                 {"most_listed", most_listed == UINT64_MAX ? ordered_json(nullptr) : ordered_json(most_listed)}};
+  j["note"] = listed ? ordered_json(nullptr)
+                     : ordered_json(fmt::format(
+                           "{} ordered pairs, more than {}: kernel_verdicts, decisions and each candidate's pairs are "
+                           "grouped, one element per kind of pair with its \"pairs\" count (every pair counted once); "
+                           "`report --all-pairs` lists each pair, `p2paudit explain` tells one",
+                           count, most_listed));
+  return j;
+}
+
+namespace {
+
+// The pairs of a machine past ReportOptions::most_listed_pairs: each section one element per kind
+// of pair, counted exactly. Every pair is still decided (O(depth) each, nothing kept per pair);
+// what is kept grows with the kinds: kernel codes and distances (bounded by the tree's depth), the
+// host-bridge IDs that refuse, the policy's decision groups and the copy results.
+void write_grouped_pairs(PrettyWriter& w, const MachineAnalysis& m, std::map<std::string, int>& copies) {
+  const Topology& topo = m.topo;
+  ReportPairs pairs(m);
+  using VerdictKind = std::tuple<std::string, std::string, std::optional<int>, std::string, std::vector<size_t>>;
+  std::map<VerdictKind, std::uint64_t> verdicts;
+  std::vector<size_t> roots;
+  pairs.each_outcome([&](size_t, size_t, const PairOutcome& o) {
+    roots.clear();
+    for_each_refusing_root(o, [&](size_t root) { roots.push_back(root); });
+    ++verdicts[{matrix_code(o.map_type, false), to_string(o.map_type), o.p2pdma_distance, verdict_word(o), roots}];
+  });
+  w.key("kernel_verdicts");
+  w.open_array();
+  for (const auto& [kind, n] : verdicts) {
+    const auto& [code, map_type, distance, verdict, refusing] = kind;
+    ordered_json ids = ordered_json::array();
+    for (size_t root : refusing) ids.push_back(pci_id(topo.functions[root]));
+    w.element(ordered_json{{"pairs", n},
+                           {"code", code},
+                           {"map_type", map_type},
+                           {"p2pdma_distance", or_null(distance)},
+                           {"verdict", verdict},
+                           {"refused_at", std::move(ids)}});
+  }
+  w.close_array();
+
+  // By what an element shows (decision groups differ also in facts it does not): per decision
+  // group and copy result while deciding, then merged by the members written.
+  std::map<std::pair<size_t, std::string>, std::uint64_t> decided;  // (decision group, copy_result) -> pairs
+  std::vector<const policy::DecisionGroup*> groups;
+  pairs.each_group([&](size_t, size_t, size_t group, const policy::DecisionGroup& g, const std::string& copy) {
+    if (auto it = copies.find(copy); it != copies.end()) ++it->second;
+    if (group >= groups.size()) groups.resize(group + 1);
+    groups[group] = &g;
+    ++decided[{group, copy}];
+  });
+  using DecisionKind = std::tuple<std::string, bool, std::string, std::string, std::string>;
+  std::map<DecisionKind, std::uint64_t> shown;
+  for (const auto& [key, n] : decided) {
+    const policy::DecisionGroup& g = *groups[key.first];
+    shown[{policy::to_string(g.action), g.certain(), g.rule, g.authority ? policy::to_string(*g.authority) : "",
+           key.second}] += n;
+  }
+  w.key("decisions");
+  w.open_array();
+  for (const auto& [kind, n] : shown) {
+    const auto& [decision, certain, rule, authority, copy] = kind;
+    w.element(ordered_json{{"pairs", n},
+                           {"decision", decision},
+                           {"certain", certain},
+                           {"rule", or_null(rule)},
+                           {"authority", or_null(authority)},
+                           {"copy_result", or_null(copy)}});
+  }
+  w.close_array();
+
+  // Each candidate's pairs by copy result: what whitelist_candidates() counts without keeping them.
+  w.key("candidates");
+  w.open_array();
+  WhitelistOptions counted;
+  counted.count_pairs_only = true;
+  for (auto& c : whitelist_candidates(topo, m.kernel, m.evidence, counted)) {
+    ordered_json j = candidate_json(topo, c);
+    ordered_json kinds = ordered_json::array();
+    for (const auto& [result, n] : c.copy_results) kinds.push_back({{"pairs", n}, {"copy_result", or_null(result)}});
+    j["pairs"] = std::move(kinds);
+    w.element(std::move(j));
+  }
+  w.close_array();
+}
+
+}  // namespace
+
 void write_machine_report(std::ostream& out, const MachineAnalysis& m, const ReportOptions& options) {
   const Topology& topo = m.topo;
   PrettyWriter w(out);
   w.open_object();
   ordered_json head = report_head(m, options);
+  const size_t device_count = head["devices"].size();
   for (auto& [key, value] : head.items()) w.member(key, std::move(value));
+  w.member("pairs", pairs_summary(device_count, options.most_listed_pairs));
+  if (!pairs_listed(device_count, options.most_listed_pairs)) {
+    std::map<std::string, int> copies{{"verified", 0}, {"corrupt", 0}, {"failed", 0}};
+    write_grouped_pairs(w, m, copies);
+    w.member("probe", {{"source", m.probe.source}, {"note", m.probe.note}, {"asked", m.probe.asked}, {"copies", copies}});
+    w.close_object();
+    w.finish();
+    return;
+  }
 
   // Each pair's element written as PrettyWriter::element() would write its JSON, without building
   // it: what does not change from pair to pair (keys, indentation, a device's quoted BDF, a root

@@ -529,7 +529,7 @@ void write_policy_text(std::ostream& out, PolicyEvaluator& evaluator, const std:
 }
 
 void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
-                       const nlohmann::ordered_json& head, bool details) {
+                       const nlohmann::ordered_json& head, bool details, std::uint64_t most_listed_pairs) {
   const Topology& topo = evaluator.topology();
   nlohmann::ordered_json document = {{"schema_version", kPolicySchemaVersion}};
   for (const auto& [key, value] : head.items()) document[key] = value;
@@ -544,6 +544,24 @@ void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std:
                           {"source", a.source}});
   escape_json_strings(advisories);
   document["advisories"] = advisories;
+  const std::uint64_t pair_count = static_cast<std::uint64_t>(devices.size()) * devices.size();
+  const bool grouped = pair_count > most_listed_pairs;
+  std::vector<std::uint64_t> per_group;  // grouped: each decision group's pairs
+  if (grouped) {
+    document["grouped_pairs"] = {
+        {"count", pair_count},
+        {"most_listed", most_listed_pairs},
+        {"note", fmt::format("{} ordered pairs, more than {}: \"pairs\" holds one element per decision group with its "
+                             "\"pairs\" count (every pair decided and counted once); `p2paudit check` or `explain` "
+                             "tells one pair",
+                             pair_count, most_listed_pairs)}};
+    for (const auto& p : devices)
+      for (const auto& c : devices) {
+        size_t g = evaluator.decide(p.index, c.index);
+        if (g >= per_group.size()) per_group.resize(g + 1);
+        ++per_group[g];
+      }
+  }
   std::string buf = json_text(document);
   buf.resize(buf.size() - 2);  // "\n}": the pairs follow, written as they are decided
   buf += ",\n  \"pairs\": [";
@@ -564,8 +582,16 @@ void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std:
     return pair_tails[g];
   };
   bool first = true;
+  for (size_t g = 0; g < per_group.size(); ++g) {
+    if (per_group[g] == 0) continue;
+    buf += first ? "\n    " : ",\n    ";
+    first = false;
+    buf += fmt::format("{{\"pairs\": {}, ", per_group[g]);
+    buf += pair_tail(g).substr(3);  // the group's members after the client: "decision": ...
+  }
   for (const auto& p : devices)
     for (const auto& c : devices) {
+      if (grouped) break;
       buf += first ? "\n    " : ",\n    ";
       first = false;
       size_t g = evaluator.decide(p.index, c.index);

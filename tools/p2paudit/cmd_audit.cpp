@@ -133,7 +133,7 @@ int run_audit(const GlobalOptions& global) {
                                                       {"topology", topology_to_json(topo)}});
   head.resize(head.size() - 2);  // "\n}": the matrix follows, streamed
   std::cout << head << ",\n  \"matrix\": ";
-  write_matrix_json(std::cout, index, matrix_devices(topo, false), false, 2);
+  write_matrix_json(std::cout, index, matrix_devices(topo, false), false, 2, kMostListedPairs);
   std::cout << "\n}\n";
   return kExitOk;
 }

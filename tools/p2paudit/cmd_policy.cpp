@@ -139,7 +139,7 @@ int run_policy(const GlobalOptions& global, const PolicyArgs& args) {
     std::cout << policy::env_exports(evaluator, devices, job);
   } else if (global.format == "json") {
     nlohmann::ordered_json head = {{"kernel", kernel_json(ctx.kernel)}, {"runtime_probe", runtime_evidence_json(ctx.runtimes)}};
-    policy::write_policy_json(std::cout, evaluator, devices, head, args.details);
+    policy::write_policy_json(std::cout, evaluator, devices, head, args.details, kMostListedPairs);
   } else {
     // Past one screen of devices the grid is by groups; --all keeps every function's.
     policy::write_policy_text(std::cout, evaluator, devices, args.details || global.verbose, text_style(global), !args.all);

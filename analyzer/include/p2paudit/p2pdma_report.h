@@ -3,6 +3,8 @@
 // short device names (gpu0, nvme0, nic0, accel0, ib0) the matrix and explain commands share.
 #pragma once
 
+#include <cstdint>
+
 #include <optional>
 #include <ostream>
 #include <string>
@@ -55,8 +57,19 @@ void write_matrix_text(std::ostream& out, const P2pdmaIndex& index, const std::v
 // map type, distances, common upstream device and whether the path crosses a host bridge; with
 // details, every field of verdict_json() (reason, kernel log, chains, ACS tests, remedy). `indent`
 // places the document inside another one at that depth.
+//
+// Past `most_listed_pairs` pairs (the audit passes kMostListedPairs), "pairs" holds one element
+// per kind of pair instead, {pairs (its count), map_type, distance, p2pdma_distance,
+// through_host_bridge}, and a "grouped_pairs" member {count, most_listed, note} says so: every pair
+// is computed and counted once, the output grows with the kinds, not the pairs.
 void write_matrix_json(std::ostream& out, const P2pdmaIndex& index, const std::vector<NamedFunction>& devices,
-                       bool details, int indent = 0);
+                       bool details, int indent = 0, std::uint64_t most_listed_pairs = UINT64_MAX);
+
+// Documents that list pairs (the audit's JSON, `report`, `--format prom`) list each ordered pair
+// only while a machine has at most this many (256 devices have 65,280): past it the pairs are
+// grouped by kind with exact counts, so that 5,000 GPUs (25 million pairs) give kilobytes, not
+// gigabytes (docs/fleet.md, "Grouped pairs").
+inline constexpr std::uint64_t kMostListedPairs = 65536;
 std::string explain_text(const Topology& topo, const KernelRules& rules, const ManyVerdict& many);
 
 // PairVerdict::reason for many pairs of one index, rendered from the index's chain data: the

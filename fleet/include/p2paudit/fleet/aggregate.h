@@ -28,9 +28,11 @@ inline constexpr std::string_view kAggregateKind = "p2paudit-aggregate";
 // The key of decisions no rule decided (rule ids are [a-z0-9-]+, so it cannot clash).
 inline constexpr std::string_view kNoRuleKey = "(no rule decided)";
 // What one partial state may claim (docs/fleet.md, "Merging"): at most this many machines, and no
-// more pairs per machine than one report can hold (parse_fleet_json reads at most 4 M values).
+// more pairs per machine than 16,384 devices have (a report past kMostListedPairs counts its pairs
+// by kind, so the values parse_fleet_json reads no longer bound them; a snapshot is folded pair by
+// pair). 10 M machines of 2^28 pairs stay below 2^52: thousands of partials still add up exactly.
 inline constexpr std::uint64_t kMaxPartialMachines = 10'000'000;
-inline constexpr std::uint64_t kMaxPairsPerMachine = std::uint64_t{4} << 20;
+inline constexpr std::uint64_t kMaxPairsPerMachine = std::uint64_t{1} << 28;
 
 using Counts = std::map<std::string, std::uint64_t>;
 

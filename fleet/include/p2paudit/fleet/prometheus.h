@@ -16,6 +16,10 @@ namespace p2paudit::fleet {
 struct PrometheusOptions {
   std::string tool_version;
   std::int64_t timestamp_seconds = 0;  // when the audit ran (Unix time): p2paudit_last_run_timestamp_seconds
+  // One series per ordered pair (p2paudit_pair_decision, p2paudit_pair_kernel_verdict) only up to
+  // this many pairs; past it, only the counts by kind (p2paudit_pair_decisions, ..._kernel_verdicts):
+  // a machine's series stay bounded as Prometheus' cardinality needs (report.h, kMostListedPairs).
+  std::uint64_t most_listed_pairs = kMostListedPairs;
 };
 
 // The whole text-format document: # HELP and # TYPE before each metric's samples, one sample per

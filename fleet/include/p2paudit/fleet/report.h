@@ -4,6 +4,7 @@
 // runtimes said, in one JSON document that `p2paudit aggregate` folds with thousands of others.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -49,10 +50,25 @@ struct MachineAnalysis {
   ProbeSummary probe;
 };
 
+// A report lists each ordered pair (its kernel verdict, its decision, each whitelist candidate's
+// pairs) only up to kMostListedPairs (p2pdma_report.h); past it the pairs are grouped by what they
+// share, one element per kind of pair with its exact "pairs" count. `--format prom` writes one
+// series per pair under the same bound.
 struct ReportOptions {
   std::string tool_version;
   bool redact = false;  // leave the host name out
+  std::uint64_t most_listed_pairs = kMostListedPairs;  // UINT64_MAX: always each pair (`report --all-pairs`)
 };
+
+// The ordered pairs of `devices` devices, and whether a report lists each of them.
+inline std::uint64_t ordered_pairs(size_t devices) {
+  return devices < 2 ? 0 : static_cast<std::uint64_t>(devices) * (devices - 1);
+}
+inline bool pairs_listed(size_t devices, std::uint64_t most_listed) { return ordered_pairs(devices) <= most_listed; }
+
+// The report's "pairs" member: {"count", "listed", "most_listed", "note"}: how many ordered pairs,
+// whether each is an element of kernel_verdicts and decisions, and when not, why and how to list them.
+nlohmann::ordered_json pairs_summary(size_t devices, std::uint64_t most_listed);
 
 // The report document (docs/fleet.md), written to `out` as it is computed: the text
 // json_text() prints for it (two-space indentation, hostile strings escaped, no newline at the

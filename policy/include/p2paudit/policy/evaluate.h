@@ -3,6 +3,8 @@
 // decision; and the renderings `p2paudit policy` prints (table, JSON; shell exports: env_exports.h).
 #pragma once
 
+#include <cstdint>
+
 #include <cstring>
 #include <functional>
 #include <map>
@@ -195,6 +197,9 @@ void write_decision_screen(std::ostream& out, PolicyEvaluator& evaluator, const 
                            const TextStyle& style = {}, const ScreenOptions& options = {});
 // {"schema_version": 2, ...head, "devices", "pairs": [{provider, client, decision, rule, authority,
 // group}...], "groups": [...]}; with details each pair is pair_decision_json()'s object plus its group.
+// Past `most_listed_pairs` pairs (`policy` passes kMostListedPairs, p2pdma_report.h) "pairs" holds
+// one element per decision group, {pairs (its count), decision, certain, rule, authority, group},
+// and "grouped_pairs" {count, most_listed, note} says so: every pair decided and counted once.
 void write_policy_json(std::ostream& out, PolicyEvaluator& evaluator, const std::vector<NamedFunction>& devices,
-                       const nlohmann::ordered_json& head, bool details);
+                       const nlohmann::ordered_json& head, bool details, std::uint64_t most_listed_pairs = UINT64_MAX);
 }  // namespace p2paudit::policy
