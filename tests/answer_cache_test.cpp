@@ -86,6 +86,17 @@ TEST(NvmlFirst, DecisionsEqualAFullProbeOnEveryPair) {
     auto fast = probe::probe_for_decisions({});
     EXPECT_TRUE(asked(full, "cuda")) << scenario;
     EXPECT_FALSE(asked(fast, "cuda")) << scenario << ": NVML answered every pair, CUDA is not needed";
+    // The first screen asks NVML only what decisions read (a driver call per status and pair).
+    for (const auto& r : fast)
+      if (r.runtime == "nvml")
+        for (const auto& p : r.pairs) {
+          std::vector<std::string> keys;
+          for (const auto& [key, value] : p.answers.items()) keys.push_back(key);
+          EXPECT_EQ(keys, (std::vector<std::string>{"read", "write", "nvlink"})) << scenario;
+        }
+    for (const auto& r : full)
+      if (r.runtime == "nvml")
+        for (const auto& p : r.pairs) EXPECT_TRUE(p.answers.contains("atomics") && p.answers.contains("prop")) << scenario;
     auto a = decide_every_pair(full), b = decide_every_pair(fast);
     ASSERT_FALSE(a.empty());
     size_t driver_decided = 0;

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <bitset>
+#include <endian.h>
 #include <atomic>
 #include <cerrno>
 #include <csetjmp>
@@ -567,6 +569,55 @@ void fill_pci_names(Function& f) {
   f.class_name = lookup(PCI_LOOKUP_CLASS, f.class_code >> 8);
 }
 
+std::vector<uint8_t> read_config_pieces(const Sysroot::PieceRead& read) {
+  constexpr size_t kConventional = 256, kExtended = 4096;
+  std::vector<uint8_t> bytes(kExtended, 0);
+  const size_t head = read(0, bytes.data(), kConventional);
+  // The last dword tells whether the whole extended space can be read (a conventional function's
+  // file, an unprivileged read, end before it).
+  if (head < kConventional || read(kExtended - 4, bytes.data() + kExtended - 4, 4) < 4) {
+    bytes.resize(head);
+    return bytes;
+  }
+  const auto dword = [&](size_t at) {
+    uint32_t v;
+    std::memcpy(&v, bytes.data() + at, 4);
+    return le32toh(v);
+  };
+  // The bytes decode_ext_caps() reads after each capability's header.
+  const auto body_size = [](unsigned id) -> size_t {
+    switch (id) {
+      case PCI_EXT_CAP_ID_ACS: return PCI_ACS_EGRESS_CTRL + 4;
+      case PCI_EXT_CAP_ID_SRIOV: return 0x40;
+      case PCI_EXT_CAP_ID_DSN: return 12;
+      case PCI_EXT_CAP_ID_REBAR: return 8 + 8 * 6;
+      default: return 4;
+    }
+  };
+  // The list as libpci walks it (a next pointer below 256 is followed into conventional space;
+  // the walk ends at a place seen before), which holds the kernel's walk (it stops below 256).
+  std::bitset<kExtended / 4> seen;
+  for (size_t where = kConventional;;) {
+    if (seen[where / 4]) break;
+    seen[where / 4] = true;
+    if (where >= kConventional && read(where, bytes.data() + where, 4) < 4) {
+      bytes.resize(kConventional);  // the read stopped inside extended space: it is unknown
+      return bytes;
+    }
+    const uint32_t header = dword(where);
+    if (where >= kConventional) {
+      const size_t end = std::min(kExtended, where + body_size(header & 0xffff));
+      if (end > where + 4 && read(where + 4, bytes.data() + where + 4, end - where - 4) < end - where - 4) {
+        bytes.resize(kConventional);
+        return bytes;
+      }
+    }
+    where = (header >> 20) & 0xffc;
+    if (where == 0) break;
+  }
+  return bytes;
+}
+
 size_t whole_config_regions(size_t bytes) { return bytes >= 4096 ? 4096 : bytes >= 256 ? 256 : bytes >= 64 ? 64 : 0; }
 
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings) {
@@ -600,7 +651,15 @@ std::vector<Function> read_config_space(const Sysroot& root, std::vector<Finding
       findings.push_back({dir, "not a PCI address (DDDD:BB:DD.F); ignored"});
       continue;
     }
-    auto bytes = root.read_bytes(dir + "/config", 4096);
+    // The live machine's config is read where the decoding looks (every dword a config cycle); a
+    // capture's whole.
+    std::optional<std::vector<uint8_t>> bytes;
+    if (root.is_live()) {
+      if (!root.read_pieces(dir + "/config", 4096, [&](const Sysroot::PieceRead& read) { bytes = read_config_pieces(read); }))
+        bytes.reset();
+    } else {
+      bytes = root.read_bytes(dir + "/config", 4096);
+    }
     size_t readable = bytes ? whole_config_regions(bytes->size()) : 0;
     if (readable < 64) {
       findings.push_back({dir + "/config", fmt::format("{}: the function cannot be identified and is left out",

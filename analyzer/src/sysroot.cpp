@@ -133,6 +133,24 @@ class Sysroot::Backend {
   virtual std::optional<std::string> read_in(const std::string& dir, std::string_view name, size_t max, bool& link) const {
     return read_unless_link(joined(dir, name), max, link);
   }
+  // Sysroot::read_pieces() of the entry `name` of `dir`: by default the file read whole.
+  virtual bool read_pieces_in(const std::string& dir, std::string_view name, size_t max,
+                              const std::function<void(const PieceRead&)>& use, bool& link) const {
+    auto data = read_in(dir, name, max, link);
+    if (!data) return false;
+    use(pieces_of(*data, max));
+    return true;
+  }
+  // A reader of pieces of bytes held in memory (the first max of them).
+  static PieceRead pieces_of(const std::string& data, size_t max) {
+    const size_t held = std::min(data.size(), max);
+    return [&data, held](size_t offset, uint8_t* out, size_t size) -> size_t {
+      if (offset >= held) return 0;
+      const size_t n = std::min(size, held - offset);
+      std::memcpy(out, data.data() + offset, n);
+      return n;
+    };
+  }
   // The file `name` of the subdirectory `sub` of `dir`, the one file read there (an IOMMU
   // group's `type`): a backend may read it without opening or listing `sub`. `handled` false:
   // this backend cannot tell (or `sub` is no plain directory) and the caller reads it as usual.
@@ -222,6 +240,40 @@ class DirectoryBackend : public Sysroot::Backend {
   std::optional<std::string> read_in(const std::string& dir, std::string_view name, size_t max, bool& link) const override {
     Dir* d = open_directory(dir);
     return d ? read_at(*d, name, max, link) : std::nullopt;
+  }
+
+  // The live machine's file through one descriptor, read with pread() where asked; a captured
+  // tree's file whole (its bytes cost nothing more to read, and one read is one system call).
+  bool read_pieces_in(const std::string& dir, std::string_view name, size_t max,
+                      const std::function<void(const Sysroot::PieceRead&)>& use, bool& link) const override {
+    if (!live_) return Backend::read_pieces_in(dir, name, max, use, link);
+    Dir* d = open_directory(dir);
+    if (!d) return false;
+    Kind k = d->listed ? entry_kind(*d, name, /*stat_unknown=*/false) : Kind::kOther;
+    if (k == Kind::kSymlink) link = true;
+    if (k == Kind::kMissing || k == Kind::kSymlink || k == Kind::kDirectory) return false;
+    CName c(name);
+    if (!c) return false;
+    Fd fd(::openat(d->fd.get(), c.get(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    struct stat st{};
+    if (fd.get() < 0) {
+      if (errno == ELOOP) link = true;
+      return false;
+    }
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    use([&fd, max](size_t offset, uint8_t* out, size_t size) -> size_t {
+      if (offset >= max) return 0;
+      size = std::min(size, max - offset);
+      size_t done = 0;
+      for (int reads = 0; done < size && reads < 64; ++reads) {  // sysfs may return less than asked
+        ssize_t n = ::pread(fd.get(), out + done, size - done, static_cast<off_t>(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += static_cast<size_t>(n);
+      }
+      return done;
+    });
+    return true;
   }
 
   // `sub` is not opened (nor listed) for one file: the file is opened from `dir` with
@@ -1492,6 +1544,21 @@ std::optional<std::string> Sysroot::read_file(const std::string& relative, size_
   auto path = resolve(relative);
   if (!path) return std::nullopt;
   return backend_->read(*path, max);
+}
+
+bool Sysroot::read_pieces(const std::string& relative, size_t max, const std::function<void(const PieceRead&)>& use) const {
+  std::string_view name;
+  if (const auto* dir = directory_of(relative, name)) {
+    if (!*dir) return false;
+    bool link = false;
+    const bool read = backend_->read_pieces_in(**dir, name, max, use, link);
+    if (!link) return read;
+  }
+  // A path the reader does not name plainly, or a link: read whole as read_bytes() reads it.
+  auto data = read_file(relative, max);
+  if (!data) return false;
+  use(Backend::pieces_of(*data, max));
+  return true;
 }
 
 std::optional<std::string> Sysroot::resolve(const std::string& relative) const { return resolve_path(relative, true); }

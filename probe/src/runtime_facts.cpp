@@ -46,7 +46,9 @@ bool nvml_answers_every_pair(const RuntimeReport& nvml) {
   return true;
 }
 
-std::vector<RuntimeReport> probe_for_decisions(const ProbeOptions& options) {
+std::vector<RuntimeReport> probe_for_decisions(const ProbeOptions& asked) {
+  ProbeOptions options = asked;
+  options.decisions_only = true;
   std::vector<RuntimeReport> reports;
   options.report_progress("nvml");
   reports.push_back(probe_nvml(options));

@@ -26,6 +26,14 @@ std::vector<Function> read_config_dump(const std::string& dump_file, std::vector
 // One function's config space as held in memory (64, 256 or 4096 bytes count); BAR sizes unknown.
 Function decode_config_bytes(const Bdf& bdf, std::vector<uint8_t> bytes, std::vector<Finding>& findings);
 
+// One function's config space read piece by piece (Sysroot::read_pieces()), only where the
+// decoding looks: the 256 bytes of conventional space, every extended capability header on the
+// kernel's and libpci's walks of the list, and the bodies of the capabilities decoded (ACS,
+// SR-IOV, Device Serial Number, Resizable BAR). Unread bytes are zero; the size is what a whole
+// read would give (64, 256 or 4096 bytes, fewer when the read stops short), so
+// whole_config_regions() and the decoding see the same function as from the whole file.
+std::vector<uint8_t> read_config_pieces(const Sysroot::PieceRead& read);
+
 // How much of config space counts as read when `bytes` of it are held (a sysfs file, a dump's
 // rows, what libpci's dump method holds): only whole regions, the 64-byte header, the 256 bytes
 // of conventional and the 4096 of extended config space; a read cut inside a region leaves that

@@ -71,6 +71,14 @@ class Sysroot {
   std::optional<std::string> read_text(const std::string& relative) const;
   // Up to max bytes; nullopt when the file cannot be read as above.
   std::optional<std::vector<uint8_t>> read_bytes(const std::string& relative, size_t max) const;
+  // A file read where the caller asks rather than whole: `use` is given a reader of up to `size`
+  // bytes at `offset` (the count read; 0 at the end or on an error). The live machine's files
+  // are read with pread() through one descriptor: sysfs `config` costs a config cycle per dword
+  // read (a trap to the hypervisor in a VM), so a reader of a few capabilities saves most of them.
+  // Other sysroots read the file whole, up to max bytes, and serve the pieces from memory. false,
+  // and `use` not called, when the file cannot be read as read_bytes() reads it.
+  using PieceRead = std::function<size_t(size_t offset, uint8_t* out, size_t size)>;
+  bool read_pieces(const std::string& relative, size_t max, const std::function<void(const PieceRead&)>& use) const;
   // Size the file reports (sysfs gives the kernel's size of `config`), nullopt when unreadable.
   std::optional<uint64_t> file_size(const std::string& relative) const;
   // Target of a symlink as stored (its text, not followed), or nullopt.

@@ -29,6 +29,9 @@ struct ProbeOptions {
   int timeout_seconds = 20;     // per isolated phase
   CopyOptions copy;
   bool mirror = false;          // `probe --mirror` (Level Zero): host memory behind device allocations
+  // The first screen's questions only: what decisions read (NVML: the read, write and NVLink P2P
+  // status, not atomics or the deprecated prop; each is a driver call of ~1.6 ms per ordered pair).
+  bool decisions_only = false;
   // Told what starts next ("cuda copy: pair 3 of 12"): copy tests take seconds a pair, and a person
   // at a terminal should see the work move. May be empty.
   std::function<void(const std::string& step)> progress;
