@@ -225,7 +225,10 @@ TEST(GroupedPairs, PastTheBoundReportAndPromCountEveryPairInBoundedOutput) {
   EXPECT_TRUE(listed["pairs"]["listed"].get<bool>());
   EXPECT_EQ(listed["decisions"].size(), pairs);
 
-  // Grouped: said so, counted exactly, and small: the listed report is about 20 MB here.
+  // Grouped: said so (by a schema version older aggregates refuse, too), counted exactly, and
+  // small: the listed report is about 20 MB here.
+  EXPECT_EQ(listed["schema_version"], 1);
+  EXPECT_EQ(grouped["schema_version"], 2);
   EXPECT_EQ(grouped["pairs"]["count"], pairs);
   EXPECT_FALSE(grouped["pairs"]["listed"].get<bool>());
   EXPECT_NE(grouped["pairs"]["note"].get<std::string>().find("--all-pairs"), std::string::npos);
@@ -266,6 +269,16 @@ TEST(GroupedPairs, PastTheBoundReportAndPromCountEveryPairInBoundedOutput) {
   ASSERT_EQ(from_grouped.inputs_read, 1u);
   EXPECT_EQ(unnamed(from_grouped), unnamed(from_listed));
   EXPECT_EQ(unnamed(from_grouped), unnamed(from_machine));
+  // A version this aggregate does not know is refused, naming the field.
+  auto future = grouped;
+  future["schema_version"] = 3;
+  const fs::path future_file = tmp.path() / "future.json";
+  write_file(future_file, future.dump());
+  auto from_future = fleet::aggregate({future_file.string()}, options());
+  EXPECT_EQ(from_future.inputs_read, 0u);
+  ASSERT_EQ(from_future.state.skipped.size(), 1u);
+  EXPECT_NE(from_future.state.skipped[0].reason.find("schema_version: expected 1 to 2"), std::string::npos)
+      << from_future.state.skipped[0].reason;
 
   // prom: no series per pair, the counts by kind add up to every pair, and it says so.
   auto lines_of = [](const std::string& text, const std::string& metric) {

@@ -154,12 +154,13 @@ class Checker {
       fail(where, fmt::format("the counts add up to {}, not to the {} of {}", n, total, of));
   }
   static std::string join(const std::string& where, const char* key) { return where.empty() ? key : where + "." + key; }
-  void header(const json& doc, std::string_view kind) const {
+  // `newest`: the newest version of this kind this tool reads (a report: 2, grouped pairs).
+  void header(const json& doc, std::string_view kind, int newest = kAggregateSchemaVersion) const {
     if (!doc.is_object()) fail("the document", "expected a JSON object");
     const json& version = field(doc, "schema_version", "");
-    if (!version.is_number_integer() || version.get<std::int64_t>() != kAggregateSchemaVersion)
-      fail("schema_version", fmt::format("expected {} (this tool reads version {})", kAggregateSchemaVersion,
-                                         kAggregateSchemaVersion));
+    if (!version.is_number_integer() || version.get<std::int64_t>() < 1 || version.get<std::int64_t>() > newest)
+      fail("schema_version", newest == 1 ? fmt::format("expected 1 (this tool reads version 1)")
+                                         : fmt::format("expected 1 to {} (this tool reads versions 1 to {})", newest, newest));
     if (text(field(doc, "kind", ""), "kind", 64) != kind) fail("kind", fmt::format("expected \"{}\"", kind));
   }
 
@@ -308,7 +309,7 @@ std::string fnv1a64(std::string_view bytes) {
 
 void AggregateState::add_report(const json& report, const std::string& origin, const std::string& input_id) {
   Checker c(origin);
-  c.header(report, kReportKind);
+  c.header(report, kReportKind, kGroupedReportSchemaVersion);
   const json& machine = c.object(report, "machine", "");
   std::string cpu = cpu_label(c, machine);
   // The machine's name (docs/fleet.md, "Machines"): its host name, else the input's own id.

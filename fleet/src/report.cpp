@@ -314,6 +314,7 @@ void write_machine_report(std::ostream& out, const MachineAnalysis& m, const Rep
   w.open_object();
   ordered_json head = report_head(m, options);
   const size_t device_count = head["devices"].size();
+  if (!pairs_listed(device_count, options.most_listed_pairs)) head["schema_version"] = kGroupedReportSchemaVersion;
   for (auto& [key, value] : head.items()) w.member(key, std::move(value));
   w.member("pairs", pairs_summary(device_count, options.most_listed_pairs));
   if (!pairs_listed(device_count, options.most_listed_pairs)) {

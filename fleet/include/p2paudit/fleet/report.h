@@ -31,6 +31,10 @@ struct DecisionGroup;
 namespace p2paudit::fleet {
 
 inline constexpr int kReportSchemaVersion = 1;
+// A report whose pairs are grouped (past ReportOptions::most_listed_pairs): an aggregate of an
+// earlier version, which counts one pair per element, refuses it by this version rather than
+// miscount it; a report whose every pair is listed keeps version 1, which every aggregate reads.
+inline constexpr int kGroupedReportSchemaVersion = 2;
 inline constexpr std::string_view kReportKind = "p2paudit-report";
 
 // Where the runtimes' answers came from: "live" (asked now), "snapshot" (`snapshot --probe`) or
