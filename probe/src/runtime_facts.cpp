@@ -16,21 +16,6 @@
 
 namespace p2paudit::probe {
 
-std::vector<RuntimeReport> probe_all(const ProbeOptions& options) {
-  std::vector<RuntimeReport> reports;
-  options.report_progress("nvml");
-  reports.push_back(probe_nvml(options));
-  options.report_progress("cuda");
-  reports.push_back(probe_cuda(options));
-#ifdef P2PAUDIT_HAVE_LEVEL_ZERO
-  options.report_progress("level_zero");
-  reports.push_back(probe_level_zero(options));
-#endif
-  options.report_progress("hip");
-  reports.push_back(probe_hip(options));
-  return reports;
-}
-
 bool nvml_answers_every_pair(const RuntimeReport& nvml) {
   if (nvml.runtime != "nvml" || nvml.status != "ok") return false;
   const size_t n = nvml.devices.size();
@@ -46,13 +31,14 @@ bool nvml_answers_every_pair(const RuntimeReport& nvml) {
   return true;
 }
 
-std::vector<RuntimeReport> probe_for_decisions(const ProbeOptions& asked) {
-  ProbeOptions options = asked;
-  options.decisions_only = true;
+namespace {
+
+// Every runtime in turn; CUDA, where `cuda_where_nvml_cannot`, only when NVML did not answer.
+std::vector<RuntimeReport> ask_runtimes(const ProbeOptions& options, bool cuda_where_nvml_cannot) {
   std::vector<RuntimeReport> reports;
   options.report_progress("nvml");
   reports.push_back(probe_nvml(options));
-  if (!nvml_answers_every_pair(reports.back())) {
+  if (!cuda_where_nvml_cannot || !nvml_answers_every_pair(reports.back())) {
     options.report_progress("cuda");
     reports.push_back(probe_cuda(options));
   }
@@ -64,6 +50,16 @@ std::vector<RuntimeReport> probe_for_decisions(const ProbeOptions& asked) {
   reports.push_back(probe_hip(options));
   return reports;
 }
+
+}  // namespace
+
+std::vector<RuntimeReport> probe_for_decisions(const ProbeOptions& asked) {
+  ProbeOptions options = asked;
+  options.decisions_only = true;
+  return ask_runtimes(options, true);
+}
+
+std::vector<RuntimeReport> probe_all(const ProbeOptions& options) { return ask_runtimes(options, false); }
 
 std::map<Bdf, std::string> function_names(const Topology& topo) {
   std::map<Bdf, std::string> names;
