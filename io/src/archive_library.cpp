@@ -1,15 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/archive_library.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <mutex>
-#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "p2paudit/errors.h"
+#include "p2paudit/shared_library.h"
 
 namespace p2paudit {
 
@@ -27,31 +25,21 @@ std::atomic<const char*> g_soname{kLibarchiveSoname};
 
 ArchiveLibraryLoad load_archive_library(const char* soname) {
   ArchiveLibraryLoad out;
-  // RTLD_LOCAL keeps its symbols and its dependencies' out of the global scope. Never closed:
-  // the table serves the rest of the process.
-  void* handle = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* why = ::dlerror();
-    const std::string_view reason = why ? why : "";
+  SharedLibrary lib = SharedLibrary::open({soname});
+  if (!lib) {
     // glibc names the object it could not find first: the library itself, or one it needs.
-    if (reason.starts_with(fmt::format("{}: cannot open shared object file", soname)))
+    if (std::string_view(lib.error()).starts_with(fmt::format("{}: cannot open shared object file", soname)))
       out.error = fmt::format("{} is not installed (apt install {})", soname, kLibarchivePackage);
     else
-      out.error = fmt::format("{} cannot be loaded (apt install {}): {}", soname, kLibarchivePackage,
-                              why ? why : "dlopen failed");
+      out.error = fmt::format("{} cannot be loaded (apt install {}): {}", soname, kLibarchivePackage, lib.error());
     return out;
   }
-  auto resolve = [&](auto& function, const char* name) {
-    if (!out.error.empty()) return;
-    function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(handle, name));
-    if (!function) out.error = fmt::format("{} lacks {}: it is not the libarchive 3 p2paudit needs", soname, name);
-  };
-#define P2PAUDIT_ARCHIVE_RESOLVE(name) resolve(out.functions.name, #name);
+#define P2PAUDIT_ARCHIVE_RESOLVE(name) lib.get(out.functions.name, #name);
   P2PAUDIT_ARCHIVE_FUNCTIONS(P2PAUDIT_ARCHIVE_RESOLVE)
 #undef P2PAUDIT_ARCHIVE_RESOLVE
-  if (!out.error.empty()) {
+  if (!lib.missing().empty()) {
     out.functions = {};
-    ::dlclose(handle);
+    out.error = fmt::format("{} lacks {}: it is not the libarchive 3 p2paudit needs", soname, lib.missing());
   }
   return out;
 }

@@ -2,7 +2,6 @@
 // CUDA driver API backend: libcuda.so.1 opened with dlopen() in an isolated child (docs/probe.md),
 // and with --copy a peer and a host-staged copy per ordered pair (probe.h, PairAnswer).
 // The few CUDA types and prototypes used are declared here: no build dependency on CUDA.
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -123,39 +122,33 @@ struct Cuda {
 // ({"absent": why} or {"failed": ...}).
 std::optional<nlohmann::json> open_cuda(const std::string& library, Cuda& c) {
   isolated_phase("dlopen");
-  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* e = dlerror();
-    return nlohmann::json{{"absent", e ? e : "dlopen failed"}};
-  }
+  SharedLibrary lib = SharedLibrary::open({library});
+  if (!lib) return nlohmann::json{{"absent", lib.error()}};
   isolated_phase("dlsym");
-  const char* missing = nullptr;
-  if (!detail::load_symbol(lib, "cuInit", c.init)) missing = "cuInit";
-  else if (!detail::load_symbol(lib, "cuDriverGetVersion", c.driver_version)) missing = "cuDriverGetVersion";
-  else if (!detail::load_symbol(lib, "cuDeviceGetCount", c.count)) missing = "cuDeviceGetCount";
-  else if (!detail::load_symbol(lib, "cuDeviceGet", c.get)) missing = "cuDeviceGet";
-  else if (!detail::load_symbol(lib, "cuDeviceCanAccessPeer", c.can_access)) missing = "cuDeviceCanAccessPeer";
-  if (missing)
-    return nlohmann::json{
-        {"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", missing}}}};
-  detail::load_symbol(lib, "cuDeviceGetName", c.name);
-  detail::load_symbol(lib, "cuDeviceGetPCIBusId", c.bus_id);
-  detail::load_symbol(lib, "cuDeviceGetAttribute", c.attribute);
-  detail::load_symbol(lib, "cuDeviceGetP2PAttribute", c.p2p_attribute);
-  detail::load_symbol(lib, "cuGetErrorName", c.error_name);
-  detail::load_symbol(lib, "cuGetErrorString", c.error_string);
-  detail::load_symbol(lib, "cuDevicePrimaryCtxRetain", c.ctx_retain);
-  detail::load_symbol(lib, "cuCtxSetCurrent", c.ctx_set);
-  detail::load_symbol(lib, "cuCtxSynchronize", c.ctx_sync);
-  detail::load_symbol(lib, "cuCtxEnablePeerAccess", c.peer_enable);
-  detail::load_symbol(lib, "cuCtxDisablePeerAccess", c.peer_disable);
-  detail::load_symbol(lib, "cuMemAlloc_v2", c.mem_alloc);
-  detail::load_symbol(lib, "cuMemFree_v2", c.mem_free);
-  detail::load_symbol(lib, "cuMemAllocHost_v2", c.host_alloc);
-  detail::load_symbol(lib, "cuMemFreeHost", c.host_free);
-  detail::load_symbol(lib, "cuMemcpyHtoD_v2", c.htod);
-  detail::load_symbol(lib, "cuMemcpyDtoH_v2", c.dtoh);
-  detail::load_symbol(lib, "cuMemcpyPeer", c.peer_copy);
+  lib.get(c.init, "cuInit");
+  lib.get(c.driver_version, "cuDriverGetVersion");
+  lib.get(c.count, "cuDeviceGetCount");
+  lib.get(c.get, "cuDeviceGet");
+  lib.get(c.can_access, "cuDeviceCanAccessPeer");
+  if (!lib.missing().empty()) return detail::symbol_missing(lib.missing());
+  lib.get(c.name, "cuDeviceGetName", SharedLibrary::kOptional);
+  lib.get(c.bus_id, "cuDeviceGetPCIBusId", SharedLibrary::kOptional);
+  lib.get(c.attribute, "cuDeviceGetAttribute", SharedLibrary::kOptional);
+  lib.get(c.p2p_attribute, "cuDeviceGetP2PAttribute", SharedLibrary::kOptional);
+  lib.get(c.error_name, "cuGetErrorName", SharedLibrary::kOptional);
+  lib.get(c.error_string, "cuGetErrorString", SharedLibrary::kOptional);
+  lib.get(c.ctx_retain, "cuDevicePrimaryCtxRetain", SharedLibrary::kOptional);
+  lib.get(c.ctx_set, "cuCtxSetCurrent", SharedLibrary::kOptional);
+  lib.get(c.ctx_sync, "cuCtxSynchronize", SharedLibrary::kOptional);
+  lib.get(c.peer_enable, "cuCtxEnablePeerAccess", SharedLibrary::kOptional);
+  lib.get(c.peer_disable, "cuCtxDisablePeerAccess", SharedLibrary::kOptional);
+  lib.get(c.mem_alloc, "cuMemAlloc_v2", SharedLibrary::kOptional);
+  lib.get(c.mem_free, "cuMemFree_v2", SharedLibrary::kOptional);
+  lib.get(c.host_alloc, "cuMemAllocHost_v2", SharedLibrary::kOptional);
+  lib.get(c.host_free, "cuMemFreeHost", SharedLibrary::kOptional);
+  lib.get(c.htod, "cuMemcpyHtoD_v2", SharedLibrary::kOptional);
+  lib.get(c.dtoh, "cuMemcpyDtoH_v2", SharedLibrary::kOptional);
+  lib.get(c.peer_copy, "cuMemcpyPeer", SharedLibrary::kOptional);
 
   isolated_phase("cuInit");
   if (auto rc = c.init(0); rc != kCudaSuccess) return c.failure("cuInit", rc);

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // HIP backend (AMD ROCm): libamdhip64.so opened with dlopen() in an isolated child (docs/probe.md).
 // The few HIP types and prototypes used are declared here: no build dependency on ROCm.
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -92,32 +91,20 @@ std::string describe(const std::vector<std::string>& names) {
 // The child's whole conversation with HIP (session.h's protocol).
 nlohmann::json hip_session(size_t first_pair) {
   isolated_phase("dlopen");
-  void* lib = nullptr;
-  std::string loaded, first_error;
-  for (const auto& name : candidates()) {
-    lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-      loaded = name;
-      break;
-    }
-    const char* e = dlerror();
-    if (first_error.empty()) first_error = e ? e : name + ": dlopen failed";
-  }
-  if (!lib) return {{"absent", "not available: " + first_error}};
+  SharedLibrary lib = SharedLibrary::open(candidates());
+  if (!lib) return {{"absent", "not available: " + lib.error()}};
   Hip h;
   isolated_phase("dlsym");
-  const char* missing = nullptr;
-  if (!detail::load_symbol(lib, "hipInit", h.init)) missing = "hipInit";
-  else if (!detail::load_symbol(lib, "hipDriverGetVersion", h.driver_version)) missing = "hipDriverGetVersion";
-  else if (!detail::load_symbol(lib, "hipGetDeviceCount", h.count)) missing = "hipGetDeviceCount";
-  else if (!detail::load_symbol(lib, "hipDeviceCanAccessPeer", h.can_access)) missing = "hipDeviceCanAccessPeer";
-  if (missing)
-    return {{"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", missing}}}};
-  detail::load_symbol(lib, "hipDeviceGetName", h.name);
-  detail::load_symbol(lib, "hipDeviceGetPCIBusId", h.bus_id);
-  detail::load_symbol(lib, "hipExtGetLinkTypeAndHopCount", h.link);  // AMD's extension; absent from older HIP
-  detail::load_symbol(lib, "hipGetErrorName", h.error_name);
-  detail::load_symbol(lib, "hipGetErrorString", h.error_string);
+  lib.get(h.init, "hipInit");
+  lib.get(h.driver_version, "hipDriverGetVersion");
+  lib.get(h.count, "hipGetDeviceCount");
+  lib.get(h.can_access, "hipDeviceCanAccessPeer");
+  if (!lib.missing().empty()) return detail::symbol_missing(lib.missing());
+  lib.get(h.name, "hipDeviceGetName", SharedLibrary::kOptional);
+  lib.get(h.bus_id, "hipDeviceGetPCIBusId", SharedLibrary::kOptional);
+  lib.get(h.link, "hipExtGetLinkTypeAndHopCount", SharedLibrary::kOptional);  // AMD's extension; absent from older HIP
+  lib.get(h.error_name, "hipGetErrorName", SharedLibrary::kOptional);
+  lib.get(h.error_string, "hipGetErrorString", SharedLibrary::kOptional);
 
   isolated_phase("hipInit");
   // ROCm installed on a machine without an AMD GPU: hipInit answers hipErrorNoDevice (100), or
@@ -159,7 +146,7 @@ nlohmann::json hip_session(size_t first_pair) {
   }
   // HIP_VERSION's encoding: major * 10000000 + minor * 100000 + patch.
   isolated_partial({{"driver_version", fmt::format("{}.{}.{}", version / 10000000, version / 100000 % 100, version % 100000)},
-                    {"library", loaded},
+                    {"library", lib.name()},
                     {"devices", devices}});
 
   size_t total = count > 1 ? static_cast<size_t>(count) * static_cast<size_t>(count - 1) : 0;

@@ -2,12 +2,11 @@
 // The Level Zero loader as every probe child uses it (level_zero_api.h).
 #include "level_zero_api.h"
 
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <cstring>
 
 #include "p2paudit/probe/isolate.h"
+#include "p2paudit/shared_library.h"
 
 namespace p2paudit::probe::level_zero {
 
@@ -101,51 +100,36 @@ std::string failure_text(const json& f) {
   return s;
 }
 
-namespace {
-
-template <typename F>
-void lookup(void* handle, F& fn, const char* name) {
-  fn = reinterpret_cast<F>(dlsym(handle, name));
-}
-
-}  // namespace
-
 std::string open_loader(Api& api) {
-  dlerror();
-  api.handle = dlopen(kLoaderLibrary, RTLD_NOW | RTLD_LOCAL);
-  if (!api.handle) {
-    const char* e = dlerror();
-    return e ? e : "dlopen failed";
-  }
-  lookup(api.handle, api.Init, "zeInit");
-  lookup(api.handle, api.DriverGet, "zeDriverGet");
-  lookup(api.handle, api.DriverGetProperties, "zeDriverGetProperties");
-  lookup(api.handle, api.DriverGetApiVersion, "zeDriverGetApiVersion");
-  lookup(api.handle, api.DriverGetExtensionProperties, "zeDriverGetExtensionProperties");
-  lookup(api.handle, api.DriverGetExtensionFunctionAddress, "zeDriverGetExtensionFunctionAddress");
-  lookup(api.handle, api.DeviceGet, "zeDeviceGet");
-  lookup(api.handle, api.DeviceGetProperties, "zeDeviceGetProperties");
-  lookup(api.handle, api.DevicePciGetPropertiesExt, "zeDevicePciGetPropertiesExt");
-  lookup(api.handle, api.DeviceCanAccessPeer, "zeDeviceCanAccessPeer");
-  lookup(api.handle, api.DeviceGetP2PProperties, "zeDeviceGetP2PProperties");
-  lookup(api.handle, api.DeviceGetCommandQueueGroupProperties, "zeDeviceGetCommandQueueGroupProperties");
-  lookup(api.handle, api.FabricVertexGetExp, "zeFabricVertexGetExp");
-  lookup(api.handle, api.FabricVertexGetPropertiesExp, "zeFabricVertexGetPropertiesExp");
-  lookup(api.handle, api.FabricEdgeGetExp, "zeFabricEdgeGetExp");
-  lookup(api.handle, api.FabricEdgeGetPropertiesExp, "zeFabricEdgeGetPropertiesExp");
-  lookup(api.handle, api.ContextCreateEx, "zeContextCreateEx");
-  lookup(api.handle, api.ContextDestroy, "zeContextDestroy");
-  lookup(api.handle, api.MemAllocDevice, "zeMemAllocDevice");
-  lookup(api.handle, api.MemAllocHost, "zeMemAllocHost");
-  lookup(api.handle, api.MemFree, "zeMemFree");
-  lookup(api.handle, api.CommandListCreateImmediate, "zeCommandListCreateImmediate");
-  lookup(api.handle, api.CommandListDestroy, "zeCommandListDestroy");
-  lookup(api.handle, api.CommandListAppendMemoryCopy, "zeCommandListAppendMemoryCopy");
-  lookup(api.handle, api.CommandListAppendMemoryFill, "zeCommandListAppendMemoryFill");
-  lookup(api.handle, api.LoaderGetVersions, "zelLoaderGetVersions");
-  if (!api.Init || !api.DriverGet || !api.DeviceGet || !api.DeviceGetProperties) {
-    return std::string(kLoaderLibrary) + " lacks zeInit, zeDriverGet, zeDeviceGet or zeDeviceGetProperties";
-  }
+  SharedLibrary lib = SharedLibrary::open({kLoaderLibrary});
+  if (!lib) return lib.error();
+  lib.get(api.Init, "zeInit");
+  lib.get(api.DriverGet, "zeDriverGet");
+  lib.get(api.DriverGetProperties, "zeDriverGetProperties", SharedLibrary::kOptional);
+  lib.get(api.DriverGetApiVersion, "zeDriverGetApiVersion", SharedLibrary::kOptional);
+  lib.get(api.DriverGetExtensionProperties, "zeDriverGetExtensionProperties", SharedLibrary::kOptional);
+  lib.get(api.DriverGetExtensionFunctionAddress, "zeDriverGetExtensionFunctionAddress", SharedLibrary::kOptional);
+  lib.get(api.DeviceGet, "zeDeviceGet");
+  lib.get(api.DeviceGetProperties, "zeDeviceGetProperties");
+  lib.get(api.DevicePciGetPropertiesExt, "zeDevicePciGetPropertiesExt", SharedLibrary::kOptional);
+  lib.get(api.DeviceCanAccessPeer, "zeDeviceCanAccessPeer", SharedLibrary::kOptional);
+  lib.get(api.DeviceGetP2PProperties, "zeDeviceGetP2PProperties", SharedLibrary::kOptional);
+  lib.get(api.DeviceGetCommandQueueGroupProperties, "zeDeviceGetCommandQueueGroupProperties", SharedLibrary::kOptional);
+  lib.get(api.FabricVertexGetExp, "zeFabricVertexGetExp", SharedLibrary::kOptional);
+  lib.get(api.FabricVertexGetPropertiesExp, "zeFabricVertexGetPropertiesExp", SharedLibrary::kOptional);
+  lib.get(api.FabricEdgeGetExp, "zeFabricEdgeGetExp", SharedLibrary::kOptional);
+  lib.get(api.FabricEdgeGetPropertiesExp, "zeFabricEdgeGetPropertiesExp", SharedLibrary::kOptional);
+  lib.get(api.ContextCreateEx, "zeContextCreateEx", SharedLibrary::kOptional);
+  lib.get(api.ContextDestroy, "zeContextDestroy", SharedLibrary::kOptional);
+  lib.get(api.MemAllocDevice, "zeMemAllocDevice", SharedLibrary::kOptional);
+  lib.get(api.MemAllocHost, "zeMemAllocHost", SharedLibrary::kOptional);
+  lib.get(api.MemFree, "zeMemFree", SharedLibrary::kOptional);
+  lib.get(api.CommandListCreateImmediate, "zeCommandListCreateImmediate", SharedLibrary::kOptional);
+  lib.get(api.CommandListDestroy, "zeCommandListDestroy", SharedLibrary::kOptional);
+  lib.get(api.CommandListAppendMemoryCopy, "zeCommandListAppendMemoryCopy", SharedLibrary::kOptional);
+  lib.get(api.CommandListAppendMemoryFill, "zeCommandListAppendMemoryFill", SharedLibrary::kOptional);
+  lib.get(api.LoaderGetVersions, "zelLoaderGetVersions", SharedLibrary::kOptional);
+  if (!lib.missing().empty()) return std::string(kLoaderLibrary) + " lacks " + lib.missing();
   return {};
 }
 

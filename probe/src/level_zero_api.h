@@ -30,7 +30,6 @@ std::string failure_text(const nlohmann::json& failure);
 
 // The loader's functions; a missing one stays null (each user checks the ones it needs).
 struct Api {
-  void* handle = nullptr;
   decltype(&zeInit) Init = nullptr;
   decltype(&zeDriverGet) DriverGet = nullptr;
   decltype(&zeDriverGetProperties) DriverGetProperties = nullptr;

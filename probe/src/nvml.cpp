@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // NVML backend: libnvidia-ml.so.1 opened with dlopen() in an isolated child (docs/probe.md).
 // The few NVML types and prototypes used are declared here: no build dependency on CUDA.
-#include <dlfcn.h>
 
 #include <tuple>
 
@@ -119,29 +118,24 @@ std::string fixed_string(const char* s, size_t max) {
 // The child's whole conversation with NVML (session.h's protocol).
 nlohmann::json nvml_session(const std::string& library, size_t first_pair, bool decisions_only) {
   isolated_phase("dlopen");
-  void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* e = dlerror();
-    return {{"absent", e ? e : "dlopen failed"}};
-  }
+  SharedLibrary lib = SharedLibrary::open({library});
+  if (!lib) return {{"absent", lib.error()}};
   Nvml n;
   isolated_phase("dlsym");
-  const char* missing = nullptr;
-  if (!detail::load_symbol(lib, "nvmlInit_v2", n.init)) missing = "nvmlInit_v2";
-  else if (!detail::load_symbol(lib, "nvmlSystemGetDriverVersion", n.driver_version)) missing = "nvmlSystemGetDriverVersion";
-  else if (!detail::load_symbol(lib, "nvmlDeviceGetCount_v2", n.count)) missing = "nvmlDeviceGetCount_v2";
-  else if (!detail::load_symbol(lib, "nvmlDeviceGetHandleByIndex_v2", n.handle)) missing = "nvmlDeviceGetHandleByIndex_v2";
-  else if (!detail::load_symbol(lib, "nvmlDeviceGetP2PStatus", n.p2p)) missing = "nvmlDeviceGetP2PStatus";
-  if (missing)
-    return {{"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", missing}}}};
-  detail::load_symbol(lib, "nvmlShutdown", n.shutdown);
-  detail::load_symbol(lib, "nvmlErrorString", n.error_string);
-  detail::load_symbol(lib, "nvmlDeviceGetPciInfo_v3", n.pci);
-  detail::load_symbol(lib, "nvmlDeviceGetName", n.name);
-  detail::load_symbol(lib, "nvmlDeviceGetNvLinkState", n.link_state);
-  detail::load_symbol(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", n.link_remote);
-  detail::load_symbol(lib, "nvmlDeviceGetMemoryInfo", n.memory);
-  detail::load_symbol(lib, "nvmlDeviceGetBAR1MemoryInfo", n.bar1);
+  lib.get(n.init, "nvmlInit_v2");
+  lib.get(n.driver_version, "nvmlSystemGetDriverVersion");
+  lib.get(n.count, "nvmlDeviceGetCount_v2");
+  lib.get(n.handle, "nvmlDeviceGetHandleByIndex_v2");
+  lib.get(n.p2p, "nvmlDeviceGetP2PStatus");
+  if (!lib.missing().empty()) return detail::symbol_missing(lib.missing());
+  lib.get(n.shutdown, "nvmlShutdown", SharedLibrary::kOptional);
+  lib.get(n.error_string, "nvmlErrorString", SharedLibrary::kOptional);
+  lib.get(n.pci, "nvmlDeviceGetPciInfo_v3", SharedLibrary::kOptional);
+  lib.get(n.name, "nvmlDeviceGetName", SharedLibrary::kOptional);
+  lib.get(n.link_state, "nvmlDeviceGetNvLinkState", SharedLibrary::kOptional);
+  lib.get(n.link_remote, "nvmlDeviceGetNvLinkRemotePciInfo_v2", SharedLibrary::kOptional);
+  lib.get(n.memory, "nvmlDeviceGetMemoryInfo", SharedLibrary::kOptional);
+  lib.get(n.bar1, "nvmlDeviceGetBAR1MemoryInfo", SharedLibrary::kOptional);
 
   isolated_phase("nvmlInit_v2");
   if (auto rc = n.init(); rc != kNvmlSuccess) return n.failure("nvmlInit_v2", rc);

@@ -21,6 +21,10 @@ nlohmann::json failed_call(const std::string& phase, long long code, const std::
   return {{"failed", f}};
 }
 
+nlohmann::json symbol_missing(const std::string& symbol) {
+  return {{"failed", {{"phase", "dlsym"}, {"code", -1}, {"name", "symbol_missing"}, {"description", symbol}}}};
+}
+
 std::pair<int, int> ordered_pair(size_t k, int n) {
   int row = static_cast<int>(k / static_cast<size_t>(n - 1));
   int col = static_cast<int>(k % static_cast<size_t>(n - 1));

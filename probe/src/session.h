@@ -12,7 +12,7 @@
 // {"done": true}. Ordered pairs are numbered row by row: (0,1), (0,2)... (1,0), (1,2)...
 #pragma once
 
-#include <dlfcn.h>
+#include "p2paudit/shared_library.h"
 
 #include <cstdint>
 #include <functional>
@@ -75,12 +75,8 @@ void report_first_death(RuntimeReport& report, const std::string& status, const 
 // Adds a sentence to report.extra["note"] (the text printer shows it).
 void add_note(RuntimeReport& report, const std::string& sentence);
 
-// dlsym() into a typed function pointer; false when the library lacks the symbol.
-template <typename F>
-bool load_symbol(void* library, const char* symbol, F& out) {
-  out = reinterpret_cast<F>(dlsym(library, symbol));
-  return out != nullptr;
-}
+// A session's answer when the library lacks a function it needs (SharedLibrary::missing()).
+nlohmann::json symbol_missing(const std::string& symbol);
 
 // A session's answer for a call that failed: {"failed": {"phase", "code", "name", "description"?}}.
 nlohmann::json failed_call(const std::string& phase, long long code, const std::string& name, const char* description);
