@@ -24,6 +24,24 @@ bool compare_numbers(const FactValue& fact, const FactValue& operand, Compare cm
   return cmp(std::get<double>(fact), std::get<double>(operand));
 }
 
+double as_double(const FactValue& v) {
+  if (auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  return std::get<double>(v);
+}
+
+// A bound against another fact: both are integer or number facts (the loader checked), compared
+// as numbers whatever their representation.
+bool compare_facts(Operator op, const FactValue& value, const FactValue& other) {
+  const double a = as_double(value), b = as_double(other);
+  switch (op) {
+    case Operator::kLt: return a < b;
+    case Operator::kLe: return a <= b;
+    case Operator::kGt: return a > b;
+    case Operator::kGe: return a >= b;
+    default: return false;
+  }
+}
+
 bool test(const Condition& c, const FactValue& value) {
   const FactValue& operand = c.operands.front();
   switch (c.op) {
@@ -107,6 +125,10 @@ Tri Condition::evaluate(const FactSet& facts) const {
       const FactValue* value = facts.get(fact);
       if (op == Operator::kUnknown) return from_bool((value == nullptr) == std::get<bool>(operands.front()));
       if (!value) return Tri::kUnknown;
+      if (!operand_fact.empty()) {
+        const FactValue* other = facts.get(operand_fact);
+        return other ? from_bool(compare_facts(op, *value, *other)) : Tri::kUnknown;
+      }
       // A regex over a subject beyond the bound is not run (std::regex recurses per character):
       // unknown, as if the fact could not be read; the report names the fact as unknown.
       if (op == Operator::kRegex && std::get<std::string>(*value).size() > kMaxRegexSubject) return Tri::kUnknown;
@@ -132,10 +154,10 @@ Tri Condition::evaluate_open(const FactSet& facts, std::string_view open_fact) c
       return saw_unknown ? Tri::kUnknown : negate(decisive);
     }
     case Kind::kTest:
-      if (!open_fact.empty() && fact == open_fact) return Tri::kUnknown;
+      if (!open_fact.empty() && (fact == open_fact || operand_fact == open_fact)) return Tri::kUnknown;
       // `unknown: true|false` asks about the input, which is known: whether it holds the fact.
       if (op == Operator::kUnknown) return evaluate(facts);
-      if (!facts.get(fact)) return Tri::kUnknown;
+      if (!facts.get(fact) || (!operand_fact.empty() && !facts.get(operand_fact))) return Tri::kUnknown;
       return evaluate(facts);
   }
   return Tri::kUnknown;
@@ -144,7 +166,9 @@ Tri Condition::evaluate_open(const FactSet& facts, std::string_view open_fact) c
 void Condition::collect_unknown_facts(const FactSet& facts, std::vector<std::string>& out) const {
   if (evaluate(facts) != Tri::kUnknown) return;
   if (kind == Kind::kTest) {
-    out.push_back(fact);
+    // Of a comparison of two facts, those that are unknown.
+    if (operand_fact.empty() || !facts.get(fact)) out.push_back(fact);
+    if (!operand_fact.empty() && !facts.get(operand_fact)) out.push_back(operand_fact);
     return;
   }
   // Only unknown operands matter: a known-true operand of `all` cannot change the result.

@@ -22,6 +22,7 @@ namespace {
 
 constexpr size_t kMaxProduct = 120, kMaxChip = 32, kMaxUrl = 512, kMaxSourcesARow = 8, kMaxSources = 256;
 constexpr int64_t kMaxMemoryGib = 65536;  // 64 TiB: beyond any device by far
+constexpr double kMaxNvlinkLinkGbps = 1000;  // 20 times NVLink 5's link
 
 std::optional<uint16_t> hex16(std::string_view s) {
   if (s.size() != 4) return std::nullopt;  // exactly as lspci and sysfs write them
@@ -80,7 +81,7 @@ class RowReader : YamlFields {
 
   DeviceRow row(const YamlNode& item) {
     check_keys(item, {"vendor", "device", "product", "product_line", "chip", "fabric", "driver_pcie_peer",
-                "vm_clique_documented", "memory_gib", "source"});
+                "vm_clique_documented", "memory_gib", "nvlink_link_gbps", "source"});
     DeviceRow r;
     r.origin = where(item);
     const std::string vendor = scalar(item, "vendor", true);
@@ -115,6 +116,15 @@ class RowReader : YamlFields {
         fail(item["memory_gib"], fmt::format("'memory_gib' must be a whole number from 1 to {}, got {}", kMaxMemoryGib,
                                              quoted_input(m)));
       r.memory_size = gib << 30;
+    }
+    if (std::string g = scalar(item, "nvlink_link_gbps", false); !g.empty()) {
+      double gbps = 0;
+      auto [end, ec] = std::from_chars(g.data(), g.data() + g.size(), gbps);
+      if (ec != std::errc() || end != g.data() + g.size() || !(gbps > 0 && gbps <= kMaxNvlinkLinkGbps))
+        fail(item["nvlink_link_gbps"], fmt::format("'nvlink_link_gbps' must be a number above 0 and at most {}, got {}",
+                                                   kMaxNvlinkLinkGbps, quoted_input(g)));
+      if (r.fabric != "nvlink") fail(item["nvlink_link_gbps"], "'nvlink_link_gbps' needs 'fabric: nvlink'");
+      r.nvlink_link_gbps = gbps;
     }
     const YamlNode source = item["source"];
     if (!source || source.IsNull()) fail(item, "missing 'source': every row names where its values come from");

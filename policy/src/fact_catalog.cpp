@@ -194,6 +194,18 @@ std::vector<FactSpec> build_catalog() {
                            0, kMaxDeviceMemory)),
       from_vendor(in_range(fact("vendor.copy_gbps", kNumber, "median peer copy bandwidth, GB/s"), 0, 1e6)),
       from_vendor(in_range(fact("vendor.copy_staged_gbps", kNumber, "median host-staged copy bandwidth, GB/s"), 0, 1e6)),
+      // The path's ceiling for the copy (path_ceiling.h, docs/probe.md "Bandwidth against the path").
+      from_vendor(in_range(fact("vendor.copy_ceiling_gbps", kNumber,
+                                "the most the pair's path carries per direction, GB/s: the narrowest PCIe link (speed x "
+                                "width), or the active NVLinks between the GPUs x one link's rate"),
+                           0, 1e6)),
+      from_vendor(in_range(fact("vendor.copy_ceiling_ratio", kNumber,
+                                "vendor.copy_gbps / vendor.copy_ceiling_gbps: the share of its path's ceiling the peer copy reached"),
+                           0, 1e6)),
+      from_vendor(fact("vendor.copy_ceiling_path", kString,
+                       "what the ceiling is made of (\"PCIe 16 GT/s x8 at 0000:03:00.0\", \"NVLink through NVSwitch: ...\")")),
+      from_vendor(fact("vendor.copy_ceiling_missing", kString,
+                       "when the ceiling is unknown: the fact that would settle it (a link's speed or width, an NVLink rate)")),
       // NVIDIA's third-party paths (vendor.authority nvidia_third_party: an NVIDIA GPU and a device of
       // another driver): GPUDirect RDMA, GPUDirect Storage and dma-buf export ask the driver's
       // nv_grdma_pci_topology_supported() (vendor-p2p-gates.md §1.10), never the kernel's P2PDMA.

@@ -16,7 +16,8 @@ bool is_deciding(const Rule& rule) { return rule.action != Action::kWarn; }
 
 bool same_condition(const Condition& a, const Condition& b) {
   if (a.kind != b.kind || a.children.size() != b.children.size()) return false;
-  if (a.kind == Kind::kTest && (a.fact != b.fact || a.op != b.op || a.operands != b.operands)) return false;
+  if (a.kind == Kind::kTest && (a.fact != b.fact || a.op != b.op || a.operands != b.operands ||
+                                a.operand_fact != b.operand_fact)) return false;
   for (size_t i = 0; i < a.children.size(); ++i)
     if (!same_condition(a.children[i], b.children[i])) return false;
   return true;
@@ -112,6 +113,8 @@ bool test_implies(const Condition& later, const Condition& earlier) {
       for (const auto& v : spec->allowed) domain.emplace_back(v);
     return std::all_of(domain.begin(), domain.end(), [&](const FactValue& v) { return passes(earlier, v); });
   }
+  // A comparison with another fact: implied only by its own copy (above), never worked out.
+  if (!later.operand_fact.empty() || !earlier.operand_fact.empty()) return false;
   if (auto values = finite_values(later))
     return std::all_of(values->begin(), values->end(), [&](const FactValue& v) { return passes(earlier, v); });
   // Infinitely many values: compare what the two tests say.

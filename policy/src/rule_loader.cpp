@@ -469,6 +469,7 @@ class Loader {
         if (spec.type != FactType::kInteger && spec.type != FactType::kNumber)
           return fail(fmt::format("'{}' compares numbers; {} is {} {} fact", op_name, spec.name,
                                   spec.type == FactType::kEnum ? "an" : "a", to_string(spec.type)));
+        if (value.IsMap()) return read_fact_operand(spec, std::move(c), key, value);
         break;
       case Operator::kRegex:
         if (spec.type != FactType::kString)
@@ -504,6 +505,31 @@ class Loader {
       c.regex = compiled->second;
     }
     c.operands.push_back(std::move(*v));
+    return c;
+  }
+
+  // `{fact: OTHER}` as the operand of a bound: OTHER must be another integer or number fact.
+  std::optional<Condition> read_fact_operand(const FactSpec& spec, Condition c, const YamlNode& key, const YamlNode& value) {
+    auto fail = [&](const YamlNode& at, std::string message) -> std::optional<Condition> {
+      error(value_mark(key, at), std::move(message));
+      return std::nullopt;
+    };
+    const char* op_name = to_string(c.op);
+    if (value.size() != 1 || !value.key(0).IsScalar() || value.key(0).Scalar() != "fact")
+      return fail(value, fmt::format("'{}' takes a number or {{fact: NAME}} (another number fact)", op_name));
+    const YamlNode name = value.value(0);
+    if (!name.IsScalar()) return fail(name, fmt::format("'fact' names one fact, not {}", node_kind(name)));
+    const FactSpec* other = find_fact(name.Scalar());
+    if (!other) {
+      std::string hint = closest_fact_name(name.Scalar());
+      return fail(name, fmt::format("unknown fact {}{}", quoted_input(name.Scalar()),
+                                    hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+    }
+    if (other->type != FactType::kInteger && other->type != FactType::kNumber)
+      return fail(name, fmt::format("'{}' compares numbers; {} is {} {} fact", op_name, other->name,
+                                    other->type == FactType::kEnum ? "an" : "a", to_string(other->type)));
+    if (other->name == spec.name) return fail(name, fmt::format("{} compared with itself", spec.name));
+    c.operand_fact = other->name;
     return c;
   }
 

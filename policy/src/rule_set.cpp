@@ -104,7 +104,9 @@ void collect_open_facts(const Condition& when, const FactSet& facts, std::string
                         std::vector<std::string>& out) {
   if (when.evaluate_open(facts, open_fact) != Tri::kUnknown) return;
   if (when.kind == Condition::Kind::kTest) {
-    out.push_back(when.fact);
+    if (when.operand_fact.empty() || !facts.get(when.fact) || when.fact == open_fact) out.push_back(when.fact);
+    if (!when.operand_fact.empty() && (!facts.get(when.operand_fact) || when.operand_fact == open_fact))
+      out.push_back(when.operand_fact);
     return;
   }
   for (const auto& child : when.children) collect_open_facts(child, facts, open_fact, out);
@@ -239,6 +241,7 @@ void facts_read(const Condition& when, std::vector<std::string>& out) {
     const Condition* c = todo.back();
     todo.pop_back();
     if (c->kind == Condition::Kind::kTest) out.push_back(c->fact);
+    if (!c->operand_fact.empty()) out.push_back(c->operand_fact);
     for (const auto& child : c->children) todo.push_back(&child);
   }
 }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/probe/runtime_facts.h"
 
+#include "copy_ceiling.h"
+
 #include <algorithm>
 #include <map>
 
@@ -409,6 +411,7 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
     }
     if (f.entries().empty()) out.facts.pairs.erase(key);
   }
+  if (topo) detail::add_copy_ceilings(document, *topo, out.facts);
   if (topo)
     for (auto& finding : out.facts.bind(*topo, origin)) out.findings.push_back(std::move(finding));
   return out;

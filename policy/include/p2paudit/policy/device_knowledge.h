@@ -26,6 +26,9 @@ struct DeviceRow {
   std::string driver_pcie_peer;  // allowed, refused; "" unknown
   std::optional<bool> vm_clique_documented;
   std::optional<int64_t> memory_size;  // bytes
+  // One NVLink's payload rate per direction, GB/s, for the product's NVLink generation and link
+  // width (path_ceiling.h); nullopt unknown or no NVLink.
+  std::optional<double> nvlink_link_gbps;
   std::vector<std::string> sources;    // URLs
   std::string origin;                  // "FILE:LINE:COLUMN" of the row
 };

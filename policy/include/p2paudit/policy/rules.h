@@ -88,6 +88,9 @@ struct Condition {
   std::string fact;
   Operator op = Operator::kEq;
   std::vector<FactValue> operands;
+  // lt, le, gt, ge against another fact's value (`FACT: {lt: {fact: OTHER}}`): OTHER's name, and
+  // `operands` is empty. Unknown when either fact is.
+  std::string operand_fact;
   std::shared_ptr<const FactRegex> regex;  // kRegex, compiled at load time (once per pattern and file)
 
   // std::regex matches by recursion, one frame per subject character: a fact longer than this
