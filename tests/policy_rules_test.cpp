@@ -278,6 +278,61 @@ TEST(Condition, UnknownFactsThatMatterAreCollected) {
   EXPECT_EQ(unknown, std::vector<std::string>{"iommu.mode"});
 }
 
+// A bound against another fact's value (`{lt: {fact: OTHER}}`): Kleene over both facts, integer and
+// number compared as numbers, and the unknown one of the two collected.
+TEST(Condition, BoundAgainstAnotherFact) {
+  FactSet f;
+  f.set("vendor.copy_gbps", 7.5);
+  f.set("vendor.copy_staged_gbps", 42.0);
+  const std::string slower = "{vendor.copy_gbps: {lt: {fact: vendor.copy_staged_gbps}}}";
+  EXPECT_EQ(eval(slower, f), T);
+  EXPECT_EQ(eval("{vendor.copy_gbps: {ge: {fact: vendor.copy_staged_gbps}}}", f), F);
+  EXPECT_EQ(eval("{vendor.copy_staged_gbps: {gt: {fact: vendor.copy_gbps}}}", f), T);
+  f.set("vendor.copy_gbps", 42.0);
+  EXPECT_EQ(eval(slower, f), F) << "equal is not slower";
+  EXPECT_EQ(eval("{vendor.copy_gbps: {le: {fact: vendor.copy_staged_gbps}}}", f), T);
+  // An integer fact against a number fact.
+  f.set("kernel.distance", std::int64_t{40});
+  EXPECT_EQ(eval("{kernel.distance: {lt: {fact: vendor.copy_gbps}}}", f), T);
+  // Either side unknown: unknown, and that side is the one reported.
+  FactSet half;
+  half.set("vendor.copy_gbps", 7.5);
+  EXPECT_EQ(eval(slower, half), U);
+  EXPECT_EQ(eval("{not: " + slower + "}", half), U);
+  std::vector<std::string> unknown;
+  parse(rule_with(slower)).rules.at(0).when.collect_unknown_facts(half, unknown);
+  EXPECT_EQ(unknown, std::vector<std::string>{"vendor.copy_staged_gbps"});
+  FactSet other;
+  other.set("vendor.copy_staged_gbps", 42.0);
+  unknown.clear();
+  parse(rule_with(slower)).rules.at(0).when.collect_unknown_facts(other, unknown);
+  EXPECT_EQ(unknown, std::vector<std::string>{"vendor.copy_gbps"});
+}
+
+TEST(Lint, BoundAgainstAnotherFactIsChecked) {
+  EXPECT_NE(only_error(rule_with("{vendor.copy_gbps: {lt: {fact: vendor.copy_runtime}}}")).find("'lt' compares numbers; vendor.copy_runtime is a string fact"),
+            std::string::npos);
+  EXPECT_NE(only_error(rule_with("{vendor.copy_gbps: {lt: {fact: vendor.copy_stagd_gbps}}}")).find("unknown fact 'vendor.copy_stagd_gbps' (did you mean 'vendor.copy_staged_gbps'?)"),
+            std::string::npos);
+  EXPECT_NE(only_error(rule_with("{vendor.copy_gbps: {lt: {fact: vendor.copy_gbps}}}")).find("compared with itself"), std::string::npos);
+  EXPECT_NE(only_error(rule_with("{vendor.copy_gbps: {lt: {facts: vendor.copy_staged_gbps}}}")).find("{fact: NAME}"), std::string::npos);
+  EXPECT_NE(only_error(rule_with("{vendor.copy_gbps: {lt: {fact: [a, b]}}}")).find("names one fact"), std::string::npos);
+  EXPECT_NE(only_error(rule_with("{vendor.copy_runtime: {lt: {fact: vendor.copy_gbps}}}")).find("'lt' compares numbers"), std::string::npos);
+}
+
+TEST(Shadow, ABoundAgainstAFactCoversOnlyItsCopy) {
+  auto set = [](const std::string& earlier, const std::string& later) {
+    return parse("version: 1\nrules:\n- {id: a, when: " + earlier + ", action: peer, reason: x}\n- {id: b, when: " + later +
+                 ", action: deny, reason: y}\n");
+  };
+  auto covered = [](const RuleFile& f) { return condition_covers(f.rules.at(0).when, f.rules.at(1).when); };
+  const std::string slower = "{vendor.copy_gbps: {lt: {fact: vendor.copy_staged_gbps}}}";
+  EXPECT_TRUE(covered(set(slower, slower)));
+  EXPECT_FALSE(covered(set(slower, "{vendor.copy_gbps: {lt: {fact: vendor.copy_ceiling_gbps}}}")));
+  EXPECT_FALSE(covered(set(slower, "{vendor.copy_gbps: {lt: 5}}")));
+  EXPECT_FALSE(covered(set("{vendor.copy_gbps: {lt: 100}}", slower)));
+}
+
 // ---- decisions ----
 
 TEST(Decide, FirstDecisiveRuleWinsAndWarnsAccumulate) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/probe/reality.h"
 
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -145,6 +146,30 @@ std::string copy_text(const nlohmann::json& copy) {
   return "";
 }
 
+// The path's ceiling for a verified copy, and this runtime's share of it.
+void judge_against_path(RealityCheck& c, const policy::VendorFactsDocument& facts, const RuntimePairAnswers& p) {
+  const nlohmann::json& peer = p.copy.is_object() && p.copy.contains("peer") ? p.copy["peer"] : nlohmann::json();
+  if (str(peer, "result") != "verified") return;
+  auto pair = facts.pairs.find({p.provider, p.client});
+  if (pair == facts.pairs.end()) return;
+  auto text = [&](const char* name) {
+    const auto* v = pair->second.get(name);
+    return v ? policy::render_fact_value(*v) : std::string();
+  };
+  c.copy_ceiling_path = text("vendor.copy_ceiling_path");
+  c.copy_ceiling_missing = text("vendor.copy_ceiling_missing");
+  if (const auto* ceiling = pair->second.get("vendor.copy_ceiling_gbps"); ceiling && std::get<double>(*ceiling) > 0) {
+    c.copy_ceiling_gbps = std::get<double>(*ceiling);
+    if (peer.contains("gbps") && peer["gbps"].is_number()) {
+      c.copy_ceiling_ratio = std::round(peer["gbps"].get<double>() / *c.copy_ceiling_gbps * 1000) / 1000;
+      c.copy += fmt::format(", {:.0f}% of the path's {:.1f} GB/s ({})", *c.copy_ceiling_ratio * 100, *c.copy_ceiling_gbps,
+                            c.copy_ceiling_path);
+    }
+  } else if (!c.copy_ceiling_missing.empty()) {
+    c.copy += "; the path's ceiling is unknown: " + c.copy_ceiling_missing;
+  }
+}
+
 }  // namespace
 
 std::vector<RealityCheck> check_predictions(const Topology& topo, const KernelRules& kernel,
@@ -172,6 +197,7 @@ std::vector<RealityCheck> check_predictions(const Topology& topo, const KernelRu
     c.decided = decision_text(with.decision);
     c.runtime_says = runtime_answer(p.peer_answer);
     c.copy = copy_text(p.copy);
+    judge_against_path(c, runtime_facts.facts, p);
     explain(c, offline, peer_yes_no(p.peer_answer), p.copy);
     out.push_back(std::move(c));
   }
@@ -186,6 +212,11 @@ nlohmann::ordered_json reality_json(const Topology& topo, const RealityCheck& c)
           {"predicted", c.predicted},
           {"runtime_says", c.runtime_says},
           {"copy", c.copy.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.copy)},
+          {"copy_ceiling_gbps", c.copy_ceiling_gbps ? nlohmann::ordered_json(*c.copy_ceiling_gbps) : nlohmann::ordered_json(nullptr)},
+          {"copy_ceiling_ratio", c.copy_ceiling_ratio ? nlohmann::ordered_json(*c.copy_ceiling_ratio) : nlohmann::ordered_json(nullptr)},
+          {"copy_ceiling_path", c.copy_ceiling_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.copy_ceiling_path)},
+          {"copy_ceiling_missing", c.copy_ceiling_missing.empty() ? nlohmann::ordered_json(nullptr)
+                                                                  : nlohmann::ordered_json(c.copy_ceiling_missing)},
           {"decided", c.decided},
           {"disagreement", c.disagreement},
           {"corrupt", c.corrupt},

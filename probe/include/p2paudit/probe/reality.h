@@ -4,6 +4,7 @@
 // once its answers are facts, with every disagreement named and explained (docs/probe.md).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ struct RealityCheck {
   std::string predicted;               // offline decision and rule: "host_staged (nvidia-driver-unknown)"
   std::string runtime_says;            // "yes", "no", "unknown", or the raw answer
   std::string copy;                    // "verified, 389.2 GB/s", "CORRUPT: ...", "failed: ...", "" (no test)
+  // A verified copy against its path (vendor.copy_ceiling_*, docs/probe.md "Bandwidth against the
+  // path"): the ceiling and this runtime's copy / ceiling, or the fact that would settle an unknown one.
+  std::optional<double> copy_ceiling_gbps, copy_ceiling_ratio;
+  std::string copy_ceiling_path, copy_ceiling_missing;
   std::string decided;                 // with the runtime's answers as facts: "peer (nvlink)"
   bool disagreement = false;           // the runtime or the copy contradicts the prediction
   bool corrupt = false;                // a copy reported success with wrong data
