@@ -19,7 +19,7 @@ namespace {
 // the copy went over NVLink or XGMI (it never crossed the host bridge: no evidence about it).
 struct SeenCopy {
   std::string result, runtime;
-  std::optional<double> gbps, staged_gbps;
+  std::optional<double> gbps, staged_gbps, ceiling_gbps;
 };
 SeenCopy seen_copy(const policy::VendorFactsDocument* doc, const Bdf& provider, const Bdf& client) {
   SeenCopy out;
@@ -45,6 +45,7 @@ SeenCopy seen_copy(const policy::VendorFactsDocument* doc, const Bdf& provider, 
   out.runtime = text("vendor.copy_runtime");
   out.gbps = number("vendor.copy_gbps");
   out.staged_gbps = number("vendor.copy_staged_gbps");
+  out.ceiling_gbps = number("vendor.copy_ceiling_gbps");
   return out;
 }
 
@@ -101,6 +102,7 @@ void pair_copy_evidence(const Topology& topo, const policy::VendorFactsDocument*
       pair.copy_result = copy.result;
       pair.copy_gbps = copy.gbps;
       pair.staged_gbps = copy.staged_gbps;
+      pair.ceiling_gbps = copy.ceiling_gbps;
       pair.copy_note = pair.run_kernel_allowed
                            ? fmt::format("measured with {} under a kernel whose table has the entry", runtime)
                            : fmt::format("measured with {}, whose peer path does not use the kernel's P2PDMA", runtime);

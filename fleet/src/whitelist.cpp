@@ -2,6 +2,7 @@
 #include "p2paudit/fleet/whitelist.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <map>
 #include <set>
@@ -244,7 +245,11 @@ nlohmann::ordered_json unlocked_pair_json(const Topology& topo, const UnlockedPa
           {"same_host_bridge", p.same_host_bridge},
           {"acs_redirect", p.acs_redirect},
           {"copy_result", p.copy_result.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.copy_result)},
-          {"copy_gbps", p.copy_gbps ? nlohmann::ordered_json(*p.copy_gbps) : nlohmann::ordered_json(nullptr)}};
+          {"copy_gbps", p.copy_gbps ? nlohmann::ordered_json(*p.copy_gbps) : nlohmann::ordered_json(nullptr)},
+          {"copy_ceiling_gbps", p.copy_gbps && p.ceiling_gbps ? nlohmann::ordered_json(*p.ceiling_gbps) : nlohmann::ordered_json(nullptr)},
+          {"copy_ceiling_ratio", p.copy_gbps && p.ceiling_gbps && *p.ceiling_gbps > 0
+                                     ? nlohmann::ordered_json(std::round(*p.copy_gbps / *p.ceiling_gbps * 1000) / 1000)
+                                     : nlohmann::ordered_json(nullptr)}};
 }
 
 nlohmann::ordered_json candidate_json(const Topology& topo, const WhitelistCandidate& c) {

@@ -491,7 +491,9 @@ std::string commit_message(const PatchInput& in, const WhitelistCandidate& c) {
     how += c.copy_run.empty() ? ", size and repeats not recorded in the evidence" : ", " + escape_line(c.copy_run);
     copy_lines += fmt::format("  {} -> {}: {}{}{}\n    {}; {}\n", topo.functions[p.provider].bdf.str(),
                               topo.functions[p.client].bdf.str(), escape_line(p.copy_result),
-                              p.copy_gbps ? fmt::format(", {:.1f} GB/s", *p.copy_gbps) : "",
+                              p.copy_gbps ? fmt::format(", {:.1f} GB/s{}", *p.copy_gbps,
+                                                        p.ceiling_gbps ? fmt::format(" of the path's {:.1f} GB/s", *p.ceiling_gbps) : "")
+                                          : "",
                               p.staged_gbps ? fmt::format(" (through host memory {:.1f} GB/s)", *p.staged_gbps) : "", how,
                               p.run_kernel_allowed ? "P2PDMA carried it: the kernel of that run had the entry"
                                                    : "the runtime's own peer path carried it, not P2PDMA");

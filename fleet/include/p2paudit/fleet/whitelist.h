@@ -34,6 +34,7 @@ struct UnlockedPair {
   std::vector<std::string> acs_redirect;    // BDFs redirecting on the path ("" list: none)
   std::string copy_result;                  // vendor.copy_result in the evidence ("" none)
   std::optional<double> copy_gbps, staged_gbps;
+  std::optional<double> ceiling_gbps;       // vendor.copy_ceiling_gbps: the path's ceiling (docs/probe.md)
   // Provenance (candidate_evidence.cpp, docs/whitelist.md "Evidence"): copy_result above is set only
   // for a measured copy that crossed the host bridge as peer traffic; what else the evidence said:
   std::string seen_copy_result;             // the copy result the evidence holds, counted or not ("" none)
