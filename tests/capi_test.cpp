@@ -265,4 +265,34 @@ TEST(CApi, HandlesAreIndependentAcrossThreads) {
   for (const auto& answer : answers) EXPECT_EQ(answer, expected.get());
 }
 
+// A verified peer copy slower than the same copy staged through host memory (rule
+// copy-slower-than-staged, docs/policy.md): the library does not answer peer either.
+TEST(CApi, APeerCopySlowerThanStagingIsNotPeer) {
+  const fs::path dir = fs::path(testing::TempDir()) / "capi-slow-peer";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(p2paudit::test::run_command("tar -xzf " +
+                                        p2paudit::test::shell_quote(data_path("machines/h200x2-firecracker-vm/sysroot.tar.gz")) +
+                                        " -C " + p2paudit::test::shell_quote(dir.string()))
+                .status,
+            0);
+  std::ifstream in(data_path("machines/h200x2-firecracker-vm/copy-2026-11-22/probe-copy.json"));
+  json doc = json::parse(in);
+  for (auto& rt : doc["runtimes"])
+    if (rt["runtime"] == "cuda")
+      for (auto& p : rt["pairs"]) p["answers"]["copy"]["peer"]["gbps"] = 7.25, p["answers"]["copy"]["host_staged"]["gbps"] = 42.5;
+  std::ofstream(dir / "p2paudit-probe.json") << doc.dump();
+  Machine m = open_or_fail(dir.string(), P2PAUDIT_SOURCE_RULES_DIR);
+  ASSERT_TRUE(m);
+  char* raw = nullptr;
+  p2paudit_verdict v;
+  p2paudit_decision d;
+  ASSERT_EQ(p2paudit_pair(m.get(), "gpu0", "gpu1", &v, &d, &raw), P2PAUDIT_OK);
+  CString details(raw);
+  EXPECT_EQ(d, P2PAUDIT_DECISION_HOST_STAGED);
+  ASSERT_NE(raw, nullptr);
+  EXPECT_EQ(json::parse(raw)["rule"], "copy-slower-than-staged") << raw;
+  fs::remove_all(dir);
+}
+
 }  // namespace
