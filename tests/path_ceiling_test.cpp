@@ -363,6 +363,23 @@ TEST(CopySlowerThanStaged, AVerifiedCopyThatIsNotSlowerStaysAPlainPeer) {
   EXPECT_EQ(json::parse(dir.tool("check --format json gpu0 gpu1").output)["rule"], "nvlink");
 }
 
+TEST(CopySlowerThanStaged, WithoutAStagedBandwidthAVerifiedCopyIsNotHeldOpen) {
+  // The host-staged leg failed: nothing to compare, so the rule does not apply (false), and the
+  // verified NVLink pair stays a certain peer.
+  UnpackedH200 dir;
+  json doc = copy_document(100.0, 0, "ok");
+  for (auto& rt : doc["runtimes"])
+    if (rt["runtime"] == "cuda")
+      for (auto& p : rt["pairs"])
+        p["answers"]["copy"]["host_staged"] = {{"result", "failed"}, {"phase", "cuMemcpyDtoH_v2"}, {"error", "CUDA_ERROR_UNKNOWN"}};
+  dir.write_probe(doc);
+  auto r = dir.tool("check --format json gpu0 gpu1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  const json j = json::parse(r.output);
+  EXPECT_EQ(j["rule"], "nvlink");
+  EXPECT_EQ(j["certain"], true) << r.output;
+}
+
 TEST(CopyBelowHalfCeiling, WarnsWithTheRatioAndTheCeiling) {
   UnpackedH200 dir;
   // NVLink: 18 links through the switch x 25 GB/s; 100 GB/s is below half of it, and above staging.

@@ -67,6 +67,13 @@ std::vector<RuleCase> cases() {
       {"copy-corrupt", with(base(), {{"vendor.copy_result", "corrupt"}, {"vendor.nvlink", true}}),
        with(base(), {{"vendor.copy_result", "verified"}})},
       {"copy-failed", with(base(), {{"vendor.copy_result", "failed"}}), with(base(), {{"vendor.copy_result", "not_run"}})},
+      // Peer 2-12 GB/s, staged 42 GB/s (aikitoria/open-gpu-kernel-modules#9); equal is not slower.
+      {"copy-slower-than-staged",
+       with(base(), {{"vendor.copy_verified", true}, {"vendor.copy_gbps", 12.0}, {"vendor.copy_staged_gbps", 42.0}}),
+       with(base(), {{"vendor.copy_verified", true}, {"vendor.copy_gbps", 42.0}, {"vendor.copy_staged_gbps", 42.0}})},
+      {"copy-below-half-ceiling",
+       with(base(), {{"vendor.copy_verified", true}, {"vendor.copy_gbps", 12.0}, {"vendor.copy_ceiling_ratio", 0.49}}),
+       with(base(), {{"vendor.copy_verified", true}, {"vendor.copy_gbps", 12.0}, {"vendor.copy_ceiling_ratio", 0.5}})},
       {"nvlink", with(kNvidiaGpus, {{"vendor.nvlink", true}}), with(kNvidiaGpus, {{"vendor.nvlink", false}})},
       {"xgmi", with(kAmdGpus, {{"vendor.xgmi", true}}), with(base(), {{"vendor.xgmi", false}})},
       // Failure shapes: a PCIe peer path (no NVLink/XGMI) and no verified copy of the pair.
