@@ -147,6 +147,15 @@ TEST(WhitelistCandidates, EvidenceDecidesTheStatus) {
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].status, CandidateStatus::kReadyToSubmit);
   EXPECT_NE(commit_message(tree.t, rules, candidate_context(tree.t, rules), c[0]).find("verified, 24.8 GB/s"), std::string::npos);
+  // The path's ceiling beside the bandwidth (docs/probe.md, "Bandwidth against the path").
+  for (auto& [pair, f] : verified.pairs) f.set("vendor.copy_ceiling_gbps", 31.504);
+  c = whitelist_candidates(tree.t, rules, &verified);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_NE(commit_message(tree.t, rules, candidate_context(tree.t, rules), c[0]).find("verified, 24.8 GB/s of the path's 31.5 GB/s"),
+            std::string::npos);
+  const auto shown = unlocked_pair_json(tree.t, c[0].pairs.at(0));
+  EXPECT_EQ(shown["copy_ceiling_gbps"], 31.504);
+  EXPECT_NEAR(shown["copy_ceiling_ratio"].get<double>(), 24.8 / 31.504, 0.0005);
   auto corrupt = copy_evidence("corrupt");
   c = whitelist_candidates(tree.t, rules, &corrupt);
   EXPECT_EQ(c[0].status, CandidateStatus::kDoNotSubmit);
