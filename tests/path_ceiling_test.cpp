@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -276,9 +277,10 @@ class UnpackedH200 {
     fs::remove_all(dir_, ec);
   }
   void write_probe(const json& doc) const { std::ofstream(dir_ + "/p2paudit-probe.json") << doc.dump(); }
-  test::CommandResult tool(const std::string& args) const {
-    return test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(dir_) + " " + args);
+  std::string tool_command(const std::string& args) const {
+    return std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(dir_) + " " + args;
   }
+  test::CommandResult tool(const std::string& args) const { return test::run_command(tool_command(args)); }
 
  private:
   std::string dir_;
@@ -420,6 +422,42 @@ TEST(CopyBelowHalfCeiling, AnUnknownCeilingNeverWarnsAndSaysWhatIsMissing) {
   EXPECT_NE(pair["facts"]["vendor.copy_ceiling_missing"].get<std::string>().find("0000:00:07.0"), std::string::npos);
   const auto& rules = pair["rules"];
   EXPECT_EQ(std::find(rules.begin(), rules.end(), "copy-below-half-ceiling"), rules.end()) << pair.dump();
+}
+
+// `probe --copy` through the fake NVML and CUDA: each verified copy's line and reality entry carry the
+// ceiling of the NVLinks the fake NVML lists, and this run's share of it (the bandwidth itself is a
+// timing: only the arithmetic is checked).
+TEST(ProbeCeiling, ProbeTextAndJsonShowTheCeilingBesideTheBandwidth) {
+  const std::string env = "env P2PAUDIT_PROBE_ALLOW_SYSROOT=1 FAKE_NVIDIA_SCENARIO=ok FAKE_NVIDIA_BDFS=0000:00:06.0,0000:00:07.0"
+                          " P2PAUDIT_NVML_LIBRARY=" + test::shell_quote(FAKE_NVML_LIBRARY) +
+                          " P2PAUDIT_CUDA_LIBRARY=" + test::shell_quote(FAKE_CUDA_LIBRARY) +
+                          " P2PAUDIT_HIP_LIBRARY=/nonexistent ZE_ENABLE_ALT_DRIVERS=/nonexistent ";
+  UnpackedH200 dir;
+  auto r = test::run_command(env + dir.tool_command("probe --copy --size 64KiB --repeat 1 --format json"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const json doc = json::parse(r.output);
+  const int links = std::min(active_links(doc, "0000:00:06.0"), active_links(doc, "0000:00:07.0"));
+  ASSERT_GT(links, 0);
+  // The peer GB/s of each CUDA pair, by provider BDF.
+  std::map<std::string, double> peer;
+  for (const auto& rt : doc["runtimes"])
+    if (rt["runtime"] == "cuda")
+      for (const auto& p : rt["pairs"])
+        peer[rt["devices"][p["provider"].get<size_t>()]["bdf"]] = p["answers"]["copy"]["peer"]["gbps"];
+  int judged = 0;
+  for (const auto& c : doc["reality"]) {
+    if (c["runtime"] != "cuda") continue;
+    const double ceiling = c["copy_ceiling_gbps"];
+    EXPECT_DOUBLE_EQ(ceiling, links * 25.0) << c.dump();  // H200: NVLink 4, 25 GB/s a link
+    EXPECT_NEAR(c["copy_ceiling_ratio"].get<double>(), peer.at(c["provider"]) / ceiling, 0.0005);
+    EXPECT_NE(c["copy"].get<std::string>().find(fmt::format("of the path's {:.1f} GB/s", ceiling)), std::string::npos) << c.dump();
+    EXPECT_TRUE(c["copy_ceiling_missing"].is_null());
+    ++judged;
+  }
+  EXPECT_EQ(judged, 2);
+  r = test::run_command(env + dir.tool_command("probe --copy --size 64KiB --repeat 1"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("path ceiling {:.1f} GB/s: ", links * 25.0)), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <tuple>
 #include <memory>
 
 #include <fmt/format.h>
@@ -35,6 +36,8 @@ struct ProbeArgs {
 struct Names {
   std::map<Bdf, std::string> by_bdf;
   bool have_topology = false;
+  // A verified copy against its path, by (runtime, provider, client): "path ceiling 450.0 GB/s: 86%".
+  std::map<std::tuple<std::string, Bdf, Bdf>, std::string> copy_ceilings;
   std::optional<std::string> name(const std::optional<Bdf>& bdf) const {
     if (!bdf) return std::nullopt;
     auto it = by_bdf.find(*bdf);
@@ -67,7 +70,7 @@ std::string device_label(const probe::RuntimeDevice& d, const Names& names) {
   return fmt::format("dev{}", d.index);
 }
 
-void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>& labels);
+void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>& labels, const Names& names);
 void print_mirror(const probe::RuntimeReport& r, const std::vector<std::string>& labels);
 
 void print_text(const std::vector<probe::RuntimeReport>& reports, const Names& names, const std::string& note,
@@ -149,7 +152,7 @@ void print_text(const std::vector<probe::RuntimeReport>& reports, const Names& n
       }
       any_matrix = true;
     }
-    print_copies(r, labels);
+    print_copies(r, labels, names);
     print_mirror(r, labels);
     for (const auto& p : r.pairs)
       if (p.answers.contains("phase") && !(p.answers.contains("copy") && p.answers["copy"].is_string()))
@@ -163,7 +166,7 @@ void print_text(const std::vector<probe::RuntimeReport>& reports, const Names& n
                  "        (see --format json), HUNG/CRASH the call hung or crashed, - not asked, a number: the value\n";
 }
 
-void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>& labels) {
+void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>& labels, const Names& names) {
   bool header = false;
   for (const auto& p : r.pairs) {
     if (!p.answers.contains("copy")) continue;
@@ -186,8 +189,12 @@ void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>&
       if (result == "failed") return fmt::format("failed: {} returned {}", l.value("phase", "?"), l.value("error", "?"));
       return result + (l.contains("note") ? ": " + l.value("note", "") : "");
     };
-    std::cout << fmt::format("    {:<16} peer: {:<28} host-staged: {}\n", pair, leg(copy.value("peer", nlohmann::ordered_json())),
-                             leg(copy.value("host_staged", nlohmann::ordered_json())));
+    std::string ceiling;
+    const auto& pd = r.devices[static_cast<size_t>(p.provider)].bdf, &cd = r.devices[static_cast<size_t>(p.client)].bdf;
+    if (pd && cd)
+      if (auto it = names.copy_ceilings.find({r.runtime, *pd, *cd}); it != names.copy_ceilings.end()) ceiling = "; " + it->second;
+    std::cout << fmt::format("    {:<16} peer: {:<28} host-staged: {}{}\n", pair, leg(copy.value("peer", nlohmann::ordered_json())),
+                             leg(copy.value("host_staged", nlohmann::ordered_json())), ceiling);
   }
 }
 
@@ -318,6 +325,10 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
     std::cout << json_text(document) << "\n";
   } else {
     for (const auto& line : corrupt) std::cout << "!!! " << line << " !!!\n";
+    for (const auto& c : checks)
+      if (c.copy_ceiling_gbps && c.copy_ceiling_ratio)
+        names.copy_ceilings[{c.runtime, topo->functions[c.provider].bdf, topo->functions[c.client].bdf}] =
+            fmt::format("path ceiling {:.1f} GB/s: {:.0f}%", *c.copy_ceiling_gbps, *c.copy_ceiling_ratio * 100);
     print_text(reports, names, note, args.timeout_seconds);
     if (topo) print_reality(*topo, names, checks);
     for (const auto& line : corrupt) std::cout << "\n!!! " << line << " !!!\n";
