@@ -88,6 +88,11 @@ std::optional<double> pcie_lane_gbps(double gts) {
   return std::nullopt;
 }
 
+std::optional<double> ceiling_ratio(double measured_gbps, std::optional<double> ceiling_gbps) {
+  if (!ceiling_gbps || !(*ceiling_gbps > 0)) return std::nullopt;
+  return std::round(measured_gbps / *ceiling_gbps * 1000) / 1000;
+}
+
 PathCeiling pcie_path_ceiling(const Topology& topo, size_t a, size_t b) {
   if (a == b || a >= topo.functions.size() || b >= topo.functions.size()) return {};
   const std::vector<size_t> up_a = chain(topo, a), up_b = chain(topo, b);

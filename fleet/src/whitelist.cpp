@@ -2,7 +2,6 @@
 #include "p2paudit/fleet/whitelist.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cctype>
 #include <map>
 #include <set>
@@ -12,6 +11,7 @@
 
 #include "p2paudit/input_file.h"
 #include "p2paudit/p2pdma.h"
+#include "p2paudit/path_ceiling.h"
 #include "p2paudit/p2pdma_index.h"
 #include "p2paudit/p2pdma_report.h"
 
@@ -247,8 +247,8 @@ nlohmann::ordered_json unlocked_pair_json(const Topology& topo, const UnlockedPa
           {"copy_result", p.copy_result.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.copy_result)},
           {"copy_gbps", p.copy_gbps ? nlohmann::ordered_json(*p.copy_gbps) : nlohmann::ordered_json(nullptr)},
           {"copy_ceiling_gbps", p.copy_gbps && p.ceiling_gbps ? nlohmann::ordered_json(*p.ceiling_gbps) : nlohmann::ordered_json(nullptr)},
-          {"copy_ceiling_ratio", p.copy_gbps && p.ceiling_gbps && *p.ceiling_gbps > 0
-                                     ? nlohmann::ordered_json(std::round(*p.copy_gbps / *p.ceiling_gbps * 1000) / 1000)
+          {"copy_ceiling_ratio", p.copy_gbps && ceiling_ratio(*p.copy_gbps, p.ceiling_gbps)
+                                     ? nlohmann::ordered_json(*ceiling_ratio(*p.copy_gbps, p.ceiling_gbps))
                                      : nlohmann::ordered_json(nullptr)}};
 }
 

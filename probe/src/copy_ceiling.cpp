@@ -112,7 +112,7 @@ void add_copy_ceilings(const nlohmann::json& document, const Topology& topo, pol
       f.set("vendor.copy_ceiling_gbps", rounded(*ceiling.gbps));
       f.set("vendor.copy_ceiling_path", ceiling.path);
       if (const auto* gbps = f.get("vendor.copy_gbps"))
-        f.set("vendor.copy_ceiling_ratio", rounded(std::get<double>(*gbps) / *ceiling.gbps));
+        f.set("vendor.copy_ceiling_ratio", *ceiling_ratio(std::get<double>(*gbps), ceiling.gbps));
     } else if (!ceiling.missing.empty()) {
       f.set("vendor.copy_ceiling_missing", ceiling.missing);
     }

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/probe/reality.h"
 
-#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "p2paudit/path_ceiling.h"
 #include "p2paudit/probe/runtime_facts.h"
 
 namespace p2paudit::probe {
@@ -161,7 +161,7 @@ void judge_against_path(RealityCheck& c, const policy::VendorFactsDocument& fact
   if (const auto* ceiling = pair->second.get("vendor.copy_ceiling_gbps"); ceiling && std::get<double>(*ceiling) > 0) {
     c.copy_ceiling_gbps = std::get<double>(*ceiling);
     if (peer.contains("gbps") && peer["gbps"].is_number()) {
-      c.copy_ceiling_ratio = std::round(peer["gbps"].get<double>() / *c.copy_ceiling_gbps * 1000) / 1000;
+      c.copy_ceiling_ratio = ceiling_ratio(peer["gbps"].get<double>(), c.copy_ceiling_gbps);
       c.copy += fmt::format(", {:.0f}% of the path's {:.1f} GB/s ({})", *c.copy_ceiling_ratio * 100, *c.copy_ceiling_gbps,
                             c.copy_ceiling_path);
     }

@@ -34,6 +34,10 @@ std::optional<double> pcie_lane_gbps(double gts);
 // ceiling is an upper bound. a == b crosses no link: gbps nullopt, missing "".
 PathCeiling pcie_path_ceiling(const Topology& topo, size_t a, size_t b);
 
+// measured / ceiling, rounded to three decimals as every output shows it; nullopt without a
+// positive ceiling.
+std::optional<double> ceiling_ratio(double measured_gbps, std::optional<double> ceiling_gbps);
+
 // One GPU's NVLinks as NVML reports them.
 struct NvlinkEnd {
   Bdf gpu;
