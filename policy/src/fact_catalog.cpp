@@ -206,6 +206,9 @@ std::vector<FactSpec> build_catalog() {
                        "what the ceiling is made of (\"PCIe 16 GT/s x8 at 0000:03:00.0\", \"NVLink through NVSwitch: ...\")")),
       from_vendor(fact("vendor.copy_ceiling_missing", kString,
                        "when the ceiling is unknown: the fact that would settle it (a link's speed or width, an NVLink rate)")),
+      from_vendor(fact("vendor.copy_ceiling", kString,
+                       "the ceiling in words for a reason: \"62% of the path's 450 GB/s (...)\", or \"the path's ceiling is "
+                       "unknown: ...\"")),
       // NVIDIA's third-party paths (vendor.authority nvidia_third_party: an NVIDIA GPU and a device of
       // another driver): GPUDirect RDMA, GPUDirect Storage and dma-buf export ask the driver's
       // nv_grdma_pci_topology_supported() (vendor-p2p-gates.md §1.10), never the kernel's P2PDMA.

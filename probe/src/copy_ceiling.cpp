@@ -108,13 +108,20 @@ void add_copy_ceilings(const nlohmann::json& document, const Topology& topo, pol
                                     "rules/devices does not say both have none",
                                     key.first.str(), key.second.str());
     }
+    // vendor.copy_ceiling: the ceiling in words, for a reason that names it known or not.
     if (ceiling.gbps && *ceiling.gbps > 0) {
       f.set("vendor.copy_ceiling_gbps", rounded(*ceiling.gbps));
       f.set("vendor.copy_ceiling_path", ceiling.path);
-      if (const auto* gbps = f.get("vendor.copy_gbps"))
-        f.set("vendor.copy_ceiling_ratio", *ceiling_ratio(std::get<double>(*gbps), ceiling.gbps));
+      std::string words = fmt::format("the path's ceiling is {} GB/s ({})", rounded(*ceiling.gbps), ceiling.path);
+      if (const auto* gbps = f.get("vendor.copy_gbps")) {
+        const double ratio = *ceiling_ratio(std::get<double>(*gbps), ceiling.gbps);
+        f.set("vendor.copy_ceiling_ratio", ratio);
+        words = fmt::format("{:.0f}% of the path's {} GB/s ({})", ratio * 100, rounded(*ceiling.gbps), ceiling.path);
+      }
+      f.set("vendor.copy_ceiling", words);
     } else if (!ceiling.missing.empty()) {
       f.set("vendor.copy_ceiling_missing", ceiling.missing);
+      f.set("vendor.copy_ceiling", "the path's ceiling is unknown: " + ceiling.missing);
     }
   }
 }
