@@ -94,8 +94,13 @@ void add_copy_ceilings(const nlohmann::json& document, const Topology& topo, pol
         for (const auto& [bdf, end] : *links) gpus.insert(bdf);
       }
       auto a = links->find(key.first), b = links->find(key.second);
-      NvlinkEnd ea = a != links->end() ? a->second : NvlinkEnd{key.first};
-      NvlinkEnd eb = b != links->end() ? b->second : NvlinkEnd{key.second};
+      const auto end_of = [&](auto it, const Bdf& gpu) {
+        if (it != links->end()) return it->second;
+        NvlinkEnd unlisted;  // NVML did not list this GPU: its links are unknown
+        unlisted.gpu = gpu;
+        return unlisted;
+      };
+      NvlinkEnd ea = end_of(a, key.first), eb = end_of(b, key.second);
       link_rate(p, ea);
       link_rate(c, eb);
       ceiling = nvlink_path_ceiling(ea, eb, gpus);
