@@ -42,7 +42,12 @@ std::vector<RuntimeReport> ask_runtimes(const ProbeOptions& options, bool cuda_w
   reports.push_back(probe_nvml(options));
   if (!cuda_where_nvml_cannot || !nvml_answers_every_pair(reports.back())) {
     options.report_progress("cuda");
-    reports.push_back(probe_cuda(options));
+    // The copy's peer paths place their windows across what NVML says BAR1 exposes.
+    ProbeOptions cuda_options = options;
+    for (const auto& d : reports.front().devices)
+      if (d.bdf && d.extra.contains("bar1_total_bytes") && d.extra["bar1_total_bytes"].is_number_unsigned())
+        cuda_options.copy.bar1_bytes[d.bdf->str()] = d.extra["bar1_total_bytes"].get<std::uint64_t>();
+    reports.push_back(probe_cuda(cuda_options));
   }
 #ifdef P2PAUDIT_HAVE_LEVEL_ZERO
   options.report_progress("level_zero");
