@@ -575,7 +575,7 @@ class PeerPathCheck {
     const auto start = Clock::now();
     for (size_t w = 0; w < offsets_.size(); ++w)
       for (PeerPath p : detail::kPeerPaths) {
-        if (c_.context_lost) return not_run("not run: an earlier kernel left the client's context unusable");
+        if (c_.context_lost) return not_run("an earlier kernel left the client's context unusable");
         if (path(p).result == "not_supported") continue;
         if (std::chrono::duration<double>(Clock::now() - start).count() > plan_.seconds_per_pair) {
           note_ = fmt::format("the time bound of {:g} s per pair was reached after {} of {} windows", plan_.seconds_per_pair,

@@ -30,7 +30,8 @@ void* host(unsigned long long dptr) { return reinterpret_cast<void*>(static_cast
 // themselves are malloc()ed: untouched pages cost nothing.
 struct Allocation {
   int device = 0;
-  unsigned long long offset = 0, size = 0;
+  unsigned long long offset = 0, size = 0;  // in the device's memory
+  std::uintptr_t base = 0;                  // its host address
 };
 std::map<std::uintptr_t, Allocation> g_allocations;  // by host address
 
@@ -200,7 +201,7 @@ int cuMemAlloc_v2(unsigned long long* dptr, size_t size) {
   unsigned long long at = first_fit(g_current->device, size);
   void* p = at != ~0ull ? std::malloc(size) : nullptr;
   if (!p) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
-  g_allocations[reinterpret_cast<std::uintptr_t>(p)] = {g_current->device, at, size};
+  g_allocations[reinterpret_cast<std::uintptr_t>(p)] = {g_current->device, at, size, reinterpret_cast<std::uintptr_t>(p)};
   *dptr = reinterpret_cast<std::uintptr_t>(p);
   return 0;
 }
@@ -303,26 +304,28 @@ int cuLaunchKernel(CUfunc_st* f, unsigned, unsigned, unsigned, unsigned, unsigne
     g_hung = true;
     return 0;
   }
-  auto zeroed = [&](const void* word) {
-    if (scenario != "bar_end_zeroed") return false;
-    auto address = reinterpret_cast<std::uintptr_t>(word);
-    auto it = g_allocations.upper_bound(address);
-    --it;
-    return it->second.offset + (address - it->first) >= zeroed_from();
-  };
+  // bar_end_zeroed: the peer side's words from this index on lie in the zeroed end of BAR1.
+  unsigned long long zeroed_from_word = ~0ull;
+  if (scenario == "bar_end_zeroed") {
+    const void* peer_side = f->kind == Kernel::kLoad ? static_cast<const void*>(src) : static_cast<const void*>(dst);
+    const unsigned long long at = peer->offset + (reinterpret_cast<std::uintptr_t>(peer_side) - peer->base);
+    const unsigned long long zone = zeroed_from();
+    zeroed_from_word = at >= zone ? 0 : (zone - at + 3) / 4;
+  }
+  auto zeroed = [&](unsigned long long i) { return i >= zeroed_from_word; };
   for (unsigned long long i = 0; i < words; ++i) {
     switch (f->kind) {
       case Kernel::kStore:
         if (scenario == "kernel_stores_dropped") break;
-        dst[i] = zeroed(&dst[i]) ? 0 : src[i];
+        dst[i] = zeroed(i) ? 0 : src[i];
         break;
       case Kernel::kLoad:
-        dst[i] = zeroed(&src[i]) ? 0 : src[i];
+        dst[i] = zeroed(i) ? 0 : src[i];
         break;
       case Kernel::kAtomic:
         // atomics_wrong: of the four adds of neighbouring threads only one lands (a plain
         // read-modify-write across the link instead of an atomic).
-        dst[i] = zeroed(&dst[i]) ? 0 : dst[i] + (scenario == "atomics_wrong" ? 1u : 4u) * src[i];
+        dst[i] = zeroed(i) ? 0 : dst[i] + (scenario == "atomics_wrong" ? 1u : 4u) * src[i];
         break;
     }
   }
