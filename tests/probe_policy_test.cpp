@@ -184,6 +184,14 @@ TEST(ProbeFacts, MalformedStoredProbeIsAnErrorNamingTheFile) {
       {R"({"schema_version": 1, "runtimes": [{"runtime": "cuda", "devices": [{"bdf": "0000:00:06.0"}, {"bdf": "0000:00:07.0"}],
           "pairs": [{"provider": 0, "client": 1, "answers": {"copy": {"peer": {"result": "fine"}}}}]}]})",
        "answers.copy.peer.result"},
+      {R"({"schema_version": 1, "runtimes": [{"runtime": "cuda", "devices": [{"bdf": "0000:00:06.0"}, {"bdf": "0000:00:07.0"}],
+          "pairs": [{"provider": 0, "client": 1, "answers": {"copy": {"peer": {"result": "verified"},
+          "peer_paths": {"kernel_stores": {"result": "fine", "windows": []}}}}}]}]})",
+       "answers.copy.peer_paths.kernel_stores.result"},
+      {R"({"schema_version": 1, "runtimes": [{"runtime": "cuda", "devices": [{"bdf": "0000:00:06.0"}, {"bdf": "0000:00:07.0"}],
+          "pairs": [{"provider": 0, "client": 1, "answers": {"copy": {"peer": {"result": "verified"},
+          "peer_paths": {"atomics": {"result": "wrong", "windows": [{"result": "wrong", "offset": "far"}]}}}}}]}]})",
+       "answers.copy.peer_paths.atomics.windows[].offset"},
       {std::string(100, '[') + std::string(100, ']'), "nested deeper"},
   };
   UnpackedH200 dir;

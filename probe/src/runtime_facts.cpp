@@ -215,7 +215,7 @@ void read_copy(const DocumentReader& in, const nlohmann::json& copy, const std::
 void read_peer_paths(const DocumentReader& in, const nlohmann::json& paths, const std::string& where,
                      const std::string& runtime, PairEvidence& e) {
   in.object(paths, where);
-  const std::uint64_t window_bytes = static_cast<std::uint64_t>(in.number(paths, "window_bytes", where).value_or(0));
+  const auto window_bytes = static_cast<std::uint64_t>(std::clamp(in.number(paths, "window_bytes", where).value_or(0), 0.0, 0x1p60));
   for (detail::PeerPath p : detail::kPeerPaths) {
     const std::string pw = where + "." + detail::path_name(p);
     if (!paths.contains(detail::path_name(p))) continue;
