@@ -200,7 +200,9 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
       "P2PAUDIT_HIP_LIBRARY=/nonexistent ZE_ENABLE_ALT_DRIVERS=/nonexistent ");
   run("policy", "--sysroot " + h200x2 + " policy --details --format json", {0}, fake_runtimes_env());
   for (const char* recording : {"machines/h200x2-firecracker-vm/probe-2026-11-22/probe.json",
-                                "machines/h200x2-firecracker-vm/copy-2026-11-22/probe-copy.json"})
+                                "machines/h200x2-firecracker-vm/copy-2026-11-22/probe-copy.json",
+                                "machines/h200x4-firecracker-vm/peer-copy-bench-2026-11-28/probe-copy.json",
+                                "machines/h200x4-firecracker-vm/peer-copy-bench-2026-11-28/probe-copy-thorough.json"})
     keep("probe", test::data_path(recording), recording);
   // The live two-H100 NVLink VM's policy with the runtimes asked: certain decisions (issue 29).
   keep("policy", test::data_path("machines/h100x2-firecracker-vm/live-2026-11-28/policy.json"), "live 2x H100 policy");

@@ -245,6 +245,24 @@ TEST(LevelZeroCopy, CopyOkVerifiesBothLegsInBothDirections) {
   }
 }
 
+// The peer paths of kernels are CUDA's alone (issue 32): a Level Zero pair has none in JSON, and the
+// text says the copy engine's copy is all that was checked rather than leaving it unsaid.
+TEST(LevelZeroCopy, OnlyTheCopyEngineIsCheckedAndTheTextSaysSo) {
+  const ToolRun r = probe_tool("copy_ok", "--copy --size 64KiB --repeat 1");
+  EXPECT_FALSE(answers(r.level_zero, 0, 1)["copy"].contains("peer_paths"));
+  const auto text = test::run_command(
+      "env -u ZE_AFFINITY_MASK P2PAUDIT_PROBE_ALLOW_SYSROOT=1 P2PAUDIT_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1"
+      " P2PAUDIT_CUDA_LIBRARY=/nonexistent/libcuda.so.1 P2PAUDIT_HIP_LIBRARY=/nonexistent/libamdhip64.so"
+      " ZE_ENABLE_ALT_DRIVERS=" + test::shell_quote(FAKE_ZE_DRIVER) +
+      " FAKE_ZE_SCENARIO=copy_ok FAKE_ZE_BDFS=0000:03:00.0,0000:04:00.0 " + P2PAUDIT_TOOL + " --sysroot " +
+      test::shell_quote(test::data_path("machines/h200x2-firecracker-vm/sysroot.tar.gz")) +
+      " probe --copy --size 64KiB --repeat 1 2>/dev/null");
+  EXPECT_NE(text.output.find("level_zero: the copy engine's copy only; kernel stores, loads and atomics are checked "
+                             "through CUDA alone"),
+            std::string::npos)
+      << text.output;
+}
+
 TEST(LevelZeroCopy, DefaultScenarioCopiesRightAndNoCopyWithoutTheFlag) {
   const ToolRun with = probe_tool("ok", "--copy --size 64KiB --repeat 1");
   expect_verified(answers(with.level_zero, 0, 1)["copy"]["peer"], 1);

@@ -212,6 +212,10 @@ void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>&
     const auto& copy = p.answers["copy"];
     if (!header) {
       std::cout << "  copy test (peer and through host memory, compared in full; median GB/s):\n";
+      // The peer paths of kernels are CUDA's alone (docs/probe.md, "Peer paths"): say what was not checked.
+      if (r.runtime != "cuda")
+        std::cout << "  (" << r.runtime << ": the copy engine's copy only; kernel stores, loads and atomics are "
+                  << "checked through CUDA alone, so they stay not_run for this runtime)\n";
       header = true;
     }
     std::string pair = fmt::format("{} -> {}", labels[static_cast<size_t>(p.provider)], labels[static_cast<size_t>(p.client)]);
