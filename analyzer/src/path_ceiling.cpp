@@ -10,16 +10,15 @@
 
 namespace p2paudit {
 
-namespace {
-
-// "16.0 GT/s PCIe" -> 16.0; nullopt for "Unknown", an empty attribute or anything not a number.
-std::optional<double> link_gts(const std::string& speed) {
+std::optional<double> link_speed_gts(const std::string& speed) {
   errno = 0;
   char* end = nullptr;
   double v = std::strtod(speed.c_str(), &end);
   if (end == speed.c_str() || errno == ERANGE || !(v > 0)) return std::nullopt;
   return v;
 }
+
+namespace {
 
 // Functions without a link of their own: the root complex's integrated endpoints and event
 // collectors sit on the root complex's internal bus.
@@ -43,7 +42,7 @@ void visit(const Topology& topo, const Function& f, Narrowest& n) {
     n.missing = fmt::format("the bus speed of {}: it is conventional PCI, whose rate p2paudit does not read", at);
     return;
   }
-  auto gts = link_gts(owner.link.current_speed);
+  auto gts = link_speed_gts(owner.link.current_speed);
   if (!gts) {
     n.missing = fmt::format("the current link speed of {} (sysfs current_link_speed: {})", at,
                             owner.link.current_speed.empty() ? "not exposed" : owner.link.current_speed);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 #include "p2paudit/policy/pair_facts.h"
+#include "p2paudit/path_ceiling.h"
 
 #include <algorithm>
 #include <bit>
@@ -20,17 +21,6 @@
 namespace p2paudit::policy {
 
 namespace {
-
-// "16.0 GT/s PCIe" -> 16.0; nullopt for "Unknown" or an empty attribute.
-std::optional<double> gts(const std::string& speed) {
-  // std::stod's own test (strtod, no digits or out of range: no number) without its exception:
-  // a function without a link (most of a large machine) threw one each.
-  errno = 0;
-  char* end = nullptr;
-  double v = std::strtod(speed.c_str(), &end);
-  if (end == speed.c_str() || errno == ERANGE || !(v > 0)) return std::nullopt;
-  return v;
-}
 
 // The pair facts set for every pair, by id: looking names up costs more than the rest.
 struct PairFactIds {
@@ -429,7 +419,7 @@ PairFactsContext::PairFactsContext(const P2pdmaIndex& index)
   const Topology& t = index.topology();
   std::vector<std::string_view> drivers = {""}, host_bridges;
   for (const Function& f : t.functions) {
-    const std::optional<double> current = gts(f.link.current_speed), max = gts(f.link.max_speed);
+    const std::optional<double> current = link_speed_gts(f.link.current_speed), max = link_speed_gts(f.link.max_speed);
     const int width = f.link.current_width, max_width = f.link.max_width;
     Link& link = links.emplace_back();
     if (current && width) {

@@ -22,6 +22,11 @@ struct PathCeiling {
   std::string missing;         // when gbps is unknown: the fact that would settle it
 };
 
+// A sysfs link speed attribute as a number: "16.0 GT/s PCIe" -> 16.0; nullopt for "Unknown", an
+// empty attribute or anything that is not a positive number (never an exception: most functions of
+// a large machine have no link).
+std::optional<double> link_speed_gts(const std::string& speed);
+
 // Payload bandwidth of one PCIe lane per direction after line encoding, GB/s, for a link speed in
 // GT/s (2.5, 5, 8, 16, 32, 64); nullopt for any other speed.
 std::optional<double> pcie_lane_gbps(double gts);
