@@ -436,7 +436,7 @@ void write_log_text(std::ostream& out, const Topology& topo, const LogExplainer&
   }
   const auto& events = explained.events();
   if (events.empty()) {
-    out << "no events: the log holds no line about peer DMA, IOMMU faults, AER or Xid\n";
+    out << "no events: no line about peer DMA, IOMMU faults, AER or Xid in what was read\n";
     return;
   }
   auto tone = [](LogAgreement a) {
