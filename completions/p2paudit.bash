@@ -19,7 +19,7 @@ _p2paudit_command_options() {
     matrix) echo '--all --details' ;;
     policy) echo "--all --details --fail-on --gpus $rule_options" ;;
     check) echo "--require $rule_options" ;;
-    probe) echo '--copy --size --repeat --mirror --timeout' ;;
+    probe) echo '--copy --size --repeat --thorough --mirror --timeout' ;;
     whitelist) echo '--all --commit-message --vendor-facts --no-probe --patch --candidate --kernel-source --force' ;;
     report) echo '-o --output --force --redact --no-probe --all-pairs' ;;
     aggregate) echo '--merge --partial --format --jobs -o --output --force' ;;

@@ -51,7 +51,8 @@ struct FakeRuntime {
 const std::vector<FakeRuntime>& fake_runtimes() {
   static const std::vector<FakeRuntime> all = {
       {"FAKE_NVIDIA_SCENARIO", "fake_scenario.h",
-       {"ok", "p2p_not_supported", "init_fails", "hang", "crash", "copy_corrupt", "copy_fails", "copy_hang", "copy_crash"}},
+       {"ok", "p2p_not_supported", "init_fails", "hang", "crash", "copy_corrupt", "copy_fails", "copy_hang", "copy_crash",
+        "kernel_stores_dropped", "bar_end_zeroed", "atomics_wrong", "kernel_hang", "no_peer_atomics"}},
       {"FAKE_HIP_SCENARIO", "fake_hip.cpp", {"ok", "no_peer", "xgmi", "init_fails", "no_device", "hang", "crash"}},
       {"FAKE_ZE_SCENARIO", "fake_ze_driver.c",
        {"ok", "no_peer", "out_of_device_memory", "hang", "crash", "hang_init", "crash_init", "copy_ok", "copy_corrupt",

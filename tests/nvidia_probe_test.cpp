@@ -268,6 +268,158 @@ TEST(NvidiaProbeCopy, CrashInOnePairIsSurvived) {
   EXPECT_EQ(pair(cuda, 1, 0)["copy"]["host_staged"]["result"], "verified");
 }
 
+// `probe --copy`'s peer paths of kernels (docs/probe.md "Peer paths"): stores, loads and atomics of
+// a kernel on the client GPU on the provider's memory, which the fake CUDA runs by their names.
+struct PathsRun {
+  int status = -1;
+  json doc;
+};
+PathsRun paths_run(const std::string& scenario, const std::string& extra_env = "") {
+  auto r = probe(scenario, "probe --format json --copy --size 1048576 --repeat 1 --timeout 2", FAKE_NVML_LIBRARY,
+                 FAKE_CUDA_LIBRARY, extra_env);
+  return {r.status, json::parse(r.output)};
+}
+
+const json& peer_paths(const json& doc, int provider, int client) { return pair(runtime(doc, "cuda"), provider, client)["copy"]["peer_paths"]; }
+
+// The decision the probe reports for the CUDA pair (its "reality" list): "host_staged (rule)".
+std::string decided(const json& doc, const std::string& provider, const std::string& client) {
+  for (const auto& c : doc["reality"])
+    if (c["runtime"] == "cuda" && c["provider"] == provider && c["client"] == client) return c["decided"];
+  ADD_FAILURE() << "no cuda reality entry " << provider << " -> " << client;
+  return "";
+}
+
+constexpr std::uint64_t kWindowWords = (16u << 20) / 4;  // the default window, 16 MiB
+
+TEST(NvidiaProbePeerPaths, OkVerifiesEveryPathInEveryWindowBothWays) {
+  auto run = paths_run("ok");
+  EXPECT_EQ(run.status, 0);
+  for (auto [a, b] : {std::pair{0, 1}, std::pair{1, 0}}) {
+    const auto& pp = peer_paths(run.doc, a, b);
+    ASSERT_TRUE(pp.is_object()) << pp.dump();
+    // The fake NVML's BAR1 (256 GiB) exceeds the fake's 1 GiB of memory: the memory is the span.
+    EXPECT_EQ(pp["span_source"], "device_memory");
+    EXPECT_EQ(pp["span_bytes"], 1ull << 30);
+    EXPECT_EQ(pp["window_bytes"], 16u << 20);
+    const auto& offsets = pp["offsets"];
+    ASSERT_EQ(offsets.size(), 3u) << pp.dump();
+    EXPECT_EQ(offsets[0], 0);
+    EXPECT_GT(offsets[1].get<std::uint64_t>(), 0u);
+    // The last window ends where the block does: the end of what was reached.
+    EXPECT_EQ(offsets[2].get<std::uint64_t>() + pp["window_bytes"].get<std::uint64_t>(), pp["block_bytes"].get<std::uint64_t>());
+    for (const char* path : {"kernel_stores", "kernel_loads", "atomics"}) {
+      EXPECT_EQ(pp[path]["result"], "verified") << path << " " << pp.dump();
+      ASSERT_EQ(pp[path]["windows"].size(), 3u) << path;
+      for (size_t w = 0; w < 3; ++w) EXPECT_EQ(pp[path]["windows"][w]["offset"], offsets[w]) << path;
+    }
+  }
+  // The fake's copy timings may stage the pair (copy-slower-than-staged); the paths never do here.
+  EXPECT_EQ(decided(run.doc, "0000:00:06.0", "0000:00:07.0").find("kernel-peer-path-failed"), std::string::npos);
+}
+
+TEST(NvidiaProbePeerPaths, WindowsFollowNvmlBar1WhereItIsSmallerThanTheMemory) {
+  auto run = paths_run("ok", "FAKE_NVIDIA_BAR1_BYTES=268435456");
+  const auto& pp = peer_paths(run.doc, 0, 1);
+  EXPECT_EQ(pp["span_source"], "bar1");
+  EXPECT_EQ(pp["span_bytes"], 256u << 20);
+  EXPECT_EQ(pp["block_bytes"], 256u << 20);
+  EXPECT_EQ(pp["offsets"].back(), (256u - 16u) << 20);
+}
+
+TEST(NvidiaProbePeerPaths, KernelStoresDroppedWhileTheCopyEngineVerifies) {
+  auto run = paths_run("kernel_stores_dropped");
+  EXPECT_EQ(run.status, 1) << "a peer path that did not verify";
+  const auto& copy = pair(runtime(run.doc, "cuda"), 0, 1)["copy"];
+  EXPECT_EQ(copy["peer"]["result"], "verified") << "the copy engine delivers";
+  const auto& stores = copy["peer_paths"]["kernel_stores"];
+  EXPECT_EQ(stores["result"], "dropped");
+  const auto& w = stores["windows"][0];
+  EXPECT_EQ(w["result"], "dropped");
+  EXPECT_EQ(w["bad_words"], kWindowWords);
+  EXPECT_EQ(w["sentinel_words"], kWindowWords) << "the sentinel was left in every word";
+  EXPECT_EQ(w["first_bad_offset"], 0);
+  EXPECT_EQ(copy["peer_paths"]["kernel_loads"]["result"], "verified");
+  EXPECT_EQ(copy["peer_paths"]["atomics"]["result"], "verified");
+  EXPECT_EQ(decided(run.doc, "0000:00:06.0", "0000:00:07.0"), "host_staged (kernel-peer-path-failed)")
+      << "NVLink and a verified copy do not vouch for kernel stores";
+  ASSERT_FALSE(run.doc["data_corruption"].empty());
+  EXPECT_NE(run.doc["data_corruption"][0].get<std::string>().find("kernel stores"), std::string::npos);
+}
+
+TEST(NvidiaProbePeerPaths, AZeroedWindowAtTheEndOfBar1Only) {
+  auto run = paths_run("bar_end_zeroed", "FAKE_NVIDIA_BAR1_BYTES=268435456");
+  const auto& pp = peer_paths(run.doc, 1, 0);
+  for (const char* path : {"kernel_stores", "kernel_loads", "atomics"}) {
+    EXPECT_EQ(pp[path]["result"], "zeroed") << path;
+    const auto& windows = pp[path]["windows"];
+    ASSERT_EQ(windows.size(), 3u) << path;
+    EXPECT_EQ(windows[0]["result"], "verified") << path << ": the start is fine";
+    EXPECT_EQ(windows[1]["result"], "verified") << path << ": the middle is fine";
+    EXPECT_EQ(windows[2]["result"], "zeroed") << path;
+    EXPECT_EQ(windows[2]["offset"], (256u - 16u) << 20) << path;
+    EXPECT_EQ(windows[2]["zero_words"], kWindowWords) << path;
+  }
+  EXPECT_EQ(decided(run.doc, "0000:00:07.0", "0000:00:06.0"), "host_staged (kernel-peer-path-failed)");
+}
+
+TEST(NvidiaProbePeerPaths, WrongAtomicsAreCaught) {
+  auto run = paths_run("atomics_wrong");
+  const auto& pp = peer_paths(run.doc, 0, 1);
+  EXPECT_EQ(pp["atomics"]["result"], "wrong");
+  EXPECT_EQ(pp["atomics"]["windows"][0]["bad_words"], kWindowWords);
+  EXPECT_EQ(pp["atomics"]["windows"][0]["sentinel_words"], 0) << "the adds landed, not all of them";
+  EXPECT_EQ(pp["kernel_stores"]["result"], "verified");
+  EXPECT_EQ(pp["kernel_loads"]["result"], "verified");
+  EXPECT_EQ(decided(run.doc, "0000:00:06.0", "0000:00:07.0"), "host_staged (kernel-peer-path-failed)");
+}
+
+TEST(NvidiaProbePeerPaths, AtomicsNotAskedWhereTheDriverReportsNoNativePeerAtomics) {
+  auto run = paths_run("no_peer_atomics");
+  EXPECT_EQ(run.status, 0) << "not supported is no failure";
+  const auto& pp = peer_paths(run.doc, 0, 1);
+  EXPECT_EQ(pp["atomics"]["result"], "not_supported");
+  EXPECT_TRUE(pp["atomics"]["windows"].empty());
+  EXPECT_NE(pp["atomics"]["note"].get<std::string>().find("native peer atomics"), std::string::npos);
+  EXPECT_EQ(pp["kernel_stores"]["result"], "verified");
+  EXPECT_EQ(decided(run.doc, "0000:00:06.0", "0000:00:07.0").find("kernel-peer-path-failed"), std::string::npos);
+}
+
+TEST(NvidiaProbePeerPaths, AHungKernelIsThePathsAnswerAndTheOtherPairsGoOn) {
+  auto run = paths_run("kernel_hang");
+  const auto& cuda = runtime(run.doc, "cuda");
+  const auto& copy = pair(cuda, 0, 1)["copy"];
+  ASSERT_TRUE(copy.is_object()) << "the child answered the pair itself: " << copy.dump();
+  EXPECT_EQ(copy["peer"]["result"], "verified");
+  EXPECT_EQ(copy["host_staged"]["result"], "verified");
+  const auto& stores = copy["peer_paths"]["kernel_stores"];
+  EXPECT_EQ(stores["result"], "hung");
+  EXPECT_EQ(stores["phase"], "p2paudit_peer_store at offset 0x0");
+  // The context is lost behind the kernel: nothing more is asked of it.
+  EXPECT_EQ(copy["peer_paths"]["kernel_loads"]["result"], "not_run");
+  // A fresh child asked the other direction, whose peer (GPU 1) does not hang.
+  EXPECT_EQ(peer_paths(run.doc, 1, 0)["kernel_stores"]["result"], "verified");
+  EXPECT_EQ(decided(run.doc, "0000:00:06.0", "0000:00:07.0"), "host_staged (kernel-peer-path-failed)");
+  EXPECT_EQ(decided(run.doc, "0000:00:07.0", "0000:00:06.0").find("kernel-peer-path-failed"), std::string::npos);
+}
+
+// Every ordered pair of four GPUs, both directions of each, gets its paths checked.
+TEST(NvidiaProbePeerPaths, EveryOrderedPairOfFourGpus) {
+  auto r = test::run_command("env P2PAUDIT_PROBE_ALLOW_SYSROOT=1 FAKE_NVIDIA_SCENARIO=kernel_hang "
+                             "FAKE_NVIDIA_BDFS=0000:00:06.0,0000:00:07.0,0000:00:08.0,0000:00:09.0 P2PAUDIT_NVML_LIBRARY=" +
+                             test::shell_quote(FAKE_NVML_LIBRARY) + " P2PAUDIT_CUDA_LIBRARY=" + test::shell_quote(FAKE_CUDA_LIBRARY) +
+                             " " + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(fixture()) +
+                             " probe --format json --copy --size 1048576 --repeat 1 --timeout 2 2>/dev/null");
+  auto doc = json::parse(r.output);
+  const auto& cuda = runtime(doc, "cuda");
+  ASSERT_EQ(cuda["pairs"].size(), 12u);
+  for (const auto& p : cuda["pairs"]) {
+    const auto& stores = p["answers"]["copy"]["peer_paths"]["kernel_stores"];
+    // GPU 0's memory hangs a peer's kernel; every other provider's works.
+    EXPECT_EQ(stores["result"], p["provider"] == 0 ? "hung" : "verified") << p.dump();
+  }
+}
+
 #ifdef CUDA_PEER_COPY_TOOL
 // The plain CUDA peer copy (tools/cuda-peer-copy) runs against the fake too.
 TEST(CudaPeerCopy, PrintsMedianBandwidthPerDirection) {

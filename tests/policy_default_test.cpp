@@ -67,6 +67,13 @@ std::vector<RuleCase> cases() {
       {"copy-corrupt", with(base(), {{"vendor.copy_result", "corrupt"}, {"vendor.nvlink", true}}),
        with(base(), {{"vendor.copy_result", "verified"}})},
       {"copy-failed", with(base(), {{"vendor.copy_result", "failed"}}), with(base(), {{"vendor.copy_result", "not_run"}})},
+      // Kernel stores lost while the copy engine's copy verified (tinygrad/open-gpu-kernel-modules#44);
+      // atomics the driver does not offer natively are no failure.
+      {"kernel-peer-path-failed",
+       with(base(), {{"vendor.copy_result", "verified"}, {"vendor.kernel_store_result", "dropped"},
+                     {"vendor.kernel_load_result", "verified"}, {"vendor.atomic_result", "verified"}}),
+       with(base(), {{"vendor.copy_result", "verified"}, {"vendor.kernel_store_result", "verified"},
+                     {"vendor.kernel_load_result", "verified"}, {"vendor.atomic_result", "not_supported"}})},
       // Peer 2-12 GB/s, staged 42 GB/s (aikitoria/open-gpu-kernel-modules#9); equal is not slower.
       {"copy-slower-than-staged",
        with(base(), {{"vendor.copy_verified", true}, {"vendor.copy_gbps", 12.0}, {"vendor.copy_staged_gbps", 42.0}}),

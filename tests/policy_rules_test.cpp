@@ -530,6 +530,8 @@ TEST(Decide, SiteDenyPlacedFirstOverridesTheDefaultPolicy) {
   f.set("kernel.map_type", std::string("BUS_ADDR"));
   f.set("kernel.allowed", true);
   f.set("vendor.copy_result", std::string("not_run"));
+  for (const char* path : {"vendor.kernel_store_result", "vendor.kernel_load_result", "vendor.atomic_result"})
+    f.set(path, std::string("not_run"));  // as machine_facts() sets them without a copy test
   f.set("vendor.nvlink", false);
   f.set("vendor.xgmi", false);
   f.set("vendor.authority", std::string("kernel"));

@@ -184,6 +184,14 @@ TEST(ProbeFacts, MalformedStoredProbeIsAnErrorNamingTheFile) {
       {R"({"schema_version": 1, "runtimes": [{"runtime": "cuda", "devices": [{"bdf": "0000:00:06.0"}, {"bdf": "0000:00:07.0"}],
           "pairs": [{"provider": 0, "client": 1, "answers": {"copy": {"peer": {"result": "fine"}}}}]}]})",
        "answers.copy.peer.result"},
+      {R"({"schema_version": 1, "runtimes": [{"runtime": "cuda", "devices": [{"bdf": "0000:00:06.0"}, {"bdf": "0000:00:07.0"}],
+          "pairs": [{"provider": 0, "client": 1, "answers": {"copy": {"peer": {"result": "verified"},
+          "peer_paths": {"kernel_stores": {"result": "fine", "windows": []}}}}}]}]})",
+       "answers.copy.peer_paths.kernel_stores.result"},
+      {R"({"schema_version": 1, "runtimes": [{"runtime": "cuda", "devices": [{"bdf": "0000:00:06.0"}, {"bdf": "0000:00:07.0"}],
+          "pairs": [{"provider": 0, "client": 1, "answers": {"copy": {"peer": {"result": "verified"},
+          "peer_paths": {"atomics": {"result": "wrong", "windows": [{"result": "wrong", "offset": "far"}]}}}}}]}]})",
+       "answers.copy.peer_paths.atomics.windows[].offset"},
       {std::string(100, '[') + std::string(100, ']'), "nested deeper"},
   };
   UnpackedH200 dir;
@@ -392,6 +400,41 @@ TEST(ProbeReality, CorruptCudaCopyOverridesNvlinkInTheSnapshot) {
   EXPECT_EQ(d["rule"], "copy-corrupt");
   EXPECT_EQ(d["facts"]["vendor.nvlink"], true) << "NVLink said yes, and lost";
   EXPECT_EQ(d["facts"]["vendor.copy_runtime"], "cuda");
+}
+
+// Kernel peer stores lost while the copy engine delivers (tinygrad/open-gpu-kernel-modules#44): the
+// snapshot's stored probe makes the pair host-staged by kernel-peer-path-failed, ahead of NVLink and
+// the verified copy, naming the path; where the paths verify (or atomics are not supported) the
+// rule stays out of it.
+TEST(ProbeReality, KernelPeerPathFailureStagesThePairDespiteAVerifiedCopy) {
+  UnpackedH200 source;
+  for (const char* scenario : {"kernel_stores_dropped", "no_peer_atomics"}) {
+    std::string out = source.dir() + "-" + scenario + ".tar.gz";
+    auto r = test::run_command(fakes_env(scenario) + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(source.dir()) +
+                               " snapshot --probe --copy --size 1MiB --repeat 1 -o " + test::shell_quote(out) + " 2>&1");
+    ASSERT_EQ(r.status, 0) << r.output;
+    r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(out) + " check --format json gpu0 gpu1");
+    fs::remove(out);
+    auto d = json::parse(r.output);
+    const auto& facts = d["facts"];
+    EXPECT_EQ(facts["vendor.copy_result"], "verified") << scenario << ": the copy engine delivered";
+    if (std::string(scenario) == "kernel_stores_dropped") {
+      EXPECT_EQ(r.status, 1);
+      EXPECT_EQ(d["rule"], "kernel-peer-path-failed");
+      EXPECT_EQ(d["decision"], "host_staged");
+      EXPECT_EQ(facts["vendor.kernel_store_result"], "dropped");
+      EXPECT_EQ(facts["vendor.kernel_load_result"], "verified");
+      EXPECT_EQ(facts["vendor.peer_paths_failed"], json::array({"kernel_stores"}));
+      EXPECT_NE(facts["vendor.peer_path_error"].get<std::string>().find("still the sentinel"), std::string::npos)
+          << facts["vendor.peer_path_error"];
+      EXPECT_NE(d["remedy"].get<std::string>().find("NCCL_P2P_DISABLE=1"), std::string::npos) << d["remedy"];
+    } else {
+      EXPECT_EQ(facts["vendor.atomic_result"], "not_supported");
+      EXPECT_EQ(facts["vendor.kernel_store_result"], "verified");
+      EXPECT_EQ(facts["vendor.peer_paths_failed"], json::array());
+      EXPECT_NE(d["rule"], "kernel-peer-path-failed");
+    }
+  }
 }
 
 // NVML's memory size is a device fact: the BAR comparison of the vendor gates can be made.

@@ -209,6 +209,27 @@ std::vector<FactSpec> build_catalog() {
       from_vendor(fact("vendor.copy_ceiling", kString,
                        "the ceiling in words for a reason: \"62% of the path's 450 GB/s (...)\", or \"the path's ceiling is "
                        "unknown: ...\"")),
+      // `probe --copy`'s peer paths of kernels (CUDA; docs/probe.md "Peer paths"): a kernel on the client
+      // storing into, loading from and adding atomically to the provider's memory, in windows across it.
+      from_vendor(fact("vendor.kernel_store_result", kEnum,
+                       "peer stores of a kernel on the client into the provider's memory: every word arrived, some were "
+                       "dropped (the destination's sentinel left), zeroed, wrong, the kernel hung, or a call refused; "
+                       "not_run without the test",
+                       {"verified", "dropped", "zeroed", "wrong", "hung", "refused", "not_supported", "not_run"})),
+      from_vendor(fact("vendor.kernel_load_result", kEnum,
+                       "peer loads of a kernel on the client from the provider's memory (the values as for "
+                       "vendor.kernel_store_result)",
+                       {"verified", "dropped", "zeroed", "wrong", "hung", "refused", "not_supported", "not_run"})),
+      from_vendor(fact("vendor.atomic_result", kEnum,
+                       "atomic adds of a kernel on the client to the provider's memory; not_supported where the driver "
+                       "reports no native peer atomics for the pair (the values as for vendor.kernel_store_result)",
+                       {"verified", "dropped", "zeroed", "wrong", "hung", "refused", "not_supported", "not_run"})),
+      from_vendor(fact("vendor.peer_paths_failed", kStringList,
+                       "the pair's peer paths that did not carry their data: copy_engine (the peer copy), kernel_stores, "
+                       "kernel_loads, atomics; empty when none failed or none was tested")),
+      from_vendor(fact("vendor.peer_path_error", kString,
+                       "the first failed kernel path in words: the path, its result, the window's offset and the bad "
+                       "words, or the call that hung or refused")),
       // NVIDIA's third-party paths (vendor.authority nvidia_third_party: an NVIDIA GPU and a device of
       // another driver): GPUDirect RDMA, GPUDirect Storage and dma-buf export ask the driver's
       // nv_grdma_pci_topology_supported() (vendor-p2p-gates.md §1.10), never the kernel's P2PDMA.

@@ -375,6 +375,9 @@ FactSet machine_facts(const Topology& t, const KernelRules& rules) {
   // No copy test is in the evidence until a probe's results (or a facts file) say otherwise.
   facts.set("vendor.copy_result", std::string("not_run"));
   facts.set("vendor.copy_verified", false);
+  for (const char* path : {"vendor.kernel_store_result", "vendor.kernel_load_result", "vendor.atomic_result"})
+    facts.set(path, std::string("not_run"));
+  facts.set("vendor.peer_paths_failed", std::vector<std::string>{});
   const std::string& mode = t.platform.iommu_mode;
   if (mode == "off" || mode == "passthrough" || mode == "translated") facts.set("iommu.mode", mode);
   if (!t.platform.iommu_mode_source.empty()) facts.set("iommu.mode_source", t.platform.iommu_mode_source);

@@ -2,6 +2,7 @@
 #include "p2paudit/probe/runtime_facts.h"
 
 #include "copy_ceiling.h"
+#include "peer_paths.h"
 
 #include <algorithm>
 #include <map>
@@ -42,7 +43,12 @@ std::vector<RuntimeReport> ask_runtimes(const ProbeOptions& options, bool cuda_w
   reports.push_back(probe_nvml(options));
   if (!cuda_where_nvml_cannot || !nvml_answers_every_pair(reports.back())) {
     options.report_progress("cuda");
-    reports.push_back(probe_cuda(options));
+    // The copy's peer paths place their windows across what NVML says BAR1 exposes.
+    ProbeOptions cuda_options = options;
+    for (const auto& d : reports.front().devices)
+      if (d.bdf && d.extra.contains("bar1_total_bytes") && d.extra["bar1_total_bytes"].is_number_unsigned())
+        cuda_options.copy.bar1_bytes[d.bdf->str()] = d.extra["bar1_total_bytes"].get<std::uint64_t>();
+    reports.push_back(probe_cuda(cuda_options));
   }
 #ifdef P2PAUDIT_HAVE_LEVEL_ZERO
   options.report_progress("level_zero");
@@ -165,6 +171,9 @@ struct PairEvidence {
   std::optional<bool> nvlink, xgmi;
   std::string copy_result, copy_runtime, copy_error;
   std::optional<double> copy_gbps, staged_gbps, mismatched;
+  // copy.peer_paths (peer_paths.h): each path's worst result, and the first failure told in words.
+  std::string path_results[3];
+  std::string path_error;
 };
 
 int peer_preference(const std::string& runtime) {
@@ -200,6 +209,42 @@ void read_copy(const DocumentReader& in, const nlohmann::json& copy, const std::
   if (copy_rank(result) <= copy_rank(e.copy_result)) return;
   e.copy_result = result, e.copy_runtime = runtime, e.copy_error = error;
   e.copy_gbps = gbps, e.staged_gbps = staged, e.mismatched = mismatched;
+}
+
+// copy.peer_paths: kernel stores, kernel loads and atomics of the pair, each its worst result.
+void read_peer_paths(const DocumentReader& in, const nlohmann::json& paths, const std::string& where,
+                     const std::string& runtime, PairEvidence& e) {
+  in.object(paths, where);
+  const auto window_bytes = static_cast<std::uint64_t>(std::clamp(in.number(paths, "window_bytes", where).value_or(0), 0.0, 0x1p60));
+  for (detail::PeerPath p : detail::kPeerPaths) {
+    const std::string pw = where + "." + detail::path_name(p);
+    if (!paths.contains(detail::path_name(p))) continue;
+    const auto& path = in.object(paths[detail::path_name(p)], pw);
+    const std::string result = in.text(path, "result", pw);
+    if (result.empty() || (detail::path_rank(result) == 0 && result != "not_run"))
+      in.refuse(pw + ".result", "expected verified, dropped, zeroed, wrong, hung, refused, not_supported or not_run");
+    std::string& kept = e.path_results[static_cast<int>(p)];
+    if (!kept.empty() && detail::path_rank(result) <= detail::path_rank(kept)) continue;
+    kept = result;
+    if (!detail::path_failed(result) || !e.path_error.empty()) continue;
+    std::string what = fmt::format("{} {}", detail::path_words(p), result);
+    if (result == "hung" || result == "refused") {
+      e.path_error = fmt::format("{} ({}): {}: {}", what, runtime, in.text(path, "phase", pw), in.text(path, "error", pw));
+      continue;
+    }
+    for (const auto& w : in.array(path, "windows", pw)) {
+      in.object(w, pw + ".windows[]");
+      if (in.text(w, "result", pw + ".windows[]") != result) continue;
+      auto count = [&](const char* key) {
+        return static_cast<std::uint64_t>(std::clamp(in.number(w, key, pw + ".windows[]").value_or(0), 0.0, 0x1p60));
+      };
+      e.path_error = fmt::format("{} ({}) in the window at offset {:#x}: {} of {} words wrong, the first at byte {} ({} "
+                                 "still the sentinel, {} zero)",
+                                 what, runtime, count("offset"), count("bad_words"), window_bytes / 4,
+                                 count("first_bad_offset"), count("sentinel_words"), count("zero_words"));
+      break;
+    }
+  }
 }
 
 // A count from the document as an integer fact; nullopt beyond what a device can hold (a double
@@ -384,6 +429,8 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
         e.peer_answer = answer == "ok" || answer == "not_supported" ? "" : answer;
       }
       if (answers.contains("copy")) read_copy(in, answers["copy"], pw + ".answers.copy", runtime, answers, e);
+      if (answers.contains("copy") && answers["copy"].is_object() && answers["copy"].contains("peer_paths"))
+        read_peer_paths(in, answers["copy"]["peer_paths"], pw + ".answers.copy.peer_paths", runtime, e);
     }
   }
   if (out.unbound > kMaxUnboundFindings)
@@ -409,6 +456,18 @@ RuntimeFacts runtime_facts(const nlohmann::json& document, const std::string& or
       if (e.staged_gbps) set_if(f, "vendor.copy_staged_gbps", *e.staged_gbps);
       set_if(f, "vendor.copy_mismatched_bytes", whole_bytes(e.mismatched));
     }
+    // The peer paths of kernels, and every path of the pair that did not carry its data.
+    std::vector<std::string> failed;
+    if (e.copy_result == "corrupt" || e.copy_result == "failed") failed.push_back("copy_engine");
+    for (detail::PeerPath p : detail::kPeerPaths) {
+      const std::string& result = e.path_results[static_cast<int>(p)];
+      if (result.empty()) continue;
+      f.set(p == detail::PeerPath::kKernelStores ? "vendor.kernel_store_result"
+            : p == detail::PeerPath::kKernelLoads ? "vendor.kernel_load_result" : "vendor.atomic_result", result);
+      if (detail::path_failed(result)) failed.push_back(detail::path_name(p));
+    }
+    if (!e.copy_result.empty() || !failed.empty()) f.set("vendor.peer_paths_failed", failed);
+    if (!e.path_error.empty()) set_if(f, "vendor.peer_path_error", e.path_error);
     if (f.entries().empty()) out.facts.pairs.erase(key);
   }
   if (topo) detail::add_copy_ceilings(document, *topo, out.facts);

@@ -69,6 +69,8 @@ int run_pair_children(const PairChildren& loop, int timeout_seconds) {
     if (first >= loop.count().value_or(0)) return deaths;
     if (r.ok()) {
       if (first >= end) continue;  // its range done: the next child asks the next ones
+      // It answered some and asked for a fresh child for the rest (a GPU context it lost).
+      if (*finished > 0 && r.value.is_object() && r.value.value("restart", false)) continue;
       skip_from(first);            // it returned without answering the rest
       return deaths;
     }

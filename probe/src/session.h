@@ -49,7 +49,9 @@ struct PairChildren {
   std::function<void(size_t first, size_t count)> progress;  // optional: before each child
 };
 // Runs the loop; returns the deaths counted (max_deaths when it stopped for them). A child that
-// returns with items of its range left ends the loop: they are skipped.
+// returns with items of its range left ends the loop: they are skipped; unless it answered at
+// least one and its result is {"restart": true}: then a new child asks the ones after (a copy child
+// whose GPU context a hung kernel left unusable).
 int run_pair_children(const PairChildren& loop, int timeout_seconds);
 
 RuntimeReport run_session(const std::string& runtime, const std::string& library, const ProbeOptions& options,
@@ -60,9 +62,9 @@ RuntimeReport run_session(const std::string& runtime, const std::string& library
 // questions were answered, in children of their own, and stored in the pair's answers[key]. The
 // session (run in the child) gets the (provider, client) pairs to do, in order, and sends
 //   isolated_partial({"item": i, "answer": ...}) per pair i of its argument;
-// its result is not used. A child that crashes or hangs in pair i: that pair's answers[key] is
-// "crashed"/"hung" with "phase"/"error", the runtime's status becomes the first such failure (when
-// it was "ok"), and a new child does the pairs after it. A pair whose questions crashed, hung or
+// its result is not used but for {"restart": true} (run_pair_children). A child that crashes or
+// hangs in pair i: that pair's answers[key] is "crashed"/"hung" with "phase"/"error", the runtime's
+// status becomes the first such failure (when it was "ok"), and a new child does the pairs after it. A pair whose questions crashed, hung or
 // were not asked gets "not_asked", like the pairs after kMaxPairFailures such failures.
 void run_pair_task(RuntimeReport& report, const std::string& key, const ProbeOptions& options,
                    const std::function<nlohmann::json(const std::vector<std::pair<int, int>>& pairs)>& session);

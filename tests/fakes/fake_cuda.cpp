@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <string>
 
 #include "fake_scenario.h"
 
@@ -21,6 +24,74 @@ CUctx_st g_contexts[kMaxGpus];
 CUctx_st* g_current = nullptr;
 
 void* host(unsigned long long dptr) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(dptr)); }
+
+// Each device's memory: FAKE_NVIDIA_MEMORY_BYTES (default 1 GiB), handed out first fit, so that an
+// allocation has an offset in its device's memory (what the BAR1 scenarios look at). The bytes
+// themselves are malloc()ed: untouched pages cost nothing.
+struct Allocation {
+  int device = 0;
+  unsigned long long offset = 0, size = 0;  // in the device's memory
+  std::uintptr_t base = 0;                  // its host address
+};
+std::map<std::uintptr_t, Allocation> g_allocations;  // by host address
+
+unsigned long long env_bytes(const char* variable, unsigned long long fallback) {
+  const char* s = std::getenv(variable);
+  if (!s || !*s) return fallback;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(s, &end, 0);
+  return end && !*end && v ? v : fallback;
+}
+unsigned long long memory_bytes() { return env_bytes("FAKE_NVIDIA_MEMORY_BYTES", 1ull << 30); }
+// Where a peer's accesses stop arriving in bar_end_zeroed: the last sixteenth of BAR1 (its
+// FAKE_NVIDIA_BAR1_BYTES, else the memory) and everything past it.
+unsigned long long zeroed_from() {
+  unsigned long long bar = env_bytes("FAKE_NVIDIA_BAR1_BYTES", memory_bytes());
+  return bar - bar / 16;
+}
+
+unsigned long long used_bytes(int device) {
+  unsigned long long used = 0;
+  for (const auto& [address, a] : g_allocations)
+    if (a.device == device) used += a.size;
+  return used;
+}
+
+// The lowest offset of `device` where `size` bytes fit, or ~0.
+unsigned long long first_fit(int device, unsigned long long size) {
+  std::map<unsigned long long, unsigned long long> taken;  // offset -> size
+  for (const auto& [address, a] : g_allocations)
+    if (a.device == device) taken[a.offset] = a.size;
+  unsigned long long at = 0;
+  for (const auto& [offset, n] : taken) {
+    if (offset >= at + size) break;
+    at = offset + n;
+  }
+  return at + size <= memory_bytes() ? at : ~0ull;
+}
+
+const Allocation* allocation_of(const void* p) {
+  auto address = reinterpret_cast<std::uintptr_t>(p);
+  auto it = g_allocations.upper_bound(address);
+  if (it == g_allocations.begin()) return nullptr;
+  --it;
+  return address < it->first + it->second.size ? &it->second : nullptr;
+}
+
+// The peer-path kernels (probe/src/cuda_peer_kernels.h), run by their names on host memory.
+enum class Kernel { kStore, kLoad, kAtomic };
+struct CUfunc_st {
+  Kernel kind;
+};
+CUfunc_st g_kernels[] = {{Kernel::kStore}, {Kernel::kLoad}, {Kernel::kAtomic}};
+const char* const kKernelNames[] = {"p2paudit_peer_store", "p2paudit_peer_load", "p2paudit_peer_atomic"};
+struct CUmod_st {
+  bool has[3] = {};
+};
+CUmod_st g_module;
+bool g_hung = false;        // kernel_hang: a kernel never finishes; what waits for it blocks
+int g_kernel_error = 0;     // what cuStreamQuery reports for the last kernel
+
 }  // namespace
 
 extern "C" {
@@ -84,6 +155,7 @@ int cuDeviceCanAccessPeer(int* can, int, int) {
 
 int cuDeviceGetP2PAttribute(int* value, int attribute, int, int) {
   bool ok = fake::scenario() != "p2p_not_supported";
+  if (attribute == 3 && fake::scenario() == "no_peer_atomics") ok = false;  // NATIVE_ATOMIC_SUPPORTED
   *value = attribute == 1 ? 0 : (ok ? 1 : 0);  // PERFORMANCE_RANK 0; the flags 1 or 0
   return 0;
 }
@@ -102,7 +174,10 @@ int cuCtxSetCurrent(CUctx_st* ctx) {
   return 0;
 }
 
-int cuCtxSynchronize() { return g_current ? 0 : 201; }  // CUDA_ERROR_INVALID_CONTEXT
+int cuCtxSynchronize() {
+  if (g_hung) fake::hang();  // behind a kernel that never ends
+  return g_current ? (g_kernel_error ? g_kernel_error : 0) : 201;  // CUDA_ERROR_INVALID_CONTEXT
+}
 
 int cuCtxEnablePeerAccess(CUctx_st* peer, unsigned) {
   if (!g_current || !peer) return 201;
@@ -121,14 +196,34 @@ int cuCtxDisablePeerAccess(CUctx_st* peer) {
 
 int cuMemAlloc_v2(unsigned long long* dptr, size_t size) {
   if (!g_current) return 201;
-  void* p = size ? std::malloc(size) : nullptr;
-  if (!p) return size ? 2 : 1;  // CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_INVALID_VALUE
+  if (g_hung) fake::hang();
+  if (!size) return 1;  // CUDA_ERROR_INVALID_VALUE
+  unsigned long long at = first_fit(g_current->device, size);
+  void* p = at != ~0ull ? std::malloc(size) : nullptr;
+  if (!p) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
+  g_allocations[reinterpret_cast<std::uintptr_t>(p)] = {g_current->device, at, size, reinterpret_cast<std::uintptr_t>(p)};
   *dptr = reinterpret_cast<std::uintptr_t>(p);
   return 0;
 }
 
 int cuMemFree_v2(unsigned long long dptr) {
+  if (g_hung) fake::hang();  // the real one waits for the device
+  g_allocations.erase(static_cast<std::uintptr_t>(dptr));
   std::free(host(dptr));
+  return 0;
+}
+
+int cuMemGetInfo_v2(size_t* free, size_t* total) {
+  if (!g_current) return 201;
+  *total = memory_bytes();
+  *free = *total - used_bytes(g_current->device);
+  return 0;
+}
+
+int cuMemsetD32_v2(unsigned long long dst, unsigned value, size_t count) {
+  if (g_hung) fake::hang();
+  auto* w = static_cast<std::uint32_t*>(host(dst));
+  for (size_t i = 0; i < count; ++i) w[i] = value;
   return 0;
 }
 
@@ -143,11 +238,13 @@ int cuMemFreeHost(void* p) {
 }
 
 int cuMemcpyHtoD_v2(unsigned long long dst, const void* src, size_t size) {
+  if (g_hung) fake::hang();
   std::memcpy(host(dst), src, size);
   return 0;
 }
 
 int cuMemcpyDtoH_v2(void* dst, unsigned long long src, size_t size) {
+  if (g_hung) fake::hang();
   std::memcpy(dst, host(src), size);
   return 0;
 }
@@ -164,6 +261,81 @@ int cuMemcpyPeer(unsigned long long dst, CUctx_st* dst_ctx, unsigned long long s
   if (s == "copy_corrupt")
     for (size_t i = 0; i < size; i += 4096) static_cast<unsigned char*>(host(dst))[i] ^= 0xff;
   return 0;
+}
+
+// The peer-path kernels (fake_scenario.h: the kernel scenarios).
+
+int cuModuleLoadData(CUmod_st** module, const void* image) {
+  if (!g_current) return 201;
+  const char* ptx = static_cast<const char*>(image);
+  if (!ptx || std::strncmp(ptx, ".version ", 9) != 0) return 218;  // CUDA_ERROR_INVALID_PTX
+  for (int i = 0; i < 3; ++i)
+    g_module.has[i] = std::strstr(ptx, (std::string(".entry ") + kKernelNames[i] + "(").c_str()) != nullptr;
+  *module = &g_module;
+  return 0;
+}
+
+int cuModuleUnload(CUmod_st*) { return 0; }
+
+int cuModuleGetFunction(CUfunc_st** function, CUmod_st* module, const char* name) {
+  for (int i = 0; module && i < 3; ++i)
+    if (module->has[i] && std::strcmp(name, kKernelNames[i]) == 0) return *function = &g_kernels[i], 0;
+  return 500;  // CUDA_ERROR_NOT_FOUND
+}
+
+// Runs the kernel at once, by its name: (dst, src, words). The side on another device than the
+// current context's is the peer; without peer access to it the kernel fails with
+// CUDA_ERROR_ILLEGAL_ADDRESS, as a real one would.
+int cuLaunchKernel(CUfunc_st* f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void** params,
+                   void**) {
+  if (!g_current || !f || !params) return !g_current ? 201 : 1;
+  if (g_hung) fake::hang();
+  auto* dst = reinterpret_cast<std::uint32_t*>(host(*static_cast<unsigned long long*>(params[0])));
+  auto* src = reinterpret_cast<const std::uint32_t*>(host(*static_cast<unsigned long long*>(params[1])));
+  const unsigned long long words = *static_cast<unsigned long long*>(params[2]);
+  const Allocation* d = allocation_of(dst);
+  const Allocation* s = allocation_of(src);
+  if (!d || !s || (words && (!allocation_of(dst + words - 1) || !allocation_of(src + words - 1)))) return g_kernel_error = 700, 0;
+  const Allocation* peer = f->kind == Kernel::kLoad ? s : d;
+  if (peer->device == g_current->device || !g_current->peer[peer->device]) return g_kernel_error = 700, 0;
+  g_kernel_error = 0;
+  const std::string scenario = fake::scenario();
+  if (scenario == "kernel_hang" && peer->device == 0) {
+    g_hung = true;
+    return 0;
+  }
+  // bar_end_zeroed: the peer side's words from this index on lie in the zeroed end of BAR1.
+  unsigned long long zeroed_from_word = ~0ull;
+  if (scenario == "bar_end_zeroed") {
+    const void* peer_side = f->kind == Kernel::kLoad ? static_cast<const void*>(src) : static_cast<const void*>(dst);
+    const unsigned long long at = peer->offset + (reinterpret_cast<std::uintptr_t>(peer_side) - peer->base);
+    const unsigned long long zone = zeroed_from();
+    zeroed_from_word = at >= zone ? 0 : (zone - at + 3) / 4;
+  }
+  auto zeroed = [&](unsigned long long i) { return i >= zeroed_from_word; };
+  for (unsigned long long i = 0; i < words; ++i) {
+    switch (f->kind) {
+      case Kernel::kStore:
+        if (scenario == "kernel_stores_dropped") break;
+        dst[i] = zeroed(i) ? 0 : src[i];
+        break;
+      case Kernel::kLoad:
+        dst[i] = zeroed(i) ? 0 : src[i];
+        break;
+      case Kernel::kAtomic:
+        // atomics_wrong: of the four adds of neighbouring threads only one lands (a plain
+        // read-modify-write across the link instead of an atomic).
+        dst[i] = zeroed(i) ? 0 : dst[i] + (scenario == "atomics_wrong" ? 1u : 4u) * src[i];
+        break;
+    }
+  }
+  return 0;
+}
+
+int cuStreamQuery(void*) {
+  if (!g_current) return 201;
+  if (g_hung) return 600;  // CUDA_ERROR_NOT_READY, for ever
+  return g_kernel_error;
 }
 
 }  // extern "C"

@@ -2,6 +2,8 @@
 // Shared by the fake NVML, CUDA and HIP libraries (tests only): the scenario and the emulated GPUs.
 //   FAKE_NVIDIA_SCENARIO  ok (default) | p2p_not_supported | init_fails | hang | crash
 //                         | copy_corrupt | copy_fails | copy_hang | copy_crash (probe --copy)
+//                         | kernel_stores_dropped | bar_end_zeroed | atomics_wrong | kernel_hang
+//                         | no_peer_atomics (probe --copy's peer paths)
 //   FAKE_NVIDIA_BDFS      the GPUs' PCI functions, comma-separated (default 0000:00:06.0,0000:00:07.0)
 //   FAKE_NVIDIA_BAR1_BYTES each GPU's BAR1 size (default 256 GiB), or not_supported
 // hang and crash strike in the per-pair calls (nvmlDeviceGetP2PStatus, cuDeviceCanAccessPeer):
@@ -10,6 +12,16 @@
 //   copy_corrupt  cuMemcpyPeer succeeds and flips one byte in 4096; the host-staged copy is right
 //   copy_fails    cuCtxEnablePeerAccess returns CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (217)
 //   copy_hang, copy_crash  cuMemcpyPeer from GPU 0 hangs, or dies of SIGSEGV; from the others it works
+// The peer-path kernels (probe/src/cuda_peer_kernels.h) run on host memory by their names; a kernel
+// touching a peer without cuCtxEnablePeerAccess fails with CUDA_ERROR_ILLEGAL_ADDRESS. Scenarios:
+//   kernel_stores_dropped  the copy engine delivers; kernel stores into a peer's memory are lost
+//   bar_end_zeroed  peer accesses to the last sixteenth of BAR1 (FAKE_NVIDIA_BAR1_BYTES, else the
+//                   memory) and past it arrive as zeros (stores and atomics write 0, loads read 0)
+//   atomics_wrong   of the four atomic adds per word only one lands
+//   kernel_hang     a kernel whose peer is GPU 0 never finishes: cuStreamQuery says NOT_READY for
+//                   ever, and what waits for the device (cuCtxSynchronize, cuMemFree...) blocks
+//   no_peer_atomics cuDeviceGetP2PAttribute(NATIVE_ATOMIC_SUPPORTED) answers 0
+//   FAKE_NVIDIA_MEMORY_BYTES  each GPU's memory for cuMemAlloc/cuMemGetInfo (default 1 GiB)
 // The fake HIP library reads FAKE_HIP_SCENARIO and FAKE_HIP_BDFS instead (fake_hip.cpp).
 #pragma once
 

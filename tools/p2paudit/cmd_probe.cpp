@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // `p2paudit probe`: what each runtime (NVML, CUDA, Level Zero) says about each pair of its devices,
 // every call in an isolated child (docs/probe.md).
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -8,6 +10,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "p2paudit/errors.h"
@@ -28,6 +31,7 @@ struct ProbeArgs {
   bool copy = false;
   std::string size = "256MiB";
   int repeat = 3;
+  bool thorough = false;
   bool mirror = false;
 };
 
@@ -68,6 +72,41 @@ std::string device_label(const probe::RuntimeDevice& d, const Names& names) {
   if (auto n = names.name(d.bdf); n && !n->empty()) return *n;
   if (d.bdf) return d.bdf->str();
   return fmt::format("dev{}", d.index);
+}
+
+// The peer paths of kernels under a pair's copy line: each path's result, then where it looked.
+void print_peer_paths(const nlohmann::ordered_json& paths) {
+  std::vector<std::string> parts;
+  for (const char* name : {"kernel_stores", "kernel_loads", "atomics"}) {
+    const auto& p = paths.value(name, nlohmann::ordered_json());
+    std::string result = p.value("result", "?"), words = name;
+    std::replace(words.begin(), words.end(), '_', ' ');
+    std::string part = words + ": " + result;
+    if (result == "dropped" || result == "zeroed" || result == "wrong") {
+      for (const auto& w : p.value("windows", nlohmann::ordered_json::array()))
+        if (w.value("result", "") != "verified") {
+          std::string loud = result;
+          std::transform(loud.begin(), loud.end(), loud.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+          part = fmt::format("{}: {} ({} words at offset {:#x})", words, loud, w.value("bad_words", 0ULL),
+                             w.value("offset", 0ULL));
+          break;
+        }
+    } else if (result == "hung" || result == "refused") {
+      part += fmt::format(" in {}: {}", p.value("phase", "?"), p.value("error", "?"));
+    } else if (result != "verified" && p.contains("note")) {
+      part += " (" + p.value("note", "") + ")";
+    }
+    parts.push_back(part);
+  }
+  std::vector<std::string> offsets;
+  for (const auto& o : paths.value("offsets", nlohmann::ordered_json::array()))
+    if (o.is_number_unsigned()) offsets.push_back(policy::render_size(o.get<std::uint64_t>()));
+  std::cout << fmt::format("      kernels: {}\n", fmt::join(parts, "; "));
+  std::cout << fmt::format("      windows of {} at {} of {} ({}){}\n", policy::render_size(paths.value("window_bytes", 0ULL)),
+                           offsets.empty() ? "none" : fmt::format("{}", fmt::join(offsets, ", ")),
+                           policy::render_size(paths.value("span_bytes", 0ULL)),
+                           paths.value("span_source", "?") == "bar1" ? "BAR1" : "device memory",
+                           paths.contains("note") ? "; " + paths.value("note", "") : "");
 }
 
 void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>& labels, const Names& names);
@@ -195,6 +234,7 @@ void print_copies(const probe::RuntimeReport& r, const std::vector<std::string>&
       if (auto it = names.copy_ceilings.find({r.runtime, *pd, *cd}); it != names.copy_ceilings.end()) ceiling = "; " + it->second;
     std::cout << fmt::format("    {:<16} peer: {:<28} host-staged: {}{}\n", pair, leg(copy.value("peer", nlohmann::ordered_json())),
                              leg(copy.value("host_staged", nlohmann::ordered_json())), ceiling);
+    if (copy.contains("peer_paths") && copy["peer_paths"].is_object()) print_peer_paths(copy["peer_paths"]);
   }
 }
 
@@ -255,6 +295,20 @@ std::vector<std::string> corruption_lines(const std::vector<probe::RuntimeReport
                                     bdf(p.provider), bdf(p.client), l.value("mismatched_bytes", 0LL),
                                     p.answers["copy"].value("size_bytes", 0LL), l.value("first_mismatch", -1LL)));
       }
+      // A kernel's peer accesses that lost or changed data without an error are as loud.
+      const auto& paths = p.answers["copy"].value("peer_paths", nlohmann::ordered_json());
+      for (const char* name : {"kernel_stores", "kernel_loads", "atomics"}) {
+        if (!paths.is_object()) break;
+        const auto& path = paths.value(name, nlohmann::ordered_json());
+        const std::string result = path.is_object() ? path.value("result", "") : "";
+        if (result != "dropped" && result != "zeroed" && result != "wrong") continue;
+        const auto& d = r.devices[static_cast<size_t>(p.provider)], &c = r.devices[static_cast<size_t>(p.client)];
+        std::string words = name;
+        std::replace(words.begin(), words.end(), '_', ' ');
+        lines.push_back(fmt::format("DATA CORRUPTION: {} {} of {} on the memory of {} completed without an error and "
+                                    "the data came out {}", r.runtime, words, c.bdf ? c.bdf->str() : fmt::format("device {}", p.client),
+                                    d.bdf ? d.bdf->str() : fmt::format("device {}", p.provider), result));
+      }
     }
   return lines;
 }
@@ -274,6 +328,7 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
   options.copy.enabled = args.copy;
   options.copy.size_bytes = parse_byte_size(args.size, "--size");
   options.copy.repeat = args.repeat;
+  options.copy.thorough = args.thorough;
   options.mirror = args.mirror;
   if (progress_wanted())
     options.progress = [](const std::string& step) {
@@ -315,6 +370,11 @@ int run_probe(const GlobalOptions& global, const ProbeArgs& args) {
       else
         for (const char* leg : {"peer", "host_staged"})
           copy_not_verified |= copy.value(leg, nlohmann::ordered_json()).value("result", "") != "verified";
+      if (copy.is_object() && copy.contains("peer_paths") && copy["peer_paths"].is_object())
+        for (const char* path : {"kernel_stores", "kernel_loads", "atomics"}) {
+          const std::string result = copy["peer_paths"].value(path, nlohmann::ordered_json()).value("result", "");
+          copy_not_verified |= result != "verified" && result != "not_supported";
+        }
     }
 
   if (global.format == "json") {
@@ -351,6 +411,9 @@ void add_probe_command(CLI::App& app, const GlobalOptions& global, int* status) 
                                         "(default 256MiB)");
   cmd->add_option("--repeat", args->repeat, "Timed copies per leg for --copy; the median is reported (default 3)")
       ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--thorough", args->thorough,
+                "With --copy: the kernel peer paths in 9 windows of 256 MiB, not 3 of 16 MiB, within 120 s a pair, not 4")
+      ->needs(cmd->get_option("--copy"));
   cmd->add_flag("--mirror", args->mirror,
                 "Level Zero: measure the host memory the runtime commits or pins for a device allocation");
   cmd->callback([&global, status, args] { *status = run_probe(global, *args); });

@@ -42,7 +42,9 @@ int run_snapshot(const GlobalOptions& global, const SnapshotArgs& args) {
       throw InputError(fmt::format("--probe asks the runtimes of this machine, which do not describe {}", global.source()));
     probe::ProbeOptions p;
     p.timeout_seconds = args.timeout_seconds;
-    p.copy = {args.copy, parse_byte_size(args.size, "--size"), args.repeat};
+    p.copy.enabled = args.copy;
+    p.copy.size_bytes = parse_byte_size(args.size, "--size");
+    p.copy.repeat = args.repeat;
     p.mirror = args.mirror;
     auto document = probe::probe_document(probe::probe_all(p), &t, global.source(), "", p);
     options.extra_files[kProbeResultsPath] = json_text(document) + "\n";

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,9 @@ struct CopyOptions {
   bool enabled = false;
   std::uint64_t size_bytes = 256ull << 20;  // --size
   int repeat = 3;                           // --repeat: timed copies; the median is reported
+  // The peer paths of kernels (CUDA: stores, loads, atomics; docs/probe.md "Peer paths"):
+  bool thorough = false;                    // --thorough: 9 windows of 256 MiB, not 3 of 16 MiB
+  std::map<std::string, std::uint64_t> bar1_bytes;  // NVML's BAR1 size by BDF: the span of the windows
 };
 
 struct ProbeOptions {
