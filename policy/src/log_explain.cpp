@@ -257,7 +257,9 @@ ExplainedEvent LogExplainer::explain(const LogEvent& event) {
         predict(e, *e.peer->index, *e.device->index);
       } else {
         e.explanation = e.device && e.peer ? "the line " + unseen_text() + ": no prediction to compare"
-                                           : "the line names no pair the tool could read";
+                                           : "the line names no pair the tool could read" +
+                                                 (event.detail.empty() ? std::string() : " (" + event.detail + ")");
+        e.agreement = e.device && e.peer ? LogAgreement::kUnknown : LogAgreement::kNotTested;
       }
       break;
     case LogEventKind::kHostBridgeNotWhitelisted:
@@ -334,6 +336,19 @@ void LogExplainer::judge(ExplainedEvent& e) {
 
 void LogExplainer::add(const LogEvent& event) {
   ++seen_;
+  // "to disable ACS redirect for this path, add the kernel parameter: ..." follows the ACS warning
+  // it belongs to (drivers/pci/p2pdma.c, calc_map_type_and_dist()): it is that event's remedy line,
+  // not an event of its own.
+  if (event.kind == LogEventKind::kAcsRedirect && !event.peer && event.device) {
+    if (last_acs_ && events_[*last_acs_].event.device == event.device) {
+      ExplainedEvent& warning = events_[*last_acs_];
+      const std::string parameter = "pci=disable_acs_redir=";
+      auto at = event.line.text.find(parameter);
+      if (at != std::string::npos && warning.remedy.find(event.line.text.substr(at)) == std::string::npos)
+        warning.remedy += (warning.remedy.empty() ? "" : "; the kernel says: ") + event.line.text.substr(at);
+      return;
+    }
+  }
   // Identical events are one: kind, recogniser, devices and what the line says beyond them (an
   // Xid's number, not its pid; a fault's owner of the address, not the address).
   std::string detail = event.detail;
@@ -354,6 +369,7 @@ void LogExplainer::add(const LogEvent& event) {
     ExplainedEvent& e = events_[it->second];
     ++e.count;
     judge(e);
+    if (event.kind == LogEventKind::kAcsRedirect && event.peer) last_acs_ = it->second;
     return;
   }
   ExplainedEvent e = explain(event);
@@ -363,6 +379,7 @@ void LogExplainer::add(const LogEvent& event) {
     return;
   }
   by_key_.emplace(key, events_.size());
+  if (event.kind == LogEventKind::kAcsRedirect && event.peer) last_acs_ = events_.size();
   events_.push_back(std::move(e));
 }
 

@@ -115,7 +115,8 @@ class LogExplainer {
   LogExplainOptions options_;
   std::vector<ExplainedEvent> events_;
   std::map<std::string, size_t> by_key_;
-  std::map<std::pair<size_t, size_t>, LogPrediction> predictions_;  // at most max_events, then cleared
+  std::map<std::pair<size_t, size_t>, LogPrediction> predictions_;
+  std::optional<size_t> last_acs_;  // the last ACS warning kept: the kernel's remedy line follows it  // at most max_events, then cleared
   uint64_t seen_ = 0, dropped_ = 0, contradictions_ = 0, agreements_ = 0;
 };
 
