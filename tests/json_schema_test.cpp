@@ -346,6 +346,8 @@ TEST_F(JsonSchema, LogAndWatchValidate) {
   json wrong = run("log", "--sysroot " + dir + "/sysroot.tar.gz --assume-whitelisted 8086:29c0 log --from " + dir +
                               "/dmesg.txt --format json", {4});
   EXPECT_GT(wrong["contradictions"].get<int>(), 0);
+  const std::string d1 = test::data_path("kernel-oracle/h-d1-rp-acs-rr-cr-mf-switch");
+  run("whitelist", "--sysroot " + d1 + "/sysroot.tar.gz whitelist --log " + d1 + "/dmesg.txt --format json");
   fs::path kmsg = dir_ / "kmsg";
   std::ofstream(kmsg) << "6,1,100,-;hello\n";
   const std::string env = "env P2PAUDIT_KMSG_FILE=" + test::shell_quote(kmsg.string()) + " ";

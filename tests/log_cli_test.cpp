@@ -79,6 +79,21 @@ TEST_F(LogCli, AContradictionExitsFourAndSaysWhatToAttach) {
   EXPECT_NE(r.out.find("p2paudit snapshot"), std::string::npos) << r.out;
 }
 
+// whitelist --log: the log's refusals through a candidate's host bridge are its evidence.
+TEST_F(LogCli, WhitelistCountsTheLogsRefusalsAsEvidence) {
+  const std::string d = oracle("h-d1-rp-acs-rr-cr-mf-switch");
+  auto r = run("", "--sysroot " + d + "/sysroot.tar.gz --format json whitelist --log " + d + "/dmesg.txt");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["candidates"].size(), 1u);
+  const auto& log = j["candidates"][0]["evidence"]["kernel_log"];
+  EXPECT_GT(log["refusals"].get<int>(), 0);
+  EXPECT_EQ(log["faults"], 0);
+  EXPECT_EQ(log["contradictions"], 0);
+  auto without = nlohmann::json::parse(run("", "--sysroot " + d + "/sysroot.tar.gz --format json whitelist").out);
+  EXPECT_FALSE(without["candidates"][0]["evidence"].contains("kernel_log"));
+}
+
 TEST_F(LogCli, BadInputIsOneLineAndExitTwo) {
   for (const std::string args : {"log --from /nonexistent/dmesg.txt", "log --from /", "watch", "watch --seconds -1",
                                  "--format prom log --from /dev/null"}) {

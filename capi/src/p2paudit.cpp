@@ -3,11 +3,7 @@
 // boundary: every entry point catches everything and answers with a status and a message.
 #include "p2paudit.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <fstream>
 #include <cstddef>
 #include <cstdlib>
 #include <stdexcept>
@@ -419,28 +415,19 @@ p2paudit_status p2paudit_explain_log(p2paudit_machine* machine, const char* log_
   if (contradictions) *contradictions = 0;
   if (!machine || !json) return machine ? fail(machine, P2PAUDIT_ERROR_ARGUMENT, "json must not be NULL") : P2PAUDIT_ERROR_ARGUMENT;
   return guarded(machine, [&] {
-    // As `p2paudit log` reads it (tools/p2paudit/cmd_log.cpp): only a regular file, or /dev/kmsg.
+    // As `p2paudit log` reads it (tools/p2paudit/cmd_log.cpp): a regular file, or /dev/kmsg.
     policy::LogExplainer explainer(*machine->evaluator, machine->inputs.kernel);
     policy::LogSource source;
-    uint64_t lines = 0;
-    auto sink = [&](KernelLogLine&& line) {
-      ++lines;
-      if (auto e = recognise_kernel_log_line(line)) explainer.add(*e);
-    };
-    if (!log_path) {
-      source.name = "/dev/kmsg";
-      source.notes = read_kmsg(std::nullopt, {}, sink);
+    if (log_path) {
+      source = policy::explain_log_file(log_path, explainer);
     } else {
-      struct stat st {};
-      if (::stat(log_path, &st) != 0) throw InputError(fmt::format("{}: {}", log_path, std::strerror(errno)));
-      if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: not a regular file", log_path));
-      std::ifstream in(log_path, std::ios::binary);
-      if (!in) throw InputError(fmt::format("{}: {}", log_path, std::strerror(errno)));
-      source.name = log_path;
-      source.notes = read_kernel_log(in, log_path, {}, sink);
+      source.name = "/dev/kmsg";
+      source.notes = read_kmsg(std::nullopt, {}, [&](KernelLogLine&& line) {
+        ++source.lines;
+        if (auto e = recognise_kernel_log_line(line)) explainer.add(*e);
+      });
+      explainer.finish();
     }
-    source.lines = lines;
-    explainer.finish();
     *json = c_string(json_text(policy::log_json(machine->inputs.topo, explainer, source)));
     if (contradictions) *contradictions = explainer.contradictions();
     return P2PAUDIT_OK;

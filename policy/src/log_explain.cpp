@@ -3,13 +3,19 @@
 // the kernel's verdict and the policy's decision for that pair, whether they agree, the remedy.
 #include "p2paudit/policy/log_explain.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <cctype>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "p2paudit/device_class.h"
+#include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
 
 namespace p2paudit::policy {
@@ -22,6 +28,22 @@ const char* to_string(LogAgreement a) {
     case LogAgreement::kNotTested: return "not_tested";
   }
   return "unknown";
+}
+
+LogSource explain_log_file(const std::string& path, LogExplainer& explainer) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw InputError(fmt::format("{}: {}", escape_line(path), std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: not a regular file", escape_line(path)));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: {}", escape_line(path), std::strerror(errno)));
+  LogSource source;
+  source.name = path;
+  source.notes = read_kernel_log(in, path, {}, [&](KernelLogLine&& line) {
+    ++source.lines;
+    if (auto e = recognise_kernel_log_line(line)) explainer.add(*e);
+  });
+  explainer.finish();
+  return source;
 }
 
 std::string contradiction_attachments() {

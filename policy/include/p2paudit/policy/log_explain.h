@@ -137,6 +137,10 @@ void write_log_text(std::ostream& out, const Topology& topo, const LogExplainer&
 //  "events_dropped", "contradictions", "agreements", "attach"} (docs/json.md, docs/schemas/log.schema.json).
 nlohmann::ordered_json log_json(const Topology& topo, const LogExplainer& explained, const LogSource& source);
 
+// A saved log (a regular file: `dmesg`, `journalctl -k`, /dev/kmsg records) read into `explainer`
+// (finish() called); throws InputError naming `path` when it is not a readable regular file.
+LogSource explain_log_file(const std::string& path, LogExplainer& explainer);
+
 // What to attach to an issue when an event contradicts the prediction.
 std::string contradiction_attachments();
 
