@@ -256,6 +256,10 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
   keep("aggregate-partial", partial, "aggregate --partial");
   run("aggregate", "aggregate --merge " + test::shell_quote(partial.string()) + " --format json");
 
+  // The kernel log against a kernel-oracle machine (LogAndWatchValidate below has the rest).
+  const std::string oracle = test::data_path("kernel-oracle/h-d1-rp-acs-rr-cr-mf-switch");
+  run("log", "--sysroot " + oracle + "/sysroot.tar.gz log --from " + oracle + "/dmesg.txt --format json");
+
   // Rule files: valid ones, broken ones, one that is not there (exit 2 with diagnostics).
   run("rules-lint", "rules lint " + test::data_path("policy/valid.yaml") + " " + test::data_path("policy/advisory.yaml") +
                         " --format json");
