@@ -3,14 +3,14 @@
 # The commands and options are those of tools/p2paudit/usage.txt (`p2paudit --help`);
 # tests/cli_usage_test.cpp checks both lists against the binary. Needs bash only.
 
-_p2paudit_commands='topology snapshot matrix explain policy check probe whitelist report aggregate rules'
+_p2paudit_commands='topology snapshot matrix explain policy check probe whitelist report aggregate log watch rules'
 _p2paudit_global_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-host-bridge --format
   --verbose -v --color --kernel --kernel-rules --assume-whitelisted --assume-acs-off --diff --rules-dir --no-probe --no-cache --refresh
   --help -h --help-all --version'
 # Options whose value is the next word.
 _p2paudit_valued_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-host-bridge --format
   --color --kernel --kernel-rules --assume-whitelisted --assume-acs-off --rules-dir -o --output --size
-  --repeat --timeout --jobs --rules --vendor-facts --require --fail-on --merge --gpus'
+  --repeat --timeout --jobs --rules --vendor-facts --require --fail-on --merge --gpus --from --seconds --log'
 
 _p2paudit_command_options() {
   local rule_options='--rules --no-default-rules --vendor-facts --no-probe'
@@ -20,9 +20,11 @@ _p2paudit_command_options() {
     policy) echo "--all --details --fail-on --gpus $rule_options" ;;
     check) echo "--require $rule_options" ;;
     probe) echo '--copy --size --repeat --thorough --mirror --timeout' ;;
-    whitelist) echo '--all --commit-message --vendor-facts --no-probe --patch --candidate --kernel-source --force' ;;
+    whitelist) echo '--all --commit-message --vendor-facts --no-probe --patch --candidate --kernel-source --force --log' ;;
     report) echo '-o --output --force --redact --no-probe --all-pairs' ;;
     aggregate) echo '--merge --partial --format --jobs -o --output --force' ;;
+    log) echo "--from --since-boot -o --output --force $rule_options" ;;
+    watch) echo "--seconds -o --output --force $rule_options" ;;
     'rules lint') echo '--no-default-rules --strict --werror' ;;
     'rules facts') echo '--markdown' ;;
   esac

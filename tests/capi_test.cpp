@@ -296,3 +296,33 @@ TEST(CApi, APeerCopySlowerThanStagingIsNotPeer) {
 }
 
 }  // namespace
+
+namespace {
+
+// p2paudit_explain_log() gives `p2paudit log --format json`'s document (docs/log.md), byte for byte.
+TEST(CApi, ExplainLogIsTheLogCommandsDocument) {
+  const std::string dir = data_path("kernel-oracle/h-d1-rp-acs-rr-cr-mf-switch");
+  const std::string sysroot = dir + "/sysroot.tar.gz", log = dir + "/dmesg.txt";
+  Machine m = open_or_fail(sysroot, P2PAUDIT_SOURCE_RULES_DIR);
+  char* text = nullptr;
+  uint64_t contradictions = 99;
+  ASSERT_EQ(p2paudit_explain_log(m.get(), log.c_str(), &text, &contradictions), P2PAUDIT_OK)
+      << p2paudit_last_error(m.get());
+  CString owned(text);
+  json lib = json::parse(text);
+  json tool = tool_json(sysroot, "--rules-dir " + std::string(P2PAUDIT_SOURCE_RULES_DIR) + " log --from " + log +
+                                     " --format json");
+  EXPECT_EQ(lib, tool);
+  EXPECT_EQ(contradictions, 0u);
+  EXPECT_GT(lib["events"].size(), 0u);
+
+  // A missing log is an input error naming it; NULL json an argument error.
+  char* none = reinterpret_cast<char*>(1);
+  EXPECT_EQ(p2paudit_explain_log(m.get(), "/nonexistent/dmesg.txt", &none, nullptr), P2PAUDIT_ERROR_INPUT);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_NE(std::string(p2paudit_last_error(m.get())).find("/nonexistent/dmesg.txt"), std::string::npos);
+  EXPECT_EQ(p2paudit_explain_log(m.get(), log.c_str(), nullptr, nullptr), P2PAUDIT_ERROR_ARGUMENT);
+  EXPECT_EQ(p2paudit_explain_log(nullptr, log.c_str(), &none, nullptr), P2PAUDIT_ERROR_ARGUMENT);
+}
+
+}  // namespace

@@ -258,6 +258,10 @@ TEST_F(JsonSchema, EveryCommandOnEveryKindOfMachineValidates) {
   keep("aggregate-partial", partial, "aggregate --partial");
   run("aggregate", "aggregate --merge " + test::shell_quote(partial.string()) + " --format json");
 
+  // The kernel log against a kernel-oracle machine (LogAndWatchValidate below has the rest).
+  const std::string oracle = test::data_path("kernel-oracle/h-d1-rp-acs-rr-cr-mf-switch");
+  run("log", "--sysroot " + oracle + "/sysroot.tar.gz log --from " + oracle + "/dmesg.txt --format json");
+
   // Rule files: valid ones, broken ones, one that is not there (exit 2 with diagnostics).
   run("rules-lint", "rules lint " + test::data_path("policy/valid.yaml") + " " + test::data_path("policy/advisory.yaml") +
                         " --format json");
@@ -333,6 +337,37 @@ TEST_F(JsonSchema, EveryFakeRuntimeScenarioValidates) {
     keep("probe", stored / "p2paudit-probe.json", "snapshot --probe " + variable + "=" + scenario);
   }
   EXPECT_GE(runs, 2u * (9 + 7 + 13));
+  expect_all_valid();
+}
+
+// log and watch (docs/log.md): the kernel-oracle logs against their machines, a log that
+// contradicts the prediction (exit 4), watch with a command and without, and an unreadable log.
+TEST_F(JsonSchema, LogAndWatchValidate) {
+  for (const char* name : {"h-a-two-rootports-intel", "h-d1-rp-acs-rr-cr-mf-switch", "h-d7-amd-iommu-epyc"}) {
+    const std::string dir = test::data_path(std::string("kernel-oracle/") + name);
+    json j = run("log", "--sysroot " + dir + "/sysroot.tar.gz log --from " + dir + "/dmesg.txt --format json");
+    EXPECT_EQ(j["contradictions"], 0) << name;
+  }
+  const std::string dir = test::data_path("kernel-oracle/h-a-two-rootports-intel");
+  json wrong = run("log", "--sysroot " + dir + "/sysroot.tar.gz --assume-whitelisted 8086:29c0 log --from " + dir +
+                              "/dmesg.txt --format json", {4});
+  EXPECT_GT(wrong["contradictions"].get<int>(), 0);
+  const std::string d1 = test::data_path("kernel-oracle/h-d1-rp-acs-rr-cr-mf-switch");
+  run("whitelist", "--sysroot " + d1 + "/sysroot.tar.gz whitelist --log " + d1 + "/dmesg.txt --format json");
+  fs::path kmsg = dir_ / "kmsg";
+  std::ofstream(kmsg) << "6,1,100,-;hello\n";
+  const std::string env = "env P2PAUDIT_KMSG_FILE=" + test::shell_quote(kmsg.string()) + " ";
+  json watched = run("log", "--sysroot " + dir + "/sysroot.tar.gz watch --format json -- /bin/sh -c " +
+                                test::shell_quote("printf '4,2,200,-;nvme 0000:01:00.0: cannot be used for peer-to-peer "
+                                                  "DMA as the client and provider (0000:02:00.0) do not share an upstream "
+                                                  "bridge or whitelisted host bridge\\n' >> " + kmsg.string() + "; exit 3"),
+                     {3}, env);
+  EXPECT_EQ(watched["watch"]["exit_status"], 3);
+  EXPECT_EQ(watched["events"].size(), 1u);  // the line the command appended, not the one before
+  run("log", "--sysroot " + dir + "/sysroot.tar.gz watch --seconds 0 --format json", {0}, env);
+  json unread = run("log", "--sysroot " + dir + "/sysroot.tar.gz watch --format json -- true", {0},
+                    "env P2PAUDIT_KMSG_FILE=/nonexistent/kmsg ");
+  EXPECT_EQ(unread["readable"], false);
   expect_all_valid();
 }
 

@@ -193,6 +193,17 @@ typedef struct p2paudit_check_result {
 P2PAUDIT_API p2paudit_status p2paudit_check(p2paudit_machine *machine, const char *provider, const char *client,
                                             p2paudit_check_result *result, char **details_json);
 
+/* The kernel log explained against this machine's prediction, as `p2paudit log --format json`
+ * gives it (docs/log.md, docs/schemas/log.schema.json): each P2PDMA refusal, ACS warning, IOMMU
+ * fault, AER and Xid line with the pair it hit, the kernel verdict and policy decision for that
+ * pair, and whether they agree. log_path: a saved `dmesg` or `journalctl -k` output (a regular
+ * file), or NULL for this boot's /dev/kmsg. *json is the caller's (p2paudit_string_free()).
+ * *contradictions (may be NULL) is the number of log lines that contradict a peer or allowed
+ * prediction: the tool's own bug. A log that cannot be read is P2PAUDIT_ERROR_INPUT. Added in
+ * P2PAUDIT_0.2. */
+P2PAUDIT_API p2paudit_status p2paudit_explain_log(p2paudit_machine *machine, const char *log_path, char **json,
+                                                  uint64_t *contradictions);
+
 /* Frees a string the library returned as `char *`. NULL is allowed. */
 P2PAUDIT_API void p2paudit_string_free(char *string);
 

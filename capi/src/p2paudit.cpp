@@ -19,9 +19,11 @@
 #include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/json_output.h"
+#include "p2paudit/kernel_log.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
+#include "p2paudit/policy/log_explain.h"
 #include "p2paudit/probe/decision_inputs.h"
 #include "p2paudit/rules_location.h"
 #include "p2paudit/topology_reader.h"
@@ -405,5 +407,31 @@ p2paudit_status p2paudit_check(p2paudit_machine* machine, const char* provider, 
 }
 
 void p2paudit_string_free(char* string) { std::free(string); }
+
+
+p2paudit_status p2paudit_explain_log(p2paudit_machine* machine, const char* log_path, char** json,
+                                     uint64_t* contradictions) {
+  if (json) *json = nullptr;
+  if (contradictions) *contradictions = 0;
+  if (!machine || !json) return machine ? fail(machine, P2PAUDIT_ERROR_ARGUMENT, "json must not be NULL") : P2PAUDIT_ERROR_ARGUMENT;
+  return guarded(machine, [&] {
+    // As `p2paudit log` reads it (tools/p2paudit/cmd_log.cpp): a regular file, or /dev/kmsg.
+    policy::LogExplainer explainer(*machine->evaluator, machine->inputs.kernel);
+    policy::LogSource source;
+    if (log_path) {
+      source = policy::explain_log_file(log_path, explainer);
+    } else {
+      source.name = "/dev/kmsg";
+      source.notes = read_kmsg(std::nullopt, {}, [&](KernelLogLine&& line) {
+        ++source.lines;
+        if (auto e = recognise_kernel_log_line(line)) explainer.add(*e);
+      });
+      explainer.finish();
+    }
+    *json = c_string(json_text(policy::log_json(machine->inputs.topo, explainer, source)));
+    if (contradictions) *contradictions = explainer.contradictions();
+    return P2PAUDIT_OK;
+  });
+}
 
 }  // extern "C"

@@ -221,7 +221,32 @@ std::vector<std::string> evidence_lines(const WhitelistCandidate& c) {
                             "without peer traffic, {} claimed{}",
                             c.measured_copies, c.verified.size(), c.failed_copies, c.measured_not_peer,
                             c.claimed_copies, c.copy_run.empty() ? "" : "; copies of " + c.copy_run));
+  if (c.log_read)
+    out.push_back(fmt::format("kernel log: {} refusal or \"not in P2PDMA whitelist\" line(s) through it, as predicted; {} IOMMU fault line(s) on pairs "
+                              "through it{}{}",
+                              c.logged_refusals, c.logged_faults,
+                              c.logged_faults ? " (peer traffic through it faulted: measure copies with `probe --copy` "
+                                                "before submitting)"
+                                              : "",
+                              c.logged_contradictions
+                                  ? fmt::format("; {} line(s) contradict the prediction (docs/log.md: report them)",
+                                                c.logged_contradictions)
+                                  : ""));
   return out;
+}
+
+void add_log_evidence(const policy::LogExplainer& log, std::vector<WhitelistCandidate>& candidates) {
+  for (auto& c : candidates) {
+    c.log_read = true;
+    for (const auto& e : log.events()) {
+      if (e.host_bridge_id != c.id()) continue;
+      if (e.agreement == policy::LogAgreement::kContradicts) c.logged_contradictions += e.count;
+      if (e.event.kind == LogEventKind::kIommuFault) c.logged_faults += e.count;
+      else if (e.agreement == policy::LogAgreement::kAgrees &&
+               (e.event.kind == LogEventKind::kP2pdmaRefused || e.event.kind == LogEventKind::kHostBridgeNotWhitelisted))
+        c.logged_refusals += e.count;
+    }
+  }
 }
 
 nlohmann::ordered_json evidence_copies_json(const Topology& topo, const std::vector<UnlockedPair>& pairs) {
@@ -259,6 +284,10 @@ void add_evidence_json(const Topology& topo, const WhitelistCandidate& c, nlohma
                    {"claimed_copies", c.claimed_copies},
                    {"copy_run", c.copy_run.empty() ? ordered_json(nullptr) : ordered_json(c.copy_run)},
                    {"copies", std::move(copies)}};
+  if (c.log_read)
+    j["evidence"]["kernel_log"] = {{"refusals", c.logged_refusals},
+                                   {"faults", c.logged_faults},
+                                   {"contradictions", c.logged_contradictions}};
 }
 
 }  // namespace p2paudit::fleet

@@ -18,6 +18,8 @@
 #include "p2paudit/json_output.h"
 #include "p2paudit/output_file.h"
 #include "p2paudit/p2pdma_report.h"
+#include "p2paudit/policy/evaluate.h"
+#include "p2paudit/policy/log_explain.h"
 #include "p2paudit/probe/runtime_facts.h"
 
 namespace p2paudit::cli {
@@ -34,6 +36,7 @@ struct WhitelistArgs {
   std::string vendor_facts;
   std::string patch, candidate, kernel_source;  // --patch FILE [--candidate ID] [--kernel-source DIR]
   bool force = false;
+  std::string log;                              // --log FILE: the kernel log's events as evidence (docs/log.md)
 };
 
 std::string pair_names(const Topology& topo, const std::vector<NamedFunction>& named, const fleet::UnlockedPair& p) {
@@ -205,6 +208,14 @@ int run_whitelist(const GlobalOptions& global, const WhitelistArgs& args) {
     }
   const policy::VendorFactsDocument* measured = evidence ? &*evidence : nullptr;
   auto candidates = fleet::whitelist_candidates(topo, kernel, measured, options);
+  if (!args.log.empty()) {
+    // The log's refusals and faults through each candidate's host bridge, against the default policy.
+    policy::RuleSet rules = policy::RuleSet::load(policy::default_rule_files(rules_dir(global)));
+    policy::PolicyEvaluator evaluator(topo, kernel, rules, measured);
+    policy::LogExplainer log(evaluator, kernel);
+    policy::explain_log_file(args.log, log);
+    fleet::add_log_evidence(log, candidates);
+  }
   auto sets = fleet::candidate_sets(topo, kernel, measured, options);
   auto context = fleet::candidate_context(topo, kernel);
   CandidatePairs pair_source = [&](const fleet::WhitelistCandidate& c) {
@@ -231,6 +242,8 @@ void add_whitelist_command(CLI::App& app, const GlobalOptions& global, int* stat
   cmd->add_flag("--all", args->all, "Every PCI function, not only GPUs, accelerators, FPGAs, NVMe, NICs and InfiniBand");
   cmd->add_flag("--commit-message", args->commit_message, "Print the draft commit message of each candidate");
   cmd->add_flag("--no-probe", args->no_probe, "Do not ask the runtimes on the live machine");
+  cmd->add_option("--log", args->log, "A saved kernel log (dmesg) of this machine: its refusals and faults through each "
+                                     "candidate's host bridge as evidence (docs/log.md)");
   cmd->add_option("--vendor-facts", args->vendor_facts, "JSON facts (copy results...) laid over the runtimes' answers");
   auto* patch = cmd->add_option("--patch", args->patch,
                                  "Write the candidate's patch as an mbox for `git am` (atomically; an existing FILE is "

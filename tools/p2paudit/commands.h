@@ -153,11 +153,13 @@ void add_probe_command(CLI::App& app, const GlobalOptions& global, int* status);
 void add_whitelist_command(CLI::App& app, const GlobalOptions& global, int* status);  // docs/whitelist.md
 void add_report_command(CLI::App& app, const GlobalOptions& global, int* status);     // docs/fleet.md
 void add_aggregate_command(CLI::App& app, const GlobalOptions& global, int* status);  // docs/fleet.md
+void add_log_command(CLI::App& app, const GlobalOptions& global, int* status);        // log and watch: docs/log.md
 
 // Exit statuses scripts can rely on.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitNo = 1;      // a check's answer was "no"
 inline constexpr int kExitError = 2;   // bad input, unreadable sysroot, usage error
 inline constexpr int kExitUnknown = 3; // check, policy --fail-on: the answer depends on unknown facts
+inline constexpr int kExitContradiction = 4;  // log, watch --seconds: an event contradicts a peer/allowed prediction
 
 }  // namespace p2paudit::cli

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   add_whitelist_command(app, global, &status);
   add_report_command(app, global, &status);
   add_aggregate_command(app, global, &status);
+  add_log_command(app, global, &status);
 
   // Checked once parsing is done and before any command runs.
   app.parse_complete_callback([&, sysroot, dump, dump_cpu, dump_iommu, dump_host_bridge] {
@@ -121,7 +122,7 @@ int main(int argc, char** argv) {
       global.dump_notes = Notes::kKernelNotes;
     else if (command == "policy")
       global.dump_notes = global.format == "json" ? Notes::kKernelNotes : Notes::kStderr;
-    else if (command == "check")
+    else if (command == "check" || command == "log" || command == "watch")
       global.dump_notes = Notes::kStderr;
     else
       global.dump_notes = Notes::kFindings;  // topology and the audit print the topology's findings
@@ -129,6 +130,7 @@ int main(int argc, char** argv) {
     // it up (pci_device_name(): the kernel's verdicts, the device lists of matrix and explain), so
     // pci.ids is parsed only where such a text is built.
     global.pci_names = !(command == "matrix" || command == "explain" || command == "policy" || command == "check" ||
+                         command == "log" || command == "watch" ||
                          (command.empty() && global.format == "text"));
     if (!dump->count()) return;
     if (global.lspci_dump.empty()) throw p2paudit::InputError("--lspci-dump: empty file name");

@@ -21,6 +21,7 @@
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_index.h"
 #include "p2paudit/policy/facts.h"
+#include "p2paudit/policy/log_explain.h"
 #include "p2paudit/topology.h"
 
 namespace p2paudit::fleet {
@@ -89,6 +90,11 @@ struct WhitelistCandidate {
   size_t failed_copies = 0;                 // measured peer copies through it that failed or were corrupt
   std::vector<std::pair<size_t, size_t>> verified;  // ordered pairs with a measured verified peer copy
   std::string copy_run;                     // WhitelistOptions::copy_run
+  // The kernel log's lines about it (`whitelist --log FILE`, add_log_evidence(), docs/log.md).
+  bool log_read = false;
+  uint64_t logged_refusals = 0;             // refusals (and its "not in P2PDMA whitelist" lines) as predicted
+  uint64_t logged_faults = 0;               // IOMMU faults on pairs through it
+  uint64_t logged_contradictions = 0;       // lines about it that contradict the prediction
   std::string id() const;                   // "8086:4c43"
 };
 
@@ -302,6 +308,10 @@ void pair_copy_evidence(const Topology& topo, const policy::VendorFactsDocument*
                         const policy::VendorFactsDocument* claimed, UnlockedPair& pair);
 void add_pair_evidence(const UnlockedPair& pair, WhitelistCandidate& c);
 void decide_candidate_status(const Topology& topo, const KernelRules& kernel, WhitelistCandidate& c);
+// The kernel log's events (log_explain.h) as evidence about each candidate's host bridge: a logged
+// refusal the tool predicted shows the kernel refuses what the entry would unlock; a fault on a pair
+// through an untested host bridge is a reason to measure copies before submitting.
+void add_log_evidence(const policy::LogExplainer& log, std::vector<WhitelistCandidate>& candidates);
 // How a stored probe document's copies were run: "268435456 bytes, 3 repeat(s), every byte compared";
 // "" when it holds no copy settings.
 std::string copy_run_of(const nlohmann::json& probe_document);
