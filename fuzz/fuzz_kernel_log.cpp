@@ -2,7 +2,8 @@
 // A kernel log from anyone (`log --from FILE`, a snapshot's log, a pasted dmesg): the reader of
 // every line form and the recognisers. Besides crashes, it checks what every reading must hold:
 // line numbers only grow, no line passes the length bound, each message is bytes of the input,
-// the bounds on lines hold, and every event keeps its line and a detail no longer than it needs.
+// the bounds on lines hold, every event keeps its line and a detail no longer than it needs, and
+// the snapshot's redaction of a line redacts to itself.
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "fuzz_input.h"
 #include "p2paudit/input_file.h"
 #include "p2paudit/kernel_log.h"
+#include "p2paudit/kernel_log_snapshot.h"
 
 namespace {
 
@@ -35,6 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(text.find(line.text) != std::string_view::npos);
     if (line.seconds_since_boot) check(*line.seconds_since_boot >= 0);
     if (line.level != -1) check(line.level >= 0 && line.level <= 7);
+    const std::string redacted = p2paudit::redact_kernel_log_line(line.text, "gpu7");
+    check(p2paudit::redact_kernel_log_line(redacted, "gpu7") == redacted);
     if (auto e = p2paudit::recognise_kernel_log_line(line)) {
       check(e->line.text == line.text && !e->source.empty());
       check(e->detail.size() <= line.text.size() + 256);

@@ -94,6 +94,7 @@ TEST(KernelLogRead, EveryStampFormatGivesTheSameMessage) {
       {"2026-11-28T08:53:22.123456+00:00 gpu7 kernel: ", "2026-11-28T08:53:22.123456+00:00", std::nullopt, -1},
       {"Sat 2026-11-28 08:53:22 UTC gpu7 kernel: ", "Sat 2026-11-28 08:53:22 UTC", std::nullopt, -1},
       {"[   12.345678] gpu7 kernel: ", "[   12.345678]", 12.345678, -1},
+      {"1764320002.123456 gpu7 kernel: ", "1764320002.123456", std::nullopt, -1},
       {"Nov 28 08:53:22 gpu7 kernel: [    1.915616] ", "Nov 28 08:53:22", 1.915616, -1},
       // no prefix at all
       {"", "", std::nullopt, -1},
@@ -118,7 +119,8 @@ TEST(KernelLogRead, EveryStampFormatGivesTheSameMessage) {
 
 TEST(KernelLogRead, TextThatOnlyLooksLikeAStampStaysText) {
   for (const char* s : {"[drm] Initialized amdgpu 3.57.0", "[Firmware Bug]: TSC doesn't count", "[ 12.3x] text",
-                        "Nov 28 is a date", "2026-11-28 not iso", "<x>text", "kern: not -x"}) {
+                        "Nov 28 is a date", "2026-11-28 not iso", "<x>text", "kern: not -x",
+                        "3.14 is not a stamp"}) {
     auto l = line_of(s);
     EXPECT_EQ(l.text, s);
     EXPECT_EQ(l.stamp, "");
