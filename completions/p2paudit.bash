@@ -15,7 +15,7 @@ _p2paudit_valued_options='--sysroot --lspci-dump --dump-cpu --dump-iommu --dump-
 _p2paudit_command_options() {
   local rule_options='--rules --no-default-rules --vendor-facts --no-probe'
   case $1 in
-    snapshot) echo '-o --output --redact --force --probe --copy --mirror --size --repeat --timeout' ;;
+    snapshot) echo '-o --output --redact --force --probe --copy --mirror --size --repeat --timeout --with-log' ;;
     matrix) echo '--all --details' ;;
     policy) echo "--all --details --fail-on --gpus $rule_options" ;;
     check) echo "--require $rule_options" ;;

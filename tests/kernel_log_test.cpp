@@ -16,13 +16,17 @@
 
 #include "p2paudit/errors.h"
 #include "p2paudit/kernel_log.h"
+#include "p2paudit/kernel_log_snapshot.h"
+#include "p2paudit/sysroot.h"
+#include "temp_dir.h"
+#include "test_support.h"
 
 namespace p2paudit {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kData = fs::path(P2PAUDIT_TEST_DATA);
+const fs::path kData = fs::path(test::data_dir());
 
 std::vector<KernelLogLine> read_text(const std::string& text, const KernelLogLimits& limits = {},
                                      std::vector<std::string>* notes = nullptr) {
@@ -90,6 +94,7 @@ TEST(KernelLogRead, EveryStampFormatGivesTheSameMessage) {
       {"2026-11-28T08:53:22.123456+00:00 gpu7 kernel: ", "2026-11-28T08:53:22.123456+00:00", std::nullopt, -1},
       {"Sat 2026-11-28 08:53:22 UTC gpu7 kernel: ", "Sat 2026-11-28 08:53:22 UTC", std::nullopt, -1},
       {"[   12.345678] gpu7 kernel: ", "[   12.345678]", 12.345678, -1},
+      {"1764320002.123456 gpu7 kernel: ", "1764320002.123456", std::nullopt, -1},
       {"Nov 28 08:53:22 gpu7 kernel: [    1.915616] ", "Nov 28 08:53:22", 1.915616, -1},
       // no prefix at all
       {"", "", std::nullopt, -1},
@@ -114,7 +119,8 @@ TEST(KernelLogRead, EveryStampFormatGivesTheSameMessage) {
 
 TEST(KernelLogRead, TextThatOnlyLooksLikeAStampStaysText) {
   for (const char* s : {"[drm] Initialized amdgpu 3.57.0", "[Firmware Bug]: TSC doesn't count", "[ 12.3x] text",
-                        "Nov 28 is a date", "2026-11-28 not iso", "<x>text", "kern: not -x"}) {
+                        "Nov 28 is a date", "2026-11-28 not iso", "<x>text", "kern: not -x",
+                        "3.14 is not a stamp"}) {
     auto l = line_of(s);
     EXPECT_EQ(l.text, s);
     EXPECT_EQ(l.stamp, "");
@@ -563,6 +569,105 @@ TEST(OracleCaptures, AcsAndWhitelistLinesNameTheirPairs) {
   }
   EXPECT_EQ(acs, 323u);
   EXPECT_EQ(whitelist, 164u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// snapshot --with-log
+
+TEST(KernelLogSnapshot, RedactsLikeTheRestOfTheSnapshot) {
+  // The command line as proc/cmdline is redacted: only PCI, IOMMU and ACS parameters stay.
+  EXPECT_EQ(redact_kernel_log_line("Kernel command line: BOOT_IMAGE=/vmlinuz root=UUID=1234 systemd.hostname=gpu7 "
+                                   "intel_iommu=on pci=disable_acs_redir=0000:00:01.0 quiet",
+                                   "gpu7"),
+            "Kernel command line: intel_iommu=on pci=disable_acs_redir=0000:00:01.0");
+  EXPECT_EQ(redact_kernel_log_line("Command line: console=ttyS0 iommu=pt", ""), "Command line: iommu=pt");
+  // The builder of the kernel, and any other user@host word.
+  EXPECT_EQ(redact_kernel_log_line("Linux version 6.1.0 (alice@build-7) (gcc 12) #1 SMP @0", ""),
+            "Linux version 6.1.0 (redacted@redacted) (gcc 12) #1 SMP @0");
+  // The host name as a word, not inside other words.
+  EXPECT_EQ(redact_kernel_log_line("systemd[1]: Set hostname to <gpu7>. gpu7x gpu7.lab", "gpu7"),
+            "systemd[1]: Set hostname to <redacted>. gpu7x redacted.lab");
+  EXPECT_EQ(redact_kernel_log_line("usb 1-1: SerialNumber: 0123456789AB", ""), "usb 1-1: SerialNumber: redacted");
+  EXPECT_EQ(redact_kernel_log_line("e1000e 0000:00:1f.6 eth0: (PCI Express:2.5GT/s:Width x1) 3c:ec:ef:01:02:03", ""),
+            "e1000e 0000:00:1f.6 eth0: (PCI Express:2.5GT/s:Width x1) xx:xx:xx:xx:xx:xx");
+  // What the events need stays.
+  EXPECT_EQ(redact_kernel_log_line(kRefusal, "gpu7"), kRefusal);
+  const char* fault = "AMD-Vi: Event logged [IO_PAGE_FAULT device=0000:03:00.0 domain=0x000f address=0xfd000000 flags=0x0020]";
+  EXPECT_EQ(redact_kernel_log_line(fault, "gpu7"), fault);
+}
+
+TEST(KernelLogSnapshot, TheStoredLogIsReadBackFromASnapshot) {
+  test::TempDir dir;
+  fs::create_directories(dir / "root/proc");
+  test::write_file(dir / "root/proc/version", "Linux version 6.1.0\n");
+  {
+    auto root = Sysroot::open((dir / "root").string());
+    EXPECT_FALSE(read_snapshot_kernel_log(root));
+  }
+  std::string log = std::string("4,900,1915495,-;") + kRefusal + "\n6,901,1915500,-;e1000e 0000:02:00.0: link up\n";
+  test::write_file(dir / "root" / kKernelLogPath, log);
+  ASSERT_EQ(std::system(("tar czf " + test::shell_quote((dir / "snap.tar.gz").string()) + " -C " +
+                         test::shell_quote((dir / "root").string()) + " .")
+                            .c_str()),
+            0);
+  for (const auto& path : {dir / "root", dir / "snap.tar.gz"}) {
+    auto root = Sysroot::open(path.string());
+    auto text = read_snapshot_kernel_log(root);
+    ASSERT_TRUE(text) << path;
+    EXPECT_EQ(*text, log);
+    std::istringstream in(*text);
+    std::vector<KernelLogLine> lines;
+    read_kernel_log(in, kKernelLogPath, {}, [&](KernelLogLine&& l) { lines.push_back(std::move(l)); });
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[0].sequence, 900u);
+    EXPECT_EQ(lines[0].level, 4);
+    auto e = recognise_kernel_log_line(lines[0]);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->device, bdf("0000:01:00.0"));
+  }
+  // Not a regular file: refused, naming the file.
+  fs::remove(dir / "root" / kKernelLogPath);
+  fs::create_directory(dir / "root" / kKernelLogPath);
+  auto root = Sysroot::open((dir / "root").string());
+  try {
+    read_snapshot_kernel_log(root);
+    ADD_FAILURE() << "a directory was read as the log";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(kKernelLogPath), std::string::npos) << e.what();
+  }
+}
+
+TEST(KernelLogSnapshot, SnapshotWithLogOnlyOnTheLiveMachine) {
+  test::TempDir dir;
+  auto r = test::run_command(test::shell_quote(test::tool_file()) + " --sysroot " +
+                             test::shell_quote(test::data_path("kernel-oracle/h-a-two-rootports-intel/sysroot.tar.gz")) +
+                             " snapshot --with-log -o " + test::shell_quote((dir / "s.tar.gz").string()) + " 2>&1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--with-log"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir / "s.tar.gz"));
+}
+
+TEST(KernelLogSnapshot, LiveSnapshotCarriesThisBootsLogRedacted) {
+  int fd = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+  if (fd < 0) GTEST_SKIP() << "/dev/kmsg is not readable here";
+  ::close(fd);
+  test::TempDir dir;
+  auto out = dir / "live.tar.gz";
+  auto r = test::run_command(test::shell_quote(test::tool_file()) + " --no-probe snapshot --redact --with-log -o " +
+                             test::shell_quote(out.string()) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("with this boot's kernel log"), std::string::npos) << r.output;
+  auto root = Sysroot::open(out.string());
+  auto text = read_snapshot_kernel_log(root);
+  ASSERT_TRUE(text);
+  std::istringstream in(*text);
+  size_t n = 0;
+  read_kernel_log(in, kKernelLogPath, {}, [&](KernelLogLine&& l) {
+    ++n;
+    EXPECT_TRUE(l.sequence) << l.text;
+    EXPECT_EQ(l.text.find("Command line: console="), std::string::npos) << l.text;  // redacted away
+  });
+  EXPECT_GT(n, 0u);
 }
 
 }  // namespace

@@ -275,6 +275,11 @@ void parse_prefixes(std::string_view s, KernelLogLine& line) {
   size_t stamp = bracket_stamp(s, &seconds);
   bool journal = false;
   if (stamp == 0 && (stamp = iso_stamp(s)) == 0 && (stamp = syslog_stamp(s)) != 0) journal = true;
+  if (stamp == 0) {
+    // journalctl -o short-unix: "1764320002.123456 HOST kernel: ", taken only with the identifier.
+    size_t i = 0;
+    if (take_seconds(s, i) && i < s.size() && s[i] == ' ' && journal_ident(s.substr(i + 1))) stamp = i + 1;
+  }
   if (stamp != 0) {
     std::string_view written = s.substr(0, stamp);
     while (!written.empty() && written.back() == ' ') written.remove_suffix(1);
@@ -471,6 +476,7 @@ void read_records(int fd, const KernelLogLimits& limits, std::vector<std::string
   std::string buf(16384, '\0');
   (void)::lseek(fd, 0, SEEK_SET);  // SEEK_SET 0: the oldest record still in the buffer
   uint64_t records = 0, bytes = 0;
+  bool overwritten = false;
   for (;;) {
     if (records >= limits.max_lines || bytes >= limits.max_bytes) {
       notes.push_back(fmt::format("{}: stopped after {} records, {} bytes (the bounds on a log)", kKmsg, records, bytes));
@@ -482,9 +488,11 @@ void read_records(int fd, const KernelLogLimits& limits, std::vector<std::string
       if (errno == EAGAIN) return;
       if (errno == EPIPE) {
         // Records were overwritten while they were being read; the position moved to the oldest kept.
-        notes.push_back(fmt::format("{}: records were overwritten while it was read (the log buffer wrapped); "
-                                    "those records are lost",
-                                    kKmsg));
+        if (!overwritten)
+          notes.push_back(fmt::format("{}: records were overwritten while it was read (the log buffer wrapped); "
+                                      "those records are lost",
+                                      kKmsg));
+        overwritten = true;
         continue;
       }
       notes.push_back(fmt::format("{}: a read failed: {}", kKmsg, std::strerror(errno)));

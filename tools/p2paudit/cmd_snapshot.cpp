@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/json_output.h"
+#include "p2paudit/kernel_log_snapshot.h"
 #include "p2paudit/probe/runtime_facts.h"
 #include "p2paudit/snapshot.h"
 #include "p2paudit/sysroot.h"
@@ -22,6 +23,7 @@ struct SnapshotArgs {
   bool redact = false;
   bool force = false;
   bool probe = false;     // store the runtimes' answers (queries), --copy and --mirror results
+  bool with_log = false;  // store this boot's kernel log (/dev/kmsg)
   bool copy = false;
   bool mirror = false;
   std::string size = "256MiB";
@@ -49,16 +51,25 @@ int run_snapshot(const GlobalOptions& global, const SnapshotArgs& args) {
     auto document = probe::probe_document(probe::probe_all(p), &t, global.source(), "", p);
     options.extra_files[kProbeResultsPath] = json_text(document) + "\n";
   }
+  std::vector<std::string> log_notes;
+  if (args.with_log) {
+    if (!root.is_live())
+      throw InputError(fmt::format("--with-log stores this machine's kernel log, which does not describe {}", global.source()));
+    options.extra_files[kKernelLogPath] = capture_kernel_log(args.redact, t.platform.hostname, &log_notes);
+  }
   auto report = write_snapshot(root, t, args.output, options);
   if (global.format == "json") {
     out << json_text(nlohmann::ordered_json{{"schema_version", 1}, {"output", args.output}, {"files", report.files},
                                                   {"privileged", report.privileged}, {"redacted", args.redact},
-                                                  {"probe", probed}})
+                                                  {"probe", probed}, {"kernel_log", args.with_log}})
               << "\n";
+    for (const auto& note : log_notes) std::cerr << "note: " << note << "\n";
   } else {
-    out << fmt::format("wrote {} ({} files{}{})\n", args.output == kStandardOutput ? "the archive to standard output" : args.output,
-                       report.files, args.redact ? ", redacted" : "", probed ? ", with the runtimes' answers" : "");
+    out << fmt::format("wrote {} ({} files{}{}{})\n", args.output == kStandardOutput ? "the archive to standard output" : args.output,
+                       report.files, args.redact ? ", redacted" : "", probed ? ", with the runtimes' answers" : "",
+                       args.with_log ? ", with this boot's kernel log" : "");
     if (auto note = privilege_note(t); !note.empty()) out << "note: " << note << "\n";
+    for (const auto& note : log_notes) out << "note: " << note << "\n";
   }
   return kExitOk;
 }
@@ -75,6 +86,8 @@ void add_snapshot_command(CLI::App& app, const GlobalOptions& global, int* statu
                 "Drop Device Serial Numbers, the host name and every boot parameter but the PCI, IOMMU and ACS ones");
   cmd->add_flag("--force", args->force, "Replace the output file if it exists (never through a symlink)");
   cmd->add_flag("--probe", args->probe, "Store the runtimes' answers (p2paudit probe) in the snapshot");
+  cmd->add_flag("--with-log", args->with_log,
+                "Store this boot's kernel log (/dev/kmsg; redacted with --redact) for `log` to read");
   cmd->add_flag("--copy", args->copy, "With --probe: run and store the copy test (p2paudit probe --copy)");
   cmd->add_flag("--mirror", args->mirror, "With --probe: measure and store host mirroring (p2paudit probe --mirror)");
   cmd->add_option("--size", args->size, "Bytes per copy for --copy (default 256MiB)");
