@@ -57,6 +57,39 @@ class LogCli : public ::testing::Test {
   std::string kmsg_;
 };
 
+// A capture's kernel log is its own: the one `snapshot --with-log` stored, read where no --from is
+// given, and never this machine's /dev/kmsg against another machine's tree.
+TEST_F(LogCli, ACaptureIsExplainedByItsOwnLogNeverThisMachines) {
+  const std::string d = oracle("h-d1-rp-acs-rr-cr-mf-switch");
+  const fs::path root = dir_ / "capture";
+  fs::create_directories(root);
+  ASSERT_EQ(test::run_command("tar -xzf " + test::shell_quote(d + "/sysroot.tar.gz") + " -C " +
+                              test::shell_quote(root.string())).status, 0);
+  // Without a stored log: refused, naming the capture and the way out.
+  auto none = run("", "--sysroot " + test::shell_quote(root.string()) + " log");
+  EXPECT_EQ(none.status, 2);
+  EXPECT_NE(none.err.find("this capture holds no kernel log"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("--from FILE"), std::string::npos) << none.err;
+  auto dump = run("", "--lspci-dump " + test::shell_quote(test::data_path("lspci-dumps/SOURCE.md")) + " log");
+  EXPECT_EQ(dump.status, 2);
+  // watch reads this machine's log: it refuses another machine's tree, before running anything.
+  auto watch = run("", "--sysroot " + test::shell_quote(root.string()) + " watch -- touch " +
+                           test::shell_quote((dir_ / "ran").string()));
+  EXPECT_EQ(watch.status, 2);
+  EXPECT_NE(watch.err.find("watch reads this machine's kernel log"), std::string::npos) << watch.err;
+  EXPECT_FALSE(fs::exists(dir_ / "ran"));
+  // With the log stored as snapshot --with-log stores it: the same events as --from the saved file.
+  fs::copy_file(d + "/dmesg.txt", root / "p2paudit-kernel-log.txt");
+  auto stored = run("", "--sysroot " + test::shell_quote(root.string()) + " --format json log");
+  auto saved = run("", "--sysroot " + test::shell_quote(root.string()) + " --format json log --from " + d + "/dmesg.txt");
+  ASSERT_EQ(stored.status, 0) << stored.err;
+  ASSERT_EQ(saved.status, 0) << saved.err;
+  auto a = nlohmann::json::parse(stored.out), b = nlohmann::json::parse(saved.out);
+  ASSERT_TRUE(a.contains("events")) << stored.out.substr(0, 500);
+  EXPECT_FALSE(a["events"].empty());
+  EXPECT_EQ(a["events"], b["events"]);
+}
+
 TEST_F(LogCli, ASavedLogAgreesWithThePredictionAndExitsZero) {
   const std::string d = oracle("h-d1-rp-acs-rr-cr-mf-switch");
   auto r = run("", "--sysroot " + d + "/sysroot.tar.gz log --from " + d + "/dmesg.txt");
@@ -164,10 +197,11 @@ TEST_F(LogCli, WatchOnTheLiveKernelLog) {
   int fd = ::open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
   if (fd < 0) GTEST_SKIP() << "/dev/kmsg cannot be read here";
   ::close(fd);
-  auto r = run("", machine() + " watch --seconds 0");
+  // This machine's log against this machine (the runtimes not asked: no GPU is needed).
+  auto r = run("", "--no-probe watch --seconds 0");
   EXPECT_TRUE(r.status == 0 || r.status == 4) << r.err;
   EXPECT_NE(r.err.find("Kernel log: /dev/kmsg"), std::string::npos) << r.err;
-  auto cmd = run("", machine() + " watch -- /bin/sh -c 'exit 7'");
+  auto cmd = run("", "--no-probe watch -- /bin/sh -c 'exit 7'");
   EXPECT_EQ(cmd.status, 7);
 }
 

@@ -47,7 +47,8 @@ LogSource explain_log_file(const std::string& path, LogExplainer& explainer) {
 }
 
 std::string contradiction_attachments() {
-  return "the snapshot of this machine (`sudo p2paudit snapshot -o machine.tar.gz --redact`, taken in the same boot) "
+  return "the snapshot of this machine (`sudo p2paudit snapshot --with-log --redact -o machine.tar.gz`, taken in the "
+         "same boot: it carries the log too) "
          "and these events as JSON (`p2paudit log --format json` or `watch --format json`), with the command that ran";
 }
 

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -24,6 +25,8 @@
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/kernel_log.h"
+#include "p2paudit/kernel_log_snapshot.h"
+#include "p2paudit/sysroot.h"
 #include "p2paudit/policy/log_explain.h"
 
 namespace p2paudit::cli {
@@ -114,6 +117,13 @@ class Feeder {
   uint64_t lines_ = 0;
 };
 
+// This machine's kernel log tells about the machine analysed only when that is this machine: the
+// live "/" (or, in tests, any machine with P2PAUDIT_KMSG_FILE standing in for /dev/kmsg). A
+// capture's log is its own (snapshot --with-log) or a saved dmesg given with --from.
+bool live_log_describes(const GlobalOptions& global) {
+  return kmsg_file_for_tests() || (!global.from_dump() && global.sysroot == "/");
+}
+
 void check_format(const GlobalOptions& global, const char* command) {
   if (global.format != "text" && global.format != "json")
     throw InputError(fmt::format("{} prints text or json, not {}", command, global.format));
@@ -125,7 +135,18 @@ int run_log(const GlobalOptions& global, const LogArgs& args) {
   policy::PolicyEvaluator evaluator(in.topo, in.kernel, in.rules, in.vendor_facts());
   Feeder feed(evaluator, in.kernel, args.since_boot);
   policy::LogSource source;
-  if (args.from.empty()) {
+  if (args.from.empty() && !live_log_describes(global)) {
+    // Never this machine's log against another machine's tree: the capture's own, or --from.
+    std::optional<std::string> carried;
+    if (!global.from_dump()) carried = read_snapshot_kernel_log(Sysroot::open(global.sysroot));
+    if (!carried)
+      throw InputError(fmt::format("{}: {} no kernel log (`p2paudit snapshot --with-log` stores one); give the "
+                                   "machine's saved dmesg with --from FILE",
+                                   global.source(), global.from_dump() ? "an lspci dump carries" : "this capture holds"));
+    source.name = global.sysroot + ": " + kKernelLogPath;
+    std::istringstream text(*carried);
+    source.notes = read_kernel_log(text, source.name, {}, std::ref(feed));
+  } else if (args.from.empty()) {
     source.name = kmsg_file_for_tests() ? kmsg_file_for_tests() : "/dev/kmsg";
     try {
       source.notes = read_live(std::nullopt, std::ref(feed));
@@ -244,6 +265,10 @@ int run_watch(const GlobalOptions& global, const LogArgs& args) {
     throw InputError("watch --seconds: expected 0 to 604800");
   if (!args.target.output.empty() && args.target.output != "-" && global.format != "json")
     throw InputError("watch -o writes the JSON document: add --format json");
+  if (!live_log_describes(global))
+    throw InputError(fmt::format("watch reads this machine's kernel log, which says nothing of {}: watch the live "
+                                 "machine (no --sysroot or --lspci-dump), or read a capture's log with `log`",
+                                 global.source()));
   // The machine first: bad input ends here, before the workload runs.
   DecisionInputs in = load_inputs(global, args);
   policy::PolicyEvaluator evaluator(in.topo, in.kernel, in.rules, in.vendor_facts());
