@@ -368,6 +368,8 @@ TEST_F(JsonSchema, LogAndWatchValidate) {
   json unread = run("log", "--sysroot " + dir + "/sysroot.tar.gz watch --format json -- true", {0},
                     "env P2PAUDIT_KMSG_FILE=/nonexistent/kmsg ");
   EXPECT_EQ(unread["readable"], false);
+  // watch around a real torch peer copy on a lent 2x H200 machine (tests/data/SOURCE.md).
+  keep("log", test::data_path("machines/h200x2-firecracker-vm/watch-2026-11-28/watch-torch.json"), "live 2x H200 watch");
   expect_all_valid();
 }
 
