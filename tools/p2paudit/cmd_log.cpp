@@ -33,30 +33,13 @@ namespace p2paudit::cli {
 
 namespace {
 
-struct LogArgs {
+struct LogArgs : RuleOptions {
   std::string from;                 // log --from FILE|-
   bool since_boot = false;          // log --since-boot: only the last boot of a file holding several
-  std::vector<std::string> rules;   // --rules FILE (repeatable)
-  bool no_default = false;
-  std::string vendor_facts;
-  bool no_probe = false;
   OutputTarget target;              // -o FILE: the JSON document
   std::optional<double> seconds;    // watch --seconds N
   std::vector<std::string> command; // watch -- COMMAND ARGS...
 };
-
-// The machine and the policy, read as `check` reads them.
-DecisionInputs load_inputs(const GlobalOptions& global, const LogArgs& args) {
-  PolicyInputs policy;
-  policy.rule_files = args.rules;
-  policy.no_default_rules = args.no_default;
-  policy.vendor_facts = args.vendor_facts;
-  policy.ask_live = !(args.no_probe || global.no_probe);
-  std::vector<std::string> aside;
-  DecisionInputs in = read_decision_inputs(machine_source(global), policy, assumption_notes(global), &aside);
-  print_aside(aside);
-  return in;
-}
 
 // The live log: /dev/kmsg through kernel_log.h, or for tests a file of /dev/kmsg records named by
 // P2PAUDIT_KMSG_FILE (docs/log.md): its position is the number of records it holds.
@@ -131,7 +114,7 @@ void check_format(const GlobalOptions& global, const char* command) {
 
 int run_log(const GlobalOptions& global, const LogArgs& args) {
   check_format(global, "log");
-  DecisionInputs in = load_inputs(global, args);
+  DecisionInputs in = load_decision_inputs(global, args);
   policy::PolicyEvaluator evaluator(in.topo, in.kernel, in.rules, in.vendor_facts());
   Feeder feed(evaluator, in.kernel, args.since_boot);
   policy::LogSource source;
@@ -270,7 +253,7 @@ int run_watch(const GlobalOptions& global, const LogArgs& args) {
                                  "machine (no --sysroot or --lspci-dump), or read a capture's log with `log`",
                                  global.source()));
   // The machine first: bad input ends here, before the workload runs.
-  DecisionInputs in = load_inputs(global, args);
+  DecisionInputs in = load_decision_inputs(global, args);
   policy::PolicyEvaluator evaluator(in.topo, in.kernel, in.rules, in.vendor_facts());
   policy::LogSource source;
   source.name = kmsg_file_for_tests() ? kmsg_file_for_tests() : "/dev/kmsg";
@@ -317,10 +300,7 @@ int run_watch(const GlobalOptions& global, const LogArgs& args) {
 }
 
 void add_common(CLI::App* cmd, LogArgs& args) {
-  cmd->add_option("--rules", args.rules, "Policy or advisories YAML applied after the default (repeatable)");
-  cmd->add_flag("--no-default-rules", args.no_default, "Use only the --rules files");
-  cmd->add_option("--vendor-facts", args.vendor_facts, "JSON facts from vendor tools, laid over the runtimes' answers");
-  cmd->add_flag("--no-probe", args.no_probe, "Do not ask the runtimes (NVML, CUDA, Level Zero, HIP) on the live machine");
+  add_rule_options(cmd, args);
   add_output_options(*cmd, args.target);
 }
 

@@ -23,16 +23,12 @@ namespace p2paudit::cli {
 
 namespace {
 
-struct PolicyArgs {
-  std::vector<std::string> rules;   // --rules FILE (repeatable), after the default policy
-  bool no_default = false;          // --no-default-rules: only the --rules files
-  std::string vendor_facts;         // --vendor-facts FILE
+struct PolicyArgs : RuleOptions {
   bool all = false;
   bool details = false;             // policy: every pair's own reasons (and facts in JSON)
   std::vector<std::string> pair;    // check: PROVIDER CLIENT
   std::string require = "peer";     // check: peer | host_staged
   std::string fail_on;              // policy --fail-on host_staged|deny: exit 1 when a pair is that bad
-  bool no_probe = false;            // --no-probe: do not ask the runtimes on a live machine
   std::optional<std::string> gpus;  // policy --gpus LIST: the job's GPUs for --format env
 };
 
@@ -49,17 +45,7 @@ std::string dump_json(const nlohmann::ordered_json& j) {
 
 const policy::VendorFactsDocument* vendor_of(const Context& ctx) { return ctx.vendor_facts(); }
 
-Context load_context(const GlobalOptions& global, const PolicyArgs& args) {
-  PolicyInputs policy;
-  policy.rule_files = args.rules;
-  policy.no_default_rules = args.no_default;
-  policy.vendor_facts = args.vendor_facts;
-  policy.ask_live = !(args.no_probe || global.no_probe);
-  std::vector<std::string> aside;
-  Context ctx = read_decision_inputs(machine_source(global), policy, assumption_notes(global), &aside);
-  print_aside(aside);
-  return ctx;
-}
+Context load_context(const GlobalOptions& global, const PolicyArgs& args) { return load_decision_inputs(global, args); }
 
 // How bad a decision is, for --fail-on: peer < host_staged < deny.
 int badness(policy::Action a) {
@@ -92,13 +78,6 @@ int fail_on_status(policy::PolicyEvaluator& evaluator, const std::vector<NamedFu
       unknown |= some_bad;
     }
   return unknown ? kExitUnknown : kExitOk;
-}
-
-void add_rule_options(CLI::App* cmd, PolicyArgs& args) {
-  cmd->add_option("--rules", args.rules, "Policy or advisories YAML applied after the default (repeatable)");
-  cmd->add_flag("--no-default-rules", args.no_default, "Use only the --rules files");
-  cmd->add_option("--vendor-facts", args.vendor_facts, "JSON facts from vendor tools, laid over the runtimes' answers (docs/policy.md)");
-  cmd->add_flag("--no-probe", args.no_probe, "Do not ask the runtimes (NVML, CUDA, Level Zero, HIP) on the live machine");
 }
 
 // The job's GPUs for --format env: --gpus, else the runtimes' selection variables of this process.

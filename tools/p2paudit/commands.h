@@ -102,6 +102,17 @@ AssumptionNotes assumption_notes(const GlobalOptions& global);
 // Prints each statement read_source_*() put aside on stderr ("p2paudit: note: ...").
 void print_aside(const std::vector<std::string>& aside);
 
+// The rule options of policy, check, log and watch (--rules, --no-default-rules, --vendor-facts,
+// --no-probe), and the machine and policy they read, as `check` reads them.
+struct RuleOptions {
+  std::vector<std::string> rules;   // --rules FILE (repeatable), after the default policy
+  bool no_default = false;          // --no-default-rules: only the --rules files
+  std::string vendor_facts;         // --vendor-facts FILE
+  bool no_probe = false;            // --no-probe: do not ask the runtimes on a live machine
+};
+void add_rule_options(CLI::App* cmd, RuleOptions& options);
+DecisionInputs load_decision_inputs(const GlobalOptions& global, const RuleOptions& options);
+
 // A machine as `report` and `--format prom` analyse it: the topology, its kernel rules, the default
 // policy and the runtimes' answers (asked unless no_probe, or the snapshot's stored ones).
 struct AnalysedMachine {

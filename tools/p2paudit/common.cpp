@@ -117,6 +117,26 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& option
   return n << shift;
 }
 
+void add_rule_options(CLI::App* cmd, RuleOptions& options) {
+  cmd->add_option("--rules", options.rules, "Policy or advisories YAML applied after the default (repeatable)");
+  cmd->add_flag("--no-default-rules", options.no_default, "Use only the --rules files");
+  cmd->add_option("--vendor-facts", options.vendor_facts,
+                  "JSON facts from vendor tools, laid over the runtimes' answers (docs/policy.md)");
+  cmd->add_flag("--no-probe", options.no_probe, "Do not ask the runtimes (NVML, CUDA, Level Zero, HIP) on the live machine");
+}
+
+DecisionInputs load_decision_inputs(const GlobalOptions& global, const RuleOptions& options) {
+  PolicyInputs policy;
+  policy.rule_files = options.rules;
+  policy.no_default_rules = options.no_default;
+  policy.vendor_facts = options.vendor_facts;
+  policy.ask_live = !(options.no_probe || global.no_probe);
+  std::vector<std::string> aside;
+  DecisionInputs in = read_decision_inputs(machine_source(global), policy, assumption_notes(global), &aside);
+  print_aside(aside);
+  return in;
+}
+
 AnalysedMachine load_analysed_machine(const GlobalOptions& global, bool no_probe) {
   // The inputs `check` reads, through the same function (the default policy, no vendor facts file).
   PolicyInputs policy;
