@@ -259,6 +259,60 @@ TEST(LogExplain, ADmarFaultAndAnXidOnNvidiaGpusNameThePairAndTheRule) {
   EXPECT_NE(alone.events()[0].pair_basis.find("the only other GPU"), std::string::npos);
 }
 
+// DMAR (and AMD-Vi before PCI segments) print the requester as "BB:DD.F": the segment is the one of
+// the machine's segments that has that function, and where two have one, the device is not known
+// (never segment 0 guessed). A fault in two overlapping BARs (a hostile capture) names no owner.
+TEST(LogExplain, ARequesterPrintedWithoutItsSegmentIsFoundOrSaidUnknown) {
+  auto build = [](test::SysrootDir& s, bool second_in_segment_0) {
+    s.write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n");
+    s.function("pci0000:00/0000:00:00.0", test::ConfigBytes(0x8086, 0x09a2, 0x060000, 0).bytes());
+    s.function("pci0001:00/0001:00:00.0", test::ConfigBytes(0x8086, 0x09a2, 0x060000, 0).bytes());
+    test::gpu_with_bar(s, "pci0000:00/0000:00:02.0", 0x10de, 0x2684, "nvidia", uint64_t{1} << 40, uint64_t{16} << 30);
+    test::gpu_with_bar(s, "pci0001:00/0001:00:03.0", 0x10de, 0x2684, "nvidia", uint64_t{2} << 40, uint64_t{16} << 30);
+    if (second_in_segment_0)  // 00:03.0 in both segments; its BAR overlaps 0001:00:03.0's
+      test::gpu_with_bar(s, "pci0000:00/0000:00:03.0", 0x10de, 0x2684, "nvidia", uint64_t{2} << 40, uint64_t{16} << 30);
+  };
+  const std::string dmar = "DMAR: [DMA Read NO_PASID] Request device [00:03.0] fault addr 0x10000002000 "
+                           "[fault reason 0x06] PTE Read access is not set";
+  KernelLogLine line;
+  line.text = dmar;
+  auto recognised = recognise_kernel_log_line(line);
+  ASSERT_TRUE(recognised && recognised->device);
+  EXPECT_TRUE(recognised->device_segment_unknown);
+
+  test::SysrootDir one;
+  build(one, false);
+  Machine m(one.str());
+  LogExplainer explainer(*m.evaluator, m.kernel);
+  explainer.add(*recognised);
+  explainer.finish();
+  ASSERT_EQ(explainer.events().size(), 1u);
+  const auto& e = explainer.events()[0];
+  ASSERT_TRUE(e.pair) << e.explanation;
+  EXPECT_EQ(e.pair->second, m.at("0001:00:03.0"));  // the one segment that has 00:03.0
+  EXPECT_EQ(e.pair->first, m.at("0000:00:02.0"));   // the BAR the address is in
+
+  test::SysrootDir two;
+  build(two, true);
+  Machine both(two.str());
+  LogExplainer ambiguous(*both.evaluator, both.kernel);
+  ambiguous.add(*recognised);
+  KernelLogLine overlap_line;  // the requester named with its segment; the address in both BARs
+  overlap_line.text = "nvidia 0000:00:02.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000b address=0x20000001000 "
+                      "flags=0x0020]";
+  auto overlap = recognise_kernel_log_line(overlap_line);
+  ASSERT_TRUE(overlap && overlap->device && overlap->address);
+  EXPECT_FALSE(overlap->device_segment_unknown);
+  ambiguous.add(*overlap);
+  ambiguous.finish();
+  ASSERT_EQ(ambiguous.events().size(), 2u);
+  EXPECT_FALSE(ambiguous.events()[0].pair);
+  EXPECT_NE(ambiguous.events()[0].explanation.find("without its PCI segment, and segments 0000 and 0001 both have one"),
+            std::string::npos) << ambiguous.events()[0].explanation;
+  EXPECT_FALSE(ambiguous.events()[1].pair) << ambiguous.events()[1].pair_basis;
+  EXPECT_NE(ambiguous.events()[1].explanation.find("in no device's BAR"), std::string::npos);
+}
+
 TEST(LogExplain, DevicesTheToolDoesNotSeeAreSaidSo) {
   TwoGpus machine(0x1002, "amdgpu", "AuthenticAMD");
   Machine m(machine.s.str());

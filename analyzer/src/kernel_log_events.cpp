@@ -226,9 +226,9 @@ std::optional<LogEvent> amd_vi(const KernelLogLine& line, const std::optional<De
   string_view rest = sp == kNone ? string_view() : body.substr(sp + 1);
   LogEvent e = make(LogEventKind::kIommuFault, "amd-vi", line, p ? &*p : nullptr);
   if (string_view dev = field(rest, "device="); !dev.empty()) {
-    // The older form leaves the segment out: segment 0 is what it printed for every device then.
+    // The older form leaves the segment out: which segment is for the machine to tell (log_explain).
     e.device = bdf_exact(dev, true);
-    if (!e.device) e.device = bdf_exact(dev, false);
+    if (!e.device && (e.device = bdf_exact(dev, false))) e.device_segment_unknown = true;
   } else if (type == "IO_PAGE_FAULT" && p && p->bdf) {
     e.device = p->bdf;
   }
@@ -265,6 +265,7 @@ std::optional<LogEvent> dmar(const KernelLogLine& line) {
   for (size_t x; (x = dev.find("0x")) != std::string::npos;) dev.erase(x, 2);  // "[0x%02x:0x%02x.%d]" (5.10-rc)
   LogEvent e = make(LogEventKind::kIommuFault, "dmar", line, nullptr);
   e.device = bdf_exact(dev, false);
+  e.device_segment_unknown = e.device.has_value();
   rest.remove_prefix(close + 1);
   constexpr string_view kAddr = "fault addr ";
   if (size_t a = rest.find(kAddr); a != kNone) e.address = hex_value(rest.substr(a + kAddr.size()));

@@ -141,14 +141,59 @@ std::string describe(const std::optional<LogDevice>& d) {
 LogExplainer::LogExplainer(PolicyEvaluator& evaluator, const KernelRules& kernel, LogExplainOptions options)
     : evaluator_(evaluator), kernel_(kernel), options_(options) {}
 
-std::optional<std::pair<size_t, std::string>> LogExplainer::bar_owner(uint64_t address) const {
+std::optional<std::pair<size_t, std::string>> LogExplainer::bar_owner(uint64_t address) {
   const Topology& topo = evaluator_.topology();
-  for (size_t i = 0; i < topo.functions.size(); ++i)
-    for (const auto& bar : topo.functions[i].bars)
-      if (!bar.io && bar.size && address >= bar.start && address - bar.start < bar.size)
-        return std::pair<size_t, std::string>{
-            i, fmt::format("the fault's address {:#x} is in BAR {} of {} ({:#x}, {} bytes)", address, bar.index,
-                           topo.functions[i].bdf.str(), bar.start, bar.size)};
+  if (!bar_spans_) {
+    std::vector<BarSpan> spans;
+    for (size_t i = 0; i < topo.functions.size(); ++i)
+      for (const auto& bar : topo.functions[i].bars)
+        if (!bar.io && bar.size) spans.push_back({bar.start, bar.size, i, bar.index, false});
+    std::sort(spans.begin(), spans.end(), [](const BarSpan& a, const BarSpan& b) { return a.start < b.start; });
+    // Overlaps: a span whose start lies before the furthest end seen so far, and that span.
+    uint64_t furthest_end = 0;  // one past the last byte
+    std::optional<size_t> furthest;
+    for (size_t k = 0; k < spans.size(); ++k) {
+      const uint64_t end = spans[k].start + std::min(spans[k].size, ~uint64_t{0} - spans[k].start);
+      if (furthest && spans[k].start < furthest_end) spans[k].overlaps = spans[*furthest].overlaps = true;
+      if (!furthest || end > furthest_end) furthest_end = end, furthest = k;
+    }
+    bar_spans_ = std::move(spans);
+  }
+  const auto& spans = *bar_spans_;
+  auto after = std::upper_bound(spans.begin(), spans.end(), address,
+                                [](uint64_t a, const BarSpan& s) { return a < s.start; });
+  if (after == spans.begin()) return std::nullopt;
+  const BarSpan& s = *std::prev(after);
+  if (s.overlaps || address - s.start >= s.size) return std::nullopt;
+  return std::pair<size_t, std::string>{
+      s.function, fmt::format("the fault's address {:#x} is in BAR {} of {} ({:#x}, {} bytes)", address, s.index,
+                              topo.functions[s.function].bdf.str(), s.start, s.size)};
+}
+
+// A requester printed without its PCI segment ("BB:DD.F": DMAR, AMD-Vi before segments) is the
+// function of that bus, device and function in the machine's one segment that has it; where two
+// segments have one, the line does not say which (nullopt, *why says so), never segment 0 guessed.
+std::optional<Bdf> LogExplainer::with_segment(const Bdf& printed, std::string* why) {
+  const Topology& topo = evaluator_.topology();
+  if (!domains_) {
+    std::vector<uint32_t> d;
+    for (const auto& f : topo.functions) d.push_back(f.bdf.domain);
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+    domains_ = std::move(d);
+  }
+  std::vector<Bdf> matches;
+  for (uint32_t domain : *domains_) {
+    Bdf b = printed;
+    b.domain = domain;
+    if (topo.index_of(b)) matches.push_back(b);
+    if (matches.size() > 1) break;
+  }
+  if (matches.size() == 1) return matches.front();
+  if (matches.empty()) return printed;  // no segment has it: a device the tool does not see
+  *why = fmt::format("the line names {:02x}:{:02x}.{} without its PCI segment, and segments {:04x} and {:04x} both "
+                     "have one: the device is not known",
+                     printed.bus, printed.dev, printed.fn, matches[0].domain, matches[1].domain);
   return std::nullopt;
 }
 
@@ -263,7 +308,10 @@ ExplainedEvent LogExplainer::explain(const LogEvent& event) {
     if (!b) return std::nullopt;
     return LogDevice{*b, topo.index_of(*b)};
   };
-  e.device = seen(event.device);
+  std::string segment_unknown;
+  std::optional<Bdf> device = event.device;
+  if (device && event.device_segment_unknown) device = with_segment(*device, &segment_unknown);
+  e.device = seen(device);
   e.peer = seen(event.peer);
   const bool device_seen = e.device && e.device->index, peer_seen = e.peer && e.peer->index;
   auto unseen_text = [&] {
@@ -302,7 +350,9 @@ ExplainedEvent LogExplainer::explain(const LogEvent& event) {
       break;
     case LogEventKind::kIommuFault:
       if (!device_seen) {
-        e.explanation = e.device ? "the fault " + unseen_text() : "the fault names no device the tool could read";
+        e.explanation = !segment_unknown.empty() ? segment_unknown
+                        : e.device             ? "the fault " + unseen_text()
+                                               : "the fault names no device the tool could read";
         break;
       }
       if (!event.address) {
@@ -318,7 +368,8 @@ ExplainedEvent LogExplainer::explain(const LogEvent& event) {
         e.pair_basis = owner->second;
         predict(e, owner->first, *e.device->index);
       } else {
-        e.explanation = fmt::format("the fault's address {:#x} is in no device's BAR on this machine: not a peer's "
+        e.explanation = fmt::format("the fault's address {:#x} is in no device's BAR on this machine (or in BARs that "
+                                    "overlap, which name no one owner): not a peer's "
                                     "memory as this machine gives it (an address the IOMMU should have mapped, or host "
                                     "memory); the pair is unknown", *event.address);
         e.remedy = "check the driver's DMA mappings; where the IOMMU translates, iommu=pt removes the translation";

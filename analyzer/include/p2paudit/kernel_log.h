@@ -67,6 +67,8 @@ struct LogEvent {
   std::string driver;             // the dev_printk driver prefix ("nvme", "pcieport"), if any
   std::string detail;             // what the line says beyond the kind: the Xid number and text,
                                   // the AER severity and error, the fault's flags
+  bool device_segment_unknown = false;  // the line printed "BB:DD.F" without its PCI segment (DMAR,
+                                        // AMD-Vi before segments): device's domain 0 is not known
   KernelLogLine line;
 };
 

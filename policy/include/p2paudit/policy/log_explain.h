@@ -108,7 +108,19 @@ class LogExplainer {
   ExplainedEvent explain(const LogEvent& event);
   void predict(ExplainedEvent& e, size_t provider, size_t client);
   void judge(ExplainedEvent& e);
-  std::optional<std::pair<size_t, std::string>> bar_owner(uint64_t address) const;
+  std::optional<std::pair<size_t, std::string>> bar_owner(uint64_t address);
+  std::optional<Bdf> with_segment(const Bdf& printed, std::string* why);
+
+  // The functions' memory BARs sorted by start, built at the first fault: a fault storm costs
+  // O(log BARs) a line. A BAR that overlaps another (a hostile capture) owns no address.
+  struct BarSpan {
+    uint64_t start, size;
+    size_t function;
+    int index;
+    bool overlaps;
+  };
+  std::optional<std::vector<BarSpan>> bar_spans_;
+  std::optional<std::vector<uint32_t>> domains_;  // the PCI segments of the machine, sorted
 
   PolicyEvaluator& evaluator_;
   const KernelRules& kernel_;
