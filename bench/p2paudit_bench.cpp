@@ -8,14 +8,17 @@
 #include <filesystem>
 #include <map>
 #include <ostream>
+#include <sstream>
 #include <streambuf>
 #include <string>
 
+#include "p2paudit/kernel_log.h"
 #include "p2paudit/kernel_rules.h"
 #include "p2paudit/p2pdma.h"
 #include "p2paudit/p2pdma_index.h"
 #include "p2paudit/p2pdma_report.h"
 #include "p2paudit/policy/evaluate.h"
+#include "p2paudit/policy/log_explain.h"
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "synth.h"
@@ -187,6 +190,47 @@ void BM_PolicyJsonAll(benchmark::State& state) {
   state.counters["bytes_per_pair"] = static_cast<double>(bytes) / static_cast<double>(pairs);
 }
 
+// `log` on an IOMMU fault storm: 100,000 AMD-Vi IO_PAGE_FAULT lines, each from one endpoint into
+// another's BAR (a different pair every line, so each is read, recognised and its BAR owner found),
+// against a machine of state.range(0) functions. Per line: O(log BARs), not O(functions).
+void BM_LogFaultStorm(benchmark::State& state) {
+  auto topo = p2paudit::read_topology(p2paudit::Sysroot::open(Machines::instance().tarball(static_cast<int>(state.range(0)))));
+  auto rules = p2paudit::load_kernel_rules(fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel", topo.platform, {});
+  auto policy = p2paudit::policy::RuleSet::load(p2paudit::policy::default_rule_files(P2PAUDIT_SOURCE_RULES_DIR));
+  std::vector<std::pair<std::string, uint64_t>> with_bar;  // a function and an address inside its first memory BAR
+  for (const auto& f : topo.functions)
+    for (const auto& bar : f.bars)
+      if (!bar.io && bar.size) {
+        with_bar.emplace_back(f.bdf.str(), bar.start + bar.size / 2);
+        break;
+      }
+  if (with_bar.size() < 2) {
+    state.SkipWithError("the synthetic machine has fewer than two functions with a memory BAR");
+    return;
+  }
+  std::string log;
+  constexpr int kLines = 100000;
+  for (int i = 0; i < kLines; ++i) {
+    const auto& from = with_bar[static_cast<size_t>(i) % with_bar.size()];
+    const auto& to = with_bar[(static_cast<size_t>(i) * 7 + 1) % with_bar.size()];
+    log += "[  " + std::to_string(100 + i) + ".000000] amdgpu " + from.first +
+           ": AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000b address=0x" +
+           (std::stringstream() << std::hex << to.second).str() + " flags=0x0020]\n";
+  }
+  for (auto _ : state) {
+    p2paudit::policy::PolicyEvaluator evaluator(topo, rules, policy, nullptr);
+    p2paudit::policy::LogExplainer explainer(evaluator, rules);
+    std::istringstream in(log);
+    p2paudit::read_kernel_log(in, "storm", {}, [&](p2paudit::KernelLogLine&& line) {
+      if (auto e = p2paudit::recognise_kernel_log_line(line)) explainer.add(*e);
+    });
+    explainer.finish();
+    benchmark::DoNotOptimize(explainer.events_seen());
+  }
+  state.SetItemsProcessed(state.iterations() * kLines);
+  state.counters["functions_with_bar"] = static_cast<double>(with_bar.size());
+}
+
 BENCHMARK(BM_ReadTopologyDirectory)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ReadTopologyTarball)->Arg(64)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_P2pdmaDistanceAllPairs)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
@@ -195,6 +239,7 @@ BENCHMARK(BM_P2pdmaIndexAllPairs)->Args({512, 0})->Args({4096, 0})->Args({4096, 
 BENCHMARK(BM_PolicyAllPairs)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PolicyAllPairsRemembered)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PolicyJsonAll)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LogFaultStorm)->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
