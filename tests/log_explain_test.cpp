@@ -19,6 +19,7 @@
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "sysroot_builder.h"
+#include "oracle_cases.h"
 #include "test_support.h"
 
 namespace p2paudit::policy {
@@ -62,30 +63,13 @@ LogEvent event(LogEventKind kind, const std::string& source, const char* device,
 
 // ---- The acceptance on the kernel-oracle captures: the log's refusals are the kernel's verdicts.
 
-const fs::path kOracleDir = fs::path(P2PAUDIT_TEST_DATA) / "kernel-oracle";
-
-std::vector<std::string> oracle_cases() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(kOracleDir, ec))
-    if (fs::exists(e.path() / "verdicts.txt")) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-std::map<std::string, std::string> read_meta(const fs::path& p) {
-  std::map<std::string, std::string> meta;
-  std::ifstream in(p);
-  for (std::string line; std::getline(in, line);)
-    if (auto eq = line.find('='); eq != std::string::npos) meta[line.substr(0, eq)] = line.substr(eq + 1);
-  return meta;
-}
+const fs::path kOracleDir = test::oracle_dir();
 
 class OracleLog : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OracleLog, EveryLoggedRefusalIsTheKernelsVerdictAndThePrediction) {
   const fs::path dir = kOracleDir / GetParam();
-  auto meta = read_meta(dir / "meta.txt");
+  auto meta = test::read_oracle_meta(GetParam());
   // meta's whitelist= past our table: the entries the oracle's kernel added (as oracle_test.cpp).
   Topology probe_topo = read_topology(Sysroot::open((dir / "sysroot.tar.gz").string()));
   KernelRules base = load_kernel_rules(fs::path(kRules) / "kernel", probe_topo.platform, {});
@@ -131,13 +115,7 @@ TEST_P(OracleLog, EveryLoggedRefusalIsTheKernelsVerdictAndThePrediction) {
   if (std::stoi(meta["acs_warning_pairs"].empty() ? "0" : meta["acs_warning_pairs"]) > 0) EXPECT_GT(acs, 0u) << GetParam();
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, OracleLog, ::testing::ValuesIn(oracle_cases()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Cases, OracleLog, ::testing::ValuesIn(test::oracle_cases()), test::oracle_param_name);
 
 // A refusal the tool predicted allowed is a contradiction: the same log line on a machine whose
 // kernel the tool thinks whitelists the host bridge.

@@ -15,34 +15,20 @@
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 
+#include "oracle_cases.h"
+
 namespace p2paudit {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kOracleDir = fs::path(P2PAUDIT_TEST_DATA) / "kernel-oracle";
-
-std::vector<std::string> oracle_cases() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(kOracleDir, ec))
-    if (fs::exists(e.path() / "verdicts.txt")) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+const fs::path kOracleDir = test::oracle_dir();
 
 std::vector<std::string> read_lines(const fs::path& p) {
   std::ifstream in(p);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
-}
-
-std::map<std::string, std::string> read_meta(const fs::path& p) {
-  std::map<std::string, std::string> meta;
-  for (const auto& line : read_lines(p))
-    if (auto eq = line.find('='); eq != std::string::npos) meta[line.substr(0, eq)] = line.substr(eq + 1);
-  return meta;
 }
 
 struct Expected {
@@ -102,7 +88,7 @@ class KernelOracle : public ::testing::TestWithParam<std::string> {};
 TEST_P(KernelOracle, EveryPairMatchesTheKernel) {
   const std::string name = GetParam();
   const fs::path dir = kOracleDir / name;
-  auto meta = read_meta(dir / "meta.txt");
+  auto meta = test::read_oracle_meta(name);
   Sysroot root = Sysroot::open((dir / "sysroot.tar.gz").string());
   Topology topo = read_topology(root);
 
@@ -161,13 +147,7 @@ TEST_P(KernelOracle, EveryPairMatchesTheKernel) {
   std::cout << "[ oracle   ] " << name << ": " << agree << "/" << pairs.size() << " pairs agree\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, KernelOracle, ::testing::ValuesIn(oracle_cases()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Cases, KernelOracle, ::testing::ValuesIn(test::oracle_cases()), test::oracle_param_name);
 
 }  // namespace
 }  // namespace p2paudit

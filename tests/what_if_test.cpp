@@ -21,6 +21,7 @@
 #include "p2paudit/topology_reader.h"
 #include "p2paudit/what_if.h"
 #include "synthetic_tree.h"
+#include "oracle_cases.h"
 #include "test_support.h"
 
 namespace p2paudit {
@@ -29,20 +30,13 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kOracle = fs::path(P2PAUDIT_TEST_DATA) / "kernel-oracle";
+const fs::path kOracle = test::oracle_dir();
 
 std::vector<std::string> read_lines(const fs::path& p) {
   std::ifstream in(p);
   std::vector<std::string> out;
   for (std::string line; std::getline(in, line);) out.push_back(line);
   return out;
-}
-
-std::map<std::string, std::string> read_meta(const std::string& name) {
-  std::map<std::string, std::string> meta;
-  for (const auto& line : read_lines(kOracle / name / "meta.txt"))
-    if (auto eq = line.find('='); eq != std::string::npos) meta[line.substr(0, eq)] = line.substr(eq + 1);
-  return meta;
 }
 
 // What the kernel answered for one ordered pair: verdicts.txt, and its verbose lines from dmesg.txt.
@@ -92,14 +86,6 @@ std::set<PairKey> differing(const Records& a, const Records& b) {
   return out;
 }
 
-std::vector<std::string> oracle_cases() {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(kOracle))
-    if (fs::exists(e.path() / "verdicts.txt")) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // The value of `pci=disable_acs_redir=` on a command line as the kernel reads it, "" when absent.
 std::string disable_acs_redir_value(const std::string& cmdline) {
   return kernel_pci_option(read_kernel_cmdline(cmdline), "disable_acs_redir").value_or("");
@@ -107,11 +93,11 @@ std::string disable_acs_redir_value(const std::string& cmdline) {
 
 // The case booted with the same command line minus `pci=disable_acs_redir=VALUE`, on the same machine.
 std::string booted_without(const std::string& name, const std::string& value) {
-  std::string cmdline = read_meta(name)["cmdline"];
+  std::string cmdline = test::read_oracle_meta(name)["cmdline"];
   std::string param = " pci=disable_acs_redir=" + value;
   cmdline.erase(cmdline.find(param), param.size());
-  for (const auto& other : oracle_cases())
-    if (read_meta(other)["cmdline"] == cmdline && keys(read_records(other)) == keys(read_records(name))) return other;
+  for (const auto& other : test::oracle_cases())
+    if (test::read_oracle_meta(other)["cmdline"] == cmdline && keys(read_records(other)) == keys(read_records(name))) return other;
   return "";
 }
 
@@ -160,8 +146,8 @@ void expect_diff_is_the_second_boot(const std::string& without, const std::strin
 
 std::vector<std::string> cases_booted_with_disable_acs_redir() {
   std::vector<std::string> out;
-  for (const auto& name : oracle_cases())
-    if (!disable_acs_redir_value(read_meta(name)["cmdline"]).empty()) out.push_back(name);
+  for (const auto& name : test::oracle_cases())
+    if (!disable_acs_redir_value(test::read_oracle_meta(name)["cmdline"]).empty()) out.push_back(name);
   return out;
 }
 
@@ -169,7 +155,7 @@ TEST(WhatIf, OracleHasCasesBootedWithDisableAcsRedirAndTheirSiblings) {
   auto cases = cases_booted_with_disable_acs_redir();
   EXPECT_GE(cases.size(), 2u);  // h-d5 (pci:1b36:000c) and h-d5b (0000:00:01.0), beside h-d4
   for (const auto& name : cases) {
-    std::string value = disable_acs_redir_value(read_meta(name)["cmdline"]);
+    std::string value = disable_acs_redir_value(test::read_oracle_meta(name)["cmdline"]);
     EXPECT_EQ(disable_acs_redir_value(oracle_topology(name).platform.cmdline), value) << name << ": proc/cmdline";
     EXPECT_FALSE(booted_without(name, value).empty()) << name;
   }
@@ -179,7 +165,7 @@ TEST(WhatIf, OracleHasCasesBootedWithDisableAcsRedirAndTheirSiblings) {
 // assumed, gives every pair the kernel's answer (map, distance, return, verbose lines) when booted with it.
 TEST(WhatIf, AcsOffGivesTheKernelsAnswersWhenBootedWithTheParameter) {
   for (const auto& name : cases_booted_with_disable_acs_redir()) {
-    std::string value = disable_acs_redir_value(read_meta(name)["cmdline"]);
+    std::string value = disable_acs_redir_value(test::read_oracle_meta(name)["cmdline"]);
     std::string without = booted_without(name, value);
     ASSERT_FALSE(without.empty()) << name;
     Topology topo = oracle_topology(without);
@@ -205,7 +191,7 @@ TEST(WhatIf, AcsOffGivesTheKernelsAnswersWhenBootedWithTheParameter) {
 
 TEST(WhatIf, AcsOffDiffListsExactlyThePairsTheParameterChanged) {
   for (const auto& name : cases_booted_with_disable_acs_redir()) {
-    std::string value = disable_acs_redir_value(read_meta(name)["cmdline"]);
+    std::string value = disable_acs_redir_value(test::read_oracle_meta(name)["cmdline"]);
     expect_diff_is_the_second_boot(booted_without(name, value), "--assume-acs-off " + test::shell_quote(value), name);
   }
 }
@@ -224,7 +210,7 @@ TEST(WhatIf, MachineBootedWithTheParameterHasNothingLeftToClear) {
 
 // "8086:29c0,1b36:000c:1" as --assume-whitelisted options.
 std::string assume_whitelisted_options(const std::string& name) {
-  std::string cmdline = read_meta(name)["cmdline"];
+  std::string cmdline = test::read_oracle_meta(name)["cmdline"];
   auto at = cmdline.find("p2poracle.extra_whitelist=");
   std::istringstream entries(cmdline.substr(at + 26, cmdline.find(' ', at) - at - 26));
   std::string out;
@@ -249,7 +235,7 @@ TEST(WhatIf, AssumeWhitelistedDiffIsWhatTheKernelDidWithTheEntry) {
       {"h-g5-whitelist-q35-req-same-rp-acs", "h-d1-rp-acs-rr-cr-mf-switch"},
   };
   for (const auto& [with, without] : siblings) {
-    ASSERT_EQ(read_meta(with)["extra_whitelist_used"], "yes") << with;
+    ASSERT_EQ(test::read_oracle_meta(with)["extra_whitelist_used"], "yes") << with;
     ASSERT_EQ(keys(read_records(with)), keys(read_records(without))) << with << " and " << without;
     expect_diff_is_the_second_boot(without, assume_whitelisted_options(with), with);
   }
@@ -425,7 +411,7 @@ TEST(WhatIf, GrubLineIsReadThroughTheShellAndGrub) {
 TEST(WhatIf, OracleCommandLinesAsPastedNameTheSameDevices) {
   // Each case booted with the parameter: its whole /proc/cmdline, pasted, clears what the value does.
   for (const auto& name : cases_booted_with_disable_acs_redir()) {
-    std::string cmdline = read_meta(name)["cmdline"];
+    std::string cmdline = test::read_oracle_meta(name)["cmdline"];
     std::string value = disable_acs_redir_value(cmdline);
     std::string without = booted_without(name, value);
     Topology by_value = oracle_topology(without), by_cmdline = oracle_topology(without);

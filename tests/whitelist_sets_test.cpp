@@ -20,6 +20,7 @@
 #include "p2paudit/sysroot.h"
 #include "p2paudit/topology_reader.h"
 #include "synthetic_tree.h"
+#include "oracle_cases.h"
 #include "test_support.h"
 
 namespace p2paudit::fleet {
@@ -28,22 +29,14 @@ namespace {
 namespace fs = std::filesystem;
 using PairSet = std::set<std::pair<std::string, std::string>>;
 
-const fs::path kOracle = fs::path(P2PAUDIT_TEST_DATA) / "kernel-oracle";
-
-std::map<std::string, std::string> read_meta(const fs::path& p) {
-  std::map<std::string, std::string> meta;
-  std::ifstream in(p);
-  for (std::string line; std::getline(in, line);)
-    if (auto eq = line.find('='); eq != std::string::npos) meta[line.substr(0, eq)] = line.substr(eq + 1);
-  return meta;
-}
+const fs::path kOracle = test::oracle_dir();
 
 // Every case whose kernel was booted with entries appended to its table.
 std::vector<std::string> booted_with_entries() {
   std::vector<std::string> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(kOracle, ec))
-    if (read_meta(e.path() / "meta.txt")["extra_whitelist_used"] == "yes") out.push_back(e.path().filename().string());
+    if (test::read_oracle_meta(e.path().filename().string())["extra_whitelist_used"] == "yes") out.push_back(e.path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -72,7 +65,7 @@ Booted load(const std::string& name) {
   Booted b;
   b.name = name;
   const fs::path dir = kOracle / name;
-  auto meta = read_meta(dir / "meta.txt");
+  auto meta = test::read_oracle_meta(name);
   Sysroot root = Sysroot::open((dir / "sysroot.tar.gz").string());
   b.topo = read_topology(root);
   const fs::path rules_dir = fs::path(P2PAUDIT_SOURCE_RULES_DIR) / "kernel";
@@ -167,13 +160,7 @@ TEST_P(BootedWithEntries, CandidatesUnlockExactlyWhatTheKernelAllowedThroughThos
       EXPECT_FALSE(b.extra.count(e.id())) << b.name << ": set " << s.id() << " proposed although the kernel has " << e.id();
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, BootedWithEntries, ::testing::ValuesIn(booted_with_entries()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Cases, BootedWithEntries, ::testing::ValuesIn(booted_with_entries()), test::oracle_param_name);
 
 // Some of those machines were booted with two entries whose host bridges both hold devices (the
 // q35 host bridge and a pxb root bridge): pairs across them need the set, and the kernel allowed
