@@ -197,12 +197,27 @@ P2PAUDIT_API p2paudit_status p2paudit_check(p2paudit_machine *machine, const cha
  * gives it (docs/log.md, docs/schemas/log.schema.json): each P2PDMA refusal, ACS warning, IOMMU
  * fault, AER and Xid line with the pair it hit, the kernel verdict and policy decision for that
  * pair, and whether they agree. log_path: a saved `dmesg` or `journalctl -k` output (a regular
- * file), or NULL for this boot's /dev/kmsg. *json is the caller's (p2paudit_string_free()).
+ * file), or NULL for the machine's own log: this boot's /dev/kmsg for the live machine ("/"), the
+ * log a snapshot holds (`snapshot --with-log`); a capture without one is P2PAUDIT_ERROR_INPUT,
+ * never explained by this machine's log. *json is the caller's (p2paudit_string_free()).
  * *contradictions (may be NULL) is the number of log lines that contradict a peer or allowed
  * prediction: the tool's own bug. A log that cannot be read is P2PAUDIT_ERROR_INPUT. Added in
  * P2PAUDIT_0.2. */
 P2PAUDIT_API p2paudit_status p2paudit_explain_log(p2paudit_machine *machine, const char *log_path, char **json,
                                                   uint64_t *contradictions);
+
+/* `watch` for a program: where this boot's kernel log stands now (/dev/kmsg's next record), taken
+ * before the workload; then p2paudit_explain_log_since() explains what the workload added. On
+ * failure (no /dev/kmsg, or kernel.dmesg_restrict for a user without CAP_SYSLOG)
+ * P2PAUDIT_ERROR_INPUT and, when error is not NULL, *error says why (p2paudit_string_free()): the
+ * prediction cannot be checked, which is not "no events". Added in P2PAUDIT_0.2. */
+P2PAUDIT_API p2paudit_status p2paudit_log_position(uint64_t *position, char **error);
+
+/* The live machine's kernel log from position on, explained as p2paudit_explain_log() does (the
+ * document `watch --format json` writes, without its "watch" member). The machine must be this
+ * machine ("/"): a capture's log has no position here (P2PAUDIT_ERROR_INPUT). Added in P2PAUDIT_0.2. */
+P2PAUDIT_API p2paudit_status p2paudit_explain_log_since(p2paudit_machine *machine, uint64_t position, char **json,
+                                                        uint64_t *contradictions);
 
 /* Frees a string the library returned as `char *`. NULL is allowed. */
 P2PAUDIT_API void p2paudit_string_free(char *string);

@@ -48,6 +48,8 @@ struct p2paudit_machine {
   // Read as `check` reads them, through the same function (probe/decision_inputs.h).
   DecisionInputs inputs;
   std::unique_ptr<policy::PolicyEvaluator> evaluator;  // refers into inputs
+  std::string sysroot;     // what it was read from: "/" (this machine), a capture, or a dump
+  bool from_dump = false;
   std::vector<DeviceStrings> devices;
   std::string kernel_release;
   std::string last_error;
@@ -161,6 +163,8 @@ std::unique_ptr<p2paudit_machine> read_machine(const p2paudit_options& o) {
   // out (a library prints nothing); the same statements are in the topology's findings.
   std::vector<std::string> aside;
   m->inputs = read_decision_inputs(source, policy, AssumptionNotes::kAside, &aside);
+  m->from_dump = !source.lspci_dump.empty();
+  m->sysroot = m->from_dump ? source.lspci_dump : source.sysroot;
   const DecisionInputs& in = m->inputs;
   m->evaluator = std::make_unique<policy::PolicyEvaluator>(in.topo, in.kernel, in.rules, in.vendor_facts());
   m->kernel_release = in.kernel.release.text.empty() ? in.kernel.release.version() : in.kernel.release.text;
@@ -170,6 +174,16 @@ std::unique_ptr<p2paudit_machine> read_machine(const p2paudit_options& o) {
                           f.vendor_name, f.device_name});
   }
   return m;
+}
+
+// The log that tells about the machine (as `p2paudit log` without --from): this boot's /dev/kmsg
+// for the live machine, a capture's own (`snapshot --with-log`); never this machine's for a capture.
+policy::LogSource machine_log(p2paudit_machine* m, std::optional<uint64_t> since, policy::LogExplainer& explainer) {
+  policy::LogSource source = policy::read_machine_log(m->sysroot, m->from_dump, since, [&](KernelLogLine&& line) {
+    if (auto e = recognise_kernel_log_line(line)) explainer.add(*e);
+  });
+  explainer.finish();
+  return source;
 }
 
 p2paudit_status find_device(p2paudit_machine* m, const char* spec, const char* role, size_t* index) {
@@ -421,13 +435,42 @@ p2paudit_status p2paudit_explain_log(p2paudit_machine* machine, const char* log_
     if (log_path) {
       source = policy::explain_log_file(log_path, explainer);
     } else {
-      source.name = "/dev/kmsg";
-      source.notes = read_kmsg(std::nullopt, {}, [&](KernelLogLine&& line) {
-        ++source.lines;
-        if (auto e = recognise_kernel_log_line(line)) explainer.add(*e);
-      });
-      explainer.finish();
+      source = machine_log(machine, std::nullopt, explainer);
     }
+    *json = c_string(json_text(policy::log_json(machine->inputs.topo, explainer, source)));
+    if (contradictions) *contradictions = explainer.contradictions();
+    return P2PAUDIT_OK;
+  });
+}
+
+p2paudit_status p2paudit_log_position(uint64_t* position, char** error) {
+  if (error) *error = nullptr;
+  if (!position) return P2PAUDIT_ERROR_ARGUMENT;
+  *position = 0;
+  try {
+    std::string why;
+    if (auto at = kmsg_position(&why)) {
+      *position = *at;
+      return P2PAUDIT_OK;
+    }
+    if (error) *error = c_string(why);
+    return P2PAUDIT_ERROR_INPUT;
+  } catch (const std::bad_alloc&) {
+    return P2PAUDIT_ERROR_MEMORY;
+  } catch (const std::exception& e) {
+    if (error) *error = c_string(e.what());
+    return P2PAUDIT_ERROR_INPUT;
+  }
+}
+
+p2paudit_status p2paudit_explain_log_since(p2paudit_machine* machine, uint64_t position, char** json,
+                                           uint64_t* contradictions) {
+  if (json) *json = nullptr;
+  if (contradictions) *contradictions = 0;
+  if (!machine || !json) return machine ? fail(machine, P2PAUDIT_ERROR_ARGUMENT, "json must not be NULL") : P2PAUDIT_ERROR_ARGUMENT;
+  return guarded(machine, [&] {
+    policy::LogExplainer explainer(*machine->evaluator, machine->inputs.kernel);
+    policy::LogSource source = machine_log(machine, position, explainer);
     *json = c_string(json_text(policy::log_json(machine->inputs.topo, explainer, source)));
     if (contradictions) *contradictions = explainer.contradictions();
     return P2PAUDIT_OK;

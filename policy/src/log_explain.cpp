@@ -11,12 +11,15 @@
 #include <fstream>
 #include <cctype>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
 #include "p2paudit/device_class.h"
 #include "p2paudit/errors.h"
 #include "p2paudit/input_file.h"
+#include "p2paudit/kernel_log_snapshot.h"
+#include "p2paudit/sysroot.h"
 
 namespace p2paudit::policy {
 
@@ -43,6 +46,33 @@ LogSource explain_log_file(const std::string& path, LogExplainer& explainer) {
     if (auto e = recognise_kernel_log_line(line)) explainer.add(*e);
   });
   explainer.finish();
+  return source;
+}
+
+LogSource read_machine_log(const std::string& sysroot, bool from_dump, std::optional<uint64_t> since,
+                           const std::function<void(KernelLogLine&&)>& sink) {
+  LogSource source;
+  auto feed = [&](KernelLogLine&& line) {
+    ++source.lines;
+    sink(std::move(line));
+  };
+  if (!from_dump && sysroot == "/") {
+    source.name = "/dev/kmsg";
+    source.notes = read_kmsg(since, {}, feed);
+  } else {
+    if (since)
+      throw InputError(fmt::format("{}: a position in the kernel log is this machine's, not the capture's: read the "
+                                   "capture's whole log", escape_line(sysroot)));
+    std::optional<std::string> carried;
+    if (!from_dump) carried = read_snapshot_kernel_log(Sysroot::open(sysroot));
+    if (!carried)
+      throw InputError(fmt::format("{}: {} no kernel log (`p2paudit snapshot --with-log` stores one); give the "
+                                   "machine's saved dmesg (`log --from FILE`)",
+                                   escape_line(sysroot), from_dump ? "an lspci dump carries" : "this capture holds"));
+    source.name = sysroot + ": " + kKernelLogPath;
+    std::istringstream text(*carried);
+    source.notes = read_kernel_log(text, source.name, {}, feed);
+  }
   return source;
 }
 

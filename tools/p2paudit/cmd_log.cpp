@@ -15,7 +15,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -25,8 +24,6 @@
 #include "p2paudit/input_file.h"
 #include "p2paudit/json_output.h"
 #include "p2paudit/kernel_log.h"
-#include "p2paudit/kernel_log_snapshot.h"
-#include "p2paudit/sysroot.h"
 #include "p2paudit/policy/log_explain.h"
 
 namespace p2paudit::cli {
@@ -120,15 +117,7 @@ int run_log(const GlobalOptions& global, const LogArgs& args) {
   policy::LogSource source;
   if (args.from.empty() && !live_log_describes(global)) {
     // Never this machine's log against another machine's tree: the capture's own, or --from.
-    std::optional<std::string> carried;
-    if (!global.from_dump()) carried = read_snapshot_kernel_log(Sysroot::open(global.sysroot));
-    if (!carried)
-      throw InputError(fmt::format("{}: {} no kernel log (`p2paudit snapshot --with-log` stores one); give the "
-                                   "machine's saved dmesg with --from FILE",
-                                   global.source(), global.from_dump() ? "an lspci dump carries" : "this capture holds"));
-    source.name = global.sysroot + ": " + kKernelLogPath;
-    std::istringstream text(*carried);
-    source.notes = read_kernel_log(text, source.name, {}, std::ref(feed));
+    source = policy::read_machine_log(global.source(), global.from_dump(), std::nullopt, std::ref(feed));
   } else if (args.from.empty()) {
     source.name = kmsg_file_for_tests() ? kmsg_file_for_tests() : "/dev/kmsg";
     try {

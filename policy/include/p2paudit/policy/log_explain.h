@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -152,6 +153,14 @@ nlohmann::ordered_json log_json(const Topology& topo, const LogExplainer& explai
 // A saved log (a regular file: `dmesg`, `journalctl -k`, /dev/kmsg records) read into `explainer`
 // (finish() called); throws InputError naming `path` when it is not a readable regular file.
 LogSource explain_log_file(const std::string& path, LogExplainer& explainer);
+
+// The log that tells about the machine read from `sysroot`, each line to `sink`: for the live
+// machine ("/"), this boot's /dev/kmsg from record `since` on (all when nullopt); for a capture,
+// the log it holds (`snapshot --with-log`). Never this machine's log for another machine's tree:
+// throws InputError when the capture holds none (or `since` is given for one), or for an lspci
+// dump (from_dump), saying that a saved log (`log --from`) settles it.
+LogSource read_machine_log(const std::string& sysroot, bool from_dump, std::optional<uint64_t> since,
+                           const std::function<void(KernelLogLine&&)>& sink);
 
 // What to attach to an issue when an event contradicts the prediction.
 std::string contradiction_attachments();
