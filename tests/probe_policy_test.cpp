@@ -437,6 +437,26 @@ TEST(ProbeReality, KernelPeerPathFailureStagesThePairDespiteAVerifiedCopy) {
   }
 }
 
+// A slow peer path from the fake runtime itself (not a written document): the verified peer copy
+// slower than staging through host memory stages the pair, with both numbers.
+TEST(ProbeReality, APeerCopySlowerThanStagingStagesThePair) {
+  UnpackedH200 source;
+  std::string out = source.dir() + "-slow.tar.gz";
+  auto r = test::run_command(fakes_env("peer_copy_slow") + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(source.dir()) +
+                             " snapshot --probe --copy --size 1MiB --repeat 1 -o " + test::shell_quote(out) + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(out) + " check --format json gpu0 gpu1");
+  fs::remove(out);
+  auto d = json::parse(r.output);
+  const auto& facts = d["facts"];
+  EXPECT_EQ(facts["vendor.copy_result"], "verified");
+  ASSERT_TRUE(facts["vendor.copy_gbps"].is_number() && facts["vendor.copy_staged_gbps"].is_number()) << facts.dump();
+  EXPECT_LT(facts["vendor.copy_gbps"].get<double>(), facts["vendor.copy_staged_gbps"].get<double>());
+  EXPECT_EQ(d["rule"], "copy-slower-than-staged");
+  EXPECT_EQ(d["decision"], "host_staged");
+  EXPECT_EQ(r.status, 1);
+}
+
 // NVML's memory size is a device fact: the BAR comparison of the vendor gates can be made.
 TEST(ProbeFacts, NvmlMemorySizeMeetsTheSysfsBar) {
   json doc = json::parse(read_file(recording("probe-copy.json")));

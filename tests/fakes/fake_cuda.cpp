@@ -258,6 +258,7 @@ int cuMemcpyPeer(unsigned long long dst, CUctx_st* dst_ctx, unsigned long long s
   if (s == "copy_hang" && src_ctx->device == 0) fake::hang();
   if (s == "copy_crash" && src_ctx->device == 0) fake::crash(SIGSEGV);
   std::memcpy(host(dst), host(src), size);
+  if (s == "peer_copy_slow") usleep(static_cast<useconds_t>(size / 50));  // 50 bytes a microsecond: 50 MB/s
   if (s == "copy_corrupt")
     for (size_t i = 0; i < size; i += 4096) static_cast<unsigned char*>(host(dst))[i] ^= 0xff;
   return 0;

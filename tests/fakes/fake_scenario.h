@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 // Shared by the fake NVML, CUDA and HIP libraries (tests only): the scenario and the emulated GPUs.
 //   FAKE_NVIDIA_SCENARIO  ok (default) | p2p_not_supported | init_fails | hang | crash
-//                         | copy_corrupt | copy_fails | copy_hang | copy_crash (probe --copy)
+//                         | copy_corrupt | copy_fails | copy_hang | copy_crash | peer_copy_slow (probe --copy)
 //                         | kernel_stores_dropped | bar_end_zeroed | atomics_wrong | kernel_hang
 //                         | no_peer_atomics (probe --copy's peer paths)
 //   FAKE_NVIDIA_BDFS      the GPUs' PCI functions, comma-separated (default 0000:00:06.0,0000:00:07.0)
@@ -12,6 +12,8 @@
 //   copy_corrupt  cuMemcpyPeer succeeds and flips one byte in 4096; the host-staged copy is right
 //   copy_fails    cuCtxEnablePeerAccess returns CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (217)
 //   copy_hang, copy_crash  cuMemcpyPeer from GPU 0 hangs, or dies of SIGSEGV; from the others it works
+//   peer_copy_slow  cuMemcpyPeer delivers at about 50 MB/s (it sleeps 20 ms a MiB): a peer path far
+//                 slower than the host-staged copy, which is a plain memcpy
 // The peer-path kernels (probe/src/cuda_peer_kernels.h) run on host memory by their names; a kernel
 // touching a peer without cuCtxEnablePeerAccess fails with CUDA_ERROR_ILLEGAL_ADDRESS. Scenarios:
 //   kernel_stores_dropped  the copy engine delivers; kernel stores into a peer's memory are lost
