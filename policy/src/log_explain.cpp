@@ -204,23 +204,19 @@ std::optional<std::pair<size_t, std::string>> LogExplainer::bar_owner(uint64_t a
 // function of that bus, device and function in the machine's one segment that has it; where two
 // segments have one, the line does not say which (nullopt, *why says so), never segment 0 guessed.
 std::optional<Bdf> LogExplainer::with_segment(const Bdf& printed, std::string* why) {
-  const Topology& topo = evaluator_.topology();
-  if (!domains_) {
-    std::vector<uint32_t> d;
-    for (const auto& f : topo.functions) d.push_back(f.bdf.domain);
-    std::sort(d.begin(), d.end());
-    d.erase(std::unique(d.begin(), d.end()), d.end());
-    domains_ = std::move(d);
+  auto key = [](const Bdf& b) { return static_cast<uint16_t>((b.bus << 8) | b.devfn()); };
+  if (!without_segment_) {
+    std::map<uint16_t, std::vector<Bdf>> by_key;
+    for (const auto& f : evaluator_.topology().functions) {
+      auto& same = by_key[key(f.bdf)];
+      if (same.size() < 2 && std::find(same.begin(), same.end(), f.bdf) == same.end()) same.push_back(f.bdf);
+    }
+    without_segment_ = std::move(by_key);
   }
-  std::vector<Bdf> matches;
-  for (uint32_t domain : *domains_) {
-    Bdf b = printed;
-    b.domain = domain;
-    if (topo.index_of(b)) matches.push_back(b);
-    if (matches.size() > 1) break;
-  }
+  auto it = without_segment_->find(key(printed));
+  if (it == without_segment_->end()) return printed;  // no segment has it: a device the tool does not see
+  const std::vector<Bdf>& matches = it->second;
   if (matches.size() == 1) return matches.front();
-  if (matches.empty()) return printed;  // no segment has it: a device the tool does not see
   *why = fmt::format("the line names {:02x}:{:02x}.{} without its PCI segment, and segments {:04x} and {:04x} both "
                      "have one: the device is not known",
                      printed.bus, printed.dev, printed.fn, matches[0].domain, matches[1].domain);

@@ -121,7 +121,9 @@ class LogExplainer {
     bool overlaps;
   };
   std::optional<std::vector<BarSpan>> bar_spans_;
-  std::optional<std::vector<uint32_t>> domains_;  // the PCI segments of the machine, sorted
+  // Bus, device and function (bus << 8 | devfn) -> the functions that have them, at most two:
+  // built at the first line that names a requester without its segment.
+  std::optional<std::map<uint16_t, std::vector<Bdf>>> without_segment_;
 
   PolicyEvaluator& evaluator_;
   const KernelRules& kernel_;
