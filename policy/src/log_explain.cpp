@@ -34,6 +34,14 @@ const char* to_string(LogAgreement a) {
 }
 
 LogSource explain_log_file(const std::string& path, LogExplainer& explainer) {
+  LogSource source = read_log_file(path, [&](KernelLogLine&& line) {
+    if (auto e = recognise_kernel_log_line(line)) explainer.add(*e);
+  });
+  explainer.finish();
+  return source;
+}
+
+LogSource read_log_file(const std::string& path, const std::function<void(KernelLogLine&&)>& sink) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw InputError(fmt::format("{}: {}", escape_line(path), std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: not a regular file", escape_line(path)));
@@ -43,9 +51,8 @@ LogSource explain_log_file(const std::string& path, LogExplainer& explainer) {
   source.name = path;
   source.notes = read_kernel_log(in, path, {}, [&](KernelLogLine&& line) {
     ++source.lines;
-    if (auto e = recognise_kernel_log_line(line)) explainer.add(*e);
+    sink(std::move(line));
   });
-  explainer.finish();
   return source;
 }
 

@@ -4,7 +4,6 @@
 // (docs/log.md).
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -130,14 +129,7 @@ int run_log(const GlobalOptions& global, const LogArgs& args) {
     source.name = "-";
     source.notes = read_kernel_log(std::cin, "standard input", {}, std::ref(feed));
   } else {
-    struct stat st{};
-    if (::stat(args.from.c_str(), &st) != 0)
-      throw InputError(fmt::format("{}: {}", args.from, std::strerror(errno)));
-    if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: not a regular file", args.from));
-    std::ifstream file(args.from, std::ios::binary);
-    if (!file) throw InputError(fmt::format("{}: {}", args.from, std::strerror(errno)));
-    source.name = args.from;
-    source.notes = read_kernel_log(file, args.from, {}, std::ref(feed));
+    source = policy::read_log_file(args.from, std::ref(feed));
   }
   source.lines = feed.lines();
   feed.explainer().finish();

@@ -155,6 +155,8 @@ nlohmann::ordered_json log_json(const Topology& topo, const LogExplainer& explai
 // A saved log (a regular file: `dmesg`, `journalctl -k`, /dev/kmsg records) read into `explainer`
 // (finish() called); throws InputError naming `path` when it is not a readable regular file.
 LogSource explain_log_file(const std::string& path, LogExplainer& explainer);
+// The same file, each line to `sink` (nothing explained, finish() not called).
+LogSource read_log_file(const std::string& path, const std::function<void(KernelLogLine&&)>& sink);
 
 // The log that tells about the machine read from `sysroot`, each line to `sink`: for the live
 // machine ("/"), this boot's /dev/kmsg from record `since` on (all when nullopt); for a capture,
