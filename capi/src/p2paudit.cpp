@@ -186,6 +186,22 @@ policy::LogSource machine_log(p2paudit_machine* m, std::optional<uint64_t> since
   return source;
 }
 
+// p2paudit_explain_log() and p2paudit_explain_log_since(): `read` fills the explainer (finish()
+// called) and says what it read; the rest is `log --format json`'s document and the count.
+template <typename Read>
+p2paudit_status explained_log(p2paudit_machine* machine, char** json, uint64_t* contradictions, Read&& read) {
+  if (json) *json = nullptr;
+  if (contradictions) *contradictions = 0;
+  if (!machine || !json) return machine ? fail(machine, P2PAUDIT_ERROR_ARGUMENT, "json must not be NULL") : P2PAUDIT_ERROR_ARGUMENT;
+  return guarded(machine, [&] {
+    policy::LogExplainer explainer(*machine->evaluator, machine->inputs.kernel);
+    const policy::LogSource source = read(explainer);
+    *json = c_string(json_text(policy::log_json(machine->inputs.topo, explainer, source)));
+    if (contradictions) *contradictions = explainer.contradictions();
+    return P2PAUDIT_OK;
+  });
+}
+
 p2paudit_status find_device(p2paudit_machine* m, const char* spec, const char* role, size_t* index) {
   if (!spec) return fail(m, P2PAUDIT_ERROR_ARGUMENT, fmt::format("the {} is NULL", role));
   if (auto i = resolve_function(m->inputs.topo, spec)) {
@@ -425,21 +441,9 @@ void p2paudit_string_free(char* string) { std::free(string); }
 
 p2paudit_status p2paudit_explain_log(p2paudit_machine* machine, const char* log_path, char** json,
                                      uint64_t* contradictions) {
-  if (json) *json = nullptr;
-  if (contradictions) *contradictions = 0;
-  if (!machine || !json) return machine ? fail(machine, P2PAUDIT_ERROR_ARGUMENT, "json must not be NULL") : P2PAUDIT_ERROR_ARGUMENT;
-  return guarded(machine, [&] {
-    // As `p2paudit log` reads it (tools/p2paudit/cmd_log.cpp): a regular file, or /dev/kmsg.
-    policy::LogExplainer explainer(*machine->evaluator, machine->inputs.kernel);
-    policy::LogSource source;
-    if (log_path) {
-      source = policy::explain_log_file(log_path, explainer);
-    } else {
-      source = machine_log(machine, std::nullopt, explainer);
-    }
-    *json = c_string(json_text(policy::log_json(machine->inputs.topo, explainer, source)));
-    if (contradictions) *contradictions = explainer.contradictions();
-    return P2PAUDIT_OK;
+  // As `p2paudit log` reads it (tools/p2paudit/cmd_log.cpp): a regular file, or the machine's own log.
+  return explained_log(machine, json, contradictions, [&](policy::LogExplainer& explainer) {
+    return log_path ? policy::explain_log_file(log_path, explainer) : machine_log(machine, std::nullopt, explainer);
   });
 }
 
@@ -465,16 +469,8 @@ p2paudit_status p2paudit_log_position(uint64_t* position, char** error) {
 
 p2paudit_status p2paudit_explain_log_since(p2paudit_machine* machine, uint64_t position, char** json,
                                            uint64_t* contradictions) {
-  if (json) *json = nullptr;
-  if (contradictions) *contradictions = 0;
-  if (!machine || !json) return machine ? fail(machine, P2PAUDIT_ERROR_ARGUMENT, "json must not be NULL") : P2PAUDIT_ERROR_ARGUMENT;
-  return guarded(machine, [&] {
-    policy::LogExplainer explainer(*machine->evaluator, machine->inputs.kernel);
-    policy::LogSource source = machine_log(machine, position, explainer);
-    *json = c_string(json_text(policy::log_json(machine->inputs.topo, explainer, source)));
-    if (contradictions) *contradictions = explainer.contradictions();
-    return P2PAUDIT_OK;
-  });
+  return explained_log(machine, json, contradictions,
+                       [&](policy::LogExplainer& explainer) { return machine_log(machine, position, explainer); });
 }
 
 }  // extern "C"
