@@ -69,6 +69,22 @@ std::string fakes_env(const std::string& scenario) {
          " P2PAUDIT_CUDA_LIBRARY=" + test::shell_quote(FAKE_CUDA_LIBRARY) + " P2PAUDIT_HIP_LIBRARY=/nonexistent ";
 }
 
+// `snapshot --probe --copy` of dir with the fake runtimes of env, then `check --format json PAIR`
+// on that snapshot (the stored copy deciding), the snapshot removed after. A failed snapshot is a
+// test failure, returned with its output.
+test::CommandResult check_stored_copy(const std::string& env, const std::string& dir, const std::string& pair) {
+  const std::string snap = dir + "-copy-snapshot.tar.gz";
+  auto r = test::run_command(env + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(dir) +
+                             " snapshot --probe --copy --size 1MiB --repeat 1 -o " + test::shell_quote(snap) + " 2>&1");
+  if (r.status != 0) {
+    ADD_FAILURE() << "snapshot --probe --copy: " << r.output;
+    return r;
+  }
+  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(snap) + " check --format json " + pair);
+  fs::remove(snap);
+  return r;
+}
+
 const json& gpu_pair(const json& policy, const std::string& provider, const std::string& client) {
   for (const auto& p : policy["pairs"])
     if (p["provider"] == provider && p["client"] == client) return p;
@@ -343,13 +359,7 @@ TEST(ProbeReality, CorruptLevelZeroCopyIsTheLoudestLineAndDecidesHostStaged) {
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.output.rfind("!!! DATA CORRUPTION: level_zero peer copy", 0), 0u) << r.output;
   // Stored in a snapshot, the corrupt copy decides every analysis of it, with that reason.
-  std::string snap = dir + "-corrupt.tar.gz";
-  r = test::run_command(ze_env("copy_corrupt") + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(dir) +
-                        " snapshot --probe --copy --size 1MiB --repeat 1 -o " + test::shell_quote(snap) + " 2>&1");
-  ASSERT_EQ(r.status, 0) << r.output;
-  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(snap) +
-                        " check --format json 0000:03:00.0 0000:07:00.0");
-  fs::remove(snap);
+  r = check_stored_copy(ze_env("copy_corrupt"), dir, "0000:03:00.0 0000:07:00.0");
   EXPECT_EQ(r.status, 1);
   auto d = json::parse(r.output);
   // Ahead of every other rule, the kernel's refusal included.
@@ -389,12 +399,7 @@ TEST(ProbeReality, HangAndCrashInTheCopyAreSurvivedAndDecideHostStaged) {
 // The NVIDIA fakes: a corrupt CUDA peer copy stored by snapshot --probe --copy overrides NVLink.
 TEST(ProbeReality, CorruptCudaCopyOverridesNvlinkInTheSnapshot) {
   UnpackedH200 source;
-  std::string out = source.dir() + "-cuda-corrupt.tar.gz";
-  auto r = test::run_command(fakes_env("copy_corrupt") + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(source.dir()) +
-                             " snapshot --probe --copy --size 1MiB --repeat 1 -o " + test::shell_quote(out) + " 2>&1");
-  ASSERT_EQ(r.status, 0) << r.output;
-  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(out) + " check --format json gpu0 gpu1");
-  fs::remove(out);
+  auto r = check_stored_copy(fakes_env("copy_corrupt"), source.dir(), "gpu0 gpu1");
   EXPECT_EQ(r.status, 1);
   auto d = json::parse(r.output);
   EXPECT_EQ(d["rule"], "copy-corrupt");
@@ -409,12 +414,7 @@ TEST(ProbeReality, CorruptCudaCopyOverridesNvlinkInTheSnapshot) {
 TEST(ProbeReality, KernelPeerPathFailureStagesThePairDespiteAVerifiedCopy) {
   UnpackedH200 source;
   for (const char* scenario : {"kernel_stores_dropped", "no_peer_atomics"}) {
-    std::string out = source.dir() + "-" + scenario + ".tar.gz";
-    auto r = test::run_command(fakes_env(scenario) + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(source.dir()) +
-                               " snapshot --probe --copy --size 1MiB --repeat 1 -o " + test::shell_quote(out) + " 2>&1");
-    ASSERT_EQ(r.status, 0) << r.output;
-    r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(out) + " check --format json gpu0 gpu1");
-    fs::remove(out);
+    auto r = check_stored_copy(fakes_env(scenario), source.dir(), "gpu0 gpu1");
     auto d = json::parse(r.output);
     const auto& facts = d["facts"];
     EXPECT_EQ(facts["vendor.copy_result"], "verified") << scenario << ": the copy engine delivered";
@@ -441,12 +441,7 @@ TEST(ProbeReality, KernelPeerPathFailureStagesThePairDespiteAVerifiedCopy) {
 // slower than staging through host memory stages the pair, with both numbers.
 TEST(ProbeReality, APeerCopySlowerThanStagingStagesThePair) {
   UnpackedH200 source;
-  std::string out = source.dir() + "-slow.tar.gz";
-  auto r = test::run_command(fakes_env("peer_copy_slow") + P2PAUDIT_TOOL + " --sysroot " + test::shell_quote(source.dir()) +
-                             " snapshot --probe --copy --size 1MiB --repeat 1 -o " + test::shell_quote(out) + " 2>&1");
-  ASSERT_EQ(r.status, 0) << r.output;
-  r = test::run_command(std::string(P2PAUDIT_TOOL) + " --sysroot " + test::shell_quote(out) + " check --format json gpu0 gpu1");
-  fs::remove(out);
+  auto r = check_stored_copy(fakes_env("peer_copy_slow"), source.dir(), "gpu0 gpu1");
   auto d = json::parse(r.output);
   const auto& facts = d["facts"];
   EXPECT_EQ(facts["vendor.copy_result"], "verified");
